@@ -1,0 +1,205 @@
+// Measures every GEMM path against plain OpenBLAS sgemm, and the fast transcendental kernels against
+// libm, on this machine. choose_gemm_path's thresholds come from the table this prints.
+#include <cblas.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "acrobat/kernels.h"
+#include "kernels/backend.h"
+
+namespace {
+
+namespace kernels = acrobat::kernels;
+using kernels::GemmPath;
+using Clock = std::chrono::steady_clock;
+
+struct Timing {
+  int reps;                           // measurements; the median is reported
+  std::chrono::nanoseconds min_time;  // each measurement repeats the call at least this long
+};
+
+// Keeps the compiler from dropping work whose result is never read.
+void escape(const void* p) { asm volatile("" : : "g"(p) : "memory"); }
+
+// Median seconds per call of each function. The functions are timed round-robin, one measurement of
+// each per round, so that load from other processes on a shared machine hits all of them alike and
+// their ratios stay meaningful even when absolute numbers drift.
+std::vector<double> time_calls(const Timing& timing, const std::vector<std::function<void()>>& fs) {
+  // Calibrate how many calls of each fill min_time, so short calls are not dominated by clock reads.
+  // The first calls also warm up JIT dispatch, page faults and caches.
+  std::vector<int> iters;
+  for (const auto& f : fs) {
+    int n = 1;
+    for (;;) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < n; ++i) f();
+      if (Clock::now() - t0 >= timing.min_time / 4 || n >= (1 << 20)) break;
+      n *= 2;
+    }
+    iters.push_back(n * 4);
+  }
+  std::vector<std::vector<double>> samples(fs.size());
+  for (int r = 0; r < timing.reps; ++r) {
+    for (size_t k = 0; k < fs.size(); ++k) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < iters[k]; ++i) fs[k]();
+      samples[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count() / iters[k]);
+    }
+  }
+  std::vector<double> medians;
+  for (auto& s : samples) {
+    std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
+    medians.push_back(s[s.size() / 2]);
+  }
+  return medians;
+}
+
+std::vector<float> random_floats(size_t n, float lo, float hi, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+struct GemmRow {
+  int M, K, N;
+  std::optional<double> gemv;  // only measured for M == 1
+  double xsmm, blas, chosen, cblas;
+  GemmPath chosen_path;
+};
+
+GemmRow bench_gemm(const Timing& timing, int M, int K, int N) {
+  const auto A = random_floats(size_t(M) * K, -1, 1, 1);
+  const auto B = random_floats(size_t(K) * N, -1, 1, 2);
+  std::vector<float> C(size_t(M) * N);
+  const auto W = kernels::pack_weights(K, N, B.data(), N);
+  auto via = [&](GemmPath path) {
+    return [&, path] {
+      kernels::gemm_packed_via(path, M, A.data(), K, *W, C.data(), N, false);
+      escape(C.data());
+    };
+  };
+  std::vector<std::function<void()>> fs = {
+      via(GemmPath::Xsmm),
+      via(GemmPath::Blas),
+      [&] {
+        kernels::gemm_packed(M, A.data(), K, *W, C.data(), N, false);
+        escape(C.data());
+      },
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A.data(), K, B.data(),
+                    N, 0.0f, C.data(), N);
+        escape(C.data());
+      },
+  };
+  if (M == 1) fs.push_back(via(GemmPath::Gemv));
+  const std::vector<double> seconds = time_calls(timing, fs);
+  auto gflops = [&](size_t k) { return 2.0 * M * N * K / seconds[k] * 1e-9; };
+
+  GemmRow row{M, K, N, std::nullopt, gflops(0), gflops(1), gflops(2), gflops(3),
+              kernels::choose_gemm_path(M, N, K)};
+  if (M == 1) row.gemv = gflops(4);
+  return row;
+}
+
+struct UnaryRow {
+  const char* name;
+  double fast_ns, libm_ns;  // per element
+};
+
+UnaryRow bench_unary(const Timing& timing, const char* name,
+                     void (*fast)(const float*, float*, size_t), float (*libm)(float), float lo,
+                     float hi) {
+  constexpr size_t kN = size_t(1) << 16;
+  const auto x = random_floats(kN, lo, hi, 3);
+  std::vector<float> y(kN);
+  const std::vector<double> seconds = time_calls(
+      timing, {[&] {
+                 fast(x.data(), y.data(), kN);
+                 escape(y.data());
+               },
+               [&] {
+                 for (size_t i = 0; i < kN; ++i) y[i] = libm(x[i]);
+                 escape(y.data());
+               }});
+  return {name, seconds[0] * 1e9 / kN, seconds[1] * 1e9 / kN};
+}
+
+std::string cell(std::optional<double> v) { return v ? fmt::format("{:7.1f}", *v) : "      -"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Benchmarks the GEMM paths and fast elementwise kernels (single thread)."};
+  bool quick = false;
+  std::string json_path;
+  app.add_flag("--quick", quick, "fewer, shorter repetitions");
+  app.add_option("--json", json_path, "also write the results as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+
+  const Timing timing = quick ? Timing{5, std::chrono::milliseconds(2)}
+                              : Timing{11, std::chrono::milliseconds(10)};
+  fmt::print("{}; single thread; median of {} runs\n\n", kernels::backend_description(),
+             timing.reps);
+
+  std::vector<std::array<int, 3>> shapes;  // M, K, N
+  for (int M : {1, 8, 16, 32, 64, 128, 256, 512}) {
+    for (auto [K, N] : {std::pair{256, 1024}, {512, 2048}, {256, 1280}, {512, 2560}, {512, 512}}) {
+      shapes.push_back({M, K, N});
+    }
+  }
+  shapes.push_back({1024, 1024, 1024});
+
+  nlohmann::json json;
+  fmt::print("GEMM GFLOP/s, C[M,N] = A[M,K] W[K,N]; paths on packed W, cblas_sgemm on plain W\n");
+  fmt::print("    M     K     N |    gemv    xsmm    blas | chosen         | cblas_sgemm\n");
+  for (const auto& [M, K, N] : shapes) {
+    const GemmRow r = bench_gemm(timing, M, K, N);
+    fmt::print("{:5} {:5} {:5} | {} {:7.1f} {:7.1f} | {:<4} {:7.1f}   | {:7.1f}\n", r.M, r.K, r.N,
+               cell(r.gemv), r.xsmm, r.blas, kernels::gemm_path_name(r.chosen_path), r.chosen,
+               r.cblas);
+    nlohmann::json j = {{"M", r.M}, {"K", r.K}, {"N", r.N}, {"xsmm", r.xsmm}, {"blas", r.blas},
+                        {"chosen_path", kernels::gemm_path_name(r.chosen_path)},
+                        {"chosen", r.chosen}, {"cblas_sgemm", r.cblas}};
+    if (r.gemv) j["gemv"] = *r.gemv;
+    json["gemm_gflops"].push_back(j);
+  }
+
+  fmt::print("\nElementwise ns/element on 1<<16 random floats in [-10, 10] ((0, 10] for log)\n");
+  fmt::print("  function |  acrobat |     libm\n");
+  const UnaryRow unary[] = {
+      bench_unary(timing, "tanh", kernels::tanh, [](float x) { return std::tanh(x); }, -10, 10),
+      bench_unary(timing, "sigmoid", kernels::sigmoid,
+                  [](float x) { return 1.0f / (1.0f + std::exp(-x)); }, -10, 10),
+      bench_unary(timing, "exp", kernels::exp, [](float x) { return std::exp(x); }, -10, 10),
+      bench_unary(timing, "log", kernels::log, [](float x) { return std::log(x); }, 1e-6f, 10),
+  };
+  for (const UnaryRow& r : unary) {
+    fmt::print("  {:>8} | {:8.3f} | {:8.3f}\n", r.name, r.fast_ns, r.libm_ns);
+    json["elementwise_ns_per_element"].push_back(
+        {{"function", r.name}, {"acrobat", r.fast_ns}, {"libm", r.libm_ns}});
+  }
+
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << json.dump(2) << '\n';
+    if (!out) {
+      fmt::print(stderr, "error: cannot write {}\n", json_path);
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,95 @@
+// CPU kernels: the backend boundary between acrobat's engines and the machine. Every function works on
+// row-major float32 buffers the caller owns, is single-threaded (the runtime owns threading), and
+// allocates nothing per call except where noted. A GPU backend would implement the same set.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace acrobat::kernels {
+
+// ---- GEMM ---------------------------------------------------------------------------------------
+// C[M,N] = A[M,K] * B[K,N]  (C += ... when accumulate). lda/ldb/ldc are row strides in elements.
+void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+          bool accumulate);
+
+// The ways a GEMM can be carried out; the dispatcher picks one from M, N, K by rules measured on this
+// machine (bench/gemm_bench prints the table the rules come from).
+enum class GemmPath {
+  Gemv,  // M == 1: cblas_sgemv on the packed-free weights
+  Xsmm,  // small/medium M: libxsmm JIT micro-kernels over pre-packed K x 128 weight panels
+  Blas,  // large M: single-threaded OpenBLAS sgemm
+};
+const char* gemm_path_name(GemmPath path);
+GemmPath choose_gemm_path(int M, int N, int K);
+
+// A weight matrix B[K,N] used by many GEMMs (a model parameter), prepared once for every path:
+// the original row-major copy (for Gemv/Blas) and column panels for the JIT kernels.
+class PackedWeights {
+ public:
+  virtual ~PackedWeights() = default;
+  virtual int K() const = 0;
+  virtual int N() const = 0;
+};
+std::shared_ptr<const PackedWeights> pack_weights(int K, int N, const float* B, int ldb);
+
+// C[M,N] = A[M,K] * W (+ C). Uses choose_gemm_path(M, N, K).
+void gemm_packed(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,
+                 bool accumulate);
+// The same with the path forced (for benchmarks and tests of every path).
+void gemm_packed_via(GemmPath path, int M, const float* A, int lda, const PackedWeights& W, float* C,
+                     int ldc, bool accumulate);
+
+// ---- Elementwise ---------------------------------------------------------------------------------
+// y may alias x. The fast transcendental functions are vectorised approximations; their maximum
+// errors over all finite floats (absolute for tanh/sigmoid, relative for exp/log, where exp's result
+// is a normal float) are the constants below (tests measure them). They saturate, overflow and
+// underflow like std::, and NaN in gives NaN out.
+inline constexpr float kTanhMaxAbsError = 5e-7f;
+inline constexpr float kSigmoidMaxAbsError = 5e-7f;
+inline constexpr float kExpMaxRelError = 5e-7f;
+inline constexpr float kLogMaxRelError = 5e-7f;
+
+void tanh(const float* x, float* y, size_t n);
+void sigmoid(const float* x, float* y, size_t n);
+void exp(const float* x, float* y, size_t n);
+void log(const float* x, float* y, size_t n);
+void relu(const float* x, float* y, size_t n);
+void neg(const float* x, float* y, size_t n);
+
+enum class BinaryOp { Add, Sub, Mul, Div };
+// y[i] = a[i] op b[i]
+void binary(BinaryOp op, const float* a, const float* b, float* y, size_t n);
+// Broadcasting form: out_dims has `rank` entries; a_strides/b_strides are element strides per output
+// dimension, 0 where that operand is broadcast. Output is contiguous.
+void binary_broadcast(BinaryOp op, int rank, const int64_t* out_dims, const float* a,
+                      const int64_t* a_strides, const float* b, const int64_t* b_strides, float* y);
+
+// ---- Row-wise ------------------------------------------------------------------------------------
+// Each of `rows` rows of `cols` contiguous elements independently; y may alias x.
+void softmax(const float* x, float* y, int rows, int cols);
+void log_softmax(const float* x, float* y, int rows, int cols);
+// y = (x - mean) / sqrt(var + eps) * gamma + beta, gamma/beta of length cols (biased variance).
+void layer_norm(const float* x, const float* gamma, const float* beta, float eps, float* y, int rows,
+                int cols);
+
+// ---- Reductions ---------------------------------------------------------------------------------
+// x viewed as [outer, len, inner]; reduces the middle dimension into y[outer, inner].
+enum class ReduceOp { Sum, Mean, Max };
+void reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len, int64_t inner);
+// Index of the first maximum of x[0..n).
+int64_t argmax(const float* x, int64_t n);
+
+// ---- Data movement ------------------------------------------------------------------------------
+// Copies a rows x cols block between buffers with row strides (concat, slice, split use this).
+void copy_2d(const float* src, int64_t src_ld, float* dst, int64_t dst_ld, int64_t rows,
+             int64_t cols);
+// out[i, :] = table[index[i], :] for n rows of row_len elements. Indices must be in range (the caller
+// checks them against the table size and reports a user error).
+void gather_rows(const float* table, int64_t row_len, const int64_t* index, int64_t n, float* out);
+// y[c, r] = x[r, c] for an x of rows x cols.
+void transpose_2d(const float* x, float* y, int64_t rows, int64_t cols);
+
+}  // namespace acrobat::kernels

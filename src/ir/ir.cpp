@@ -1,0 +1,293 @@
+#include "ir/ir.h"
+
+#include <sstream>
+
+namespace acrobat::ir {
+
+const char* host_op_name(HostOp op) {
+  switch (op) {
+    case HostOp::Add: return "add";
+    case HostOp::Sub: return "sub";
+    case HostOp::Mul: return "mul";
+    case HostOp::Div: return "div";
+    case HostOp::Mod: return "mod";
+    case HostOp::Neg: return "neg";
+    case HostOp::Not: return "not";
+    case HostOp::Lt: return "lt";
+    case HostOp::Le: return "le";
+    case HostOp::Gt: return "gt";
+    case HostOp::Ge: return "ge";
+    case HostOp::Eq: return "eq";
+    case HostOp::Ne: return "ne";
+  }
+  return "?";
+}
+
+namespace {
+std::shared_ptr<Rhs> node(RhsKind kind, Type t, Span s) {
+  auto r = std::make_shared<Rhs>();
+  r->kind = kind;
+  r->type = std::move(t);
+  r->span = std::move(s);
+  return r;
+}
+}  // namespace
+
+RhsPtr make_copy(Atom a, Type t, Span s) {
+  auto r = node(RhsKind::Copy, std::move(t), std::move(s));
+  r->args = {a};
+  return r;
+}
+RhsPtr make_op(OpId op, std::vector<Atom> args, OpAttrs attrs, Type t, Span s) {
+  auto r = node(RhsKind::Op, std::move(t), std::move(s));
+  r->op = op;
+  r->args = std::move(args);
+  r->attrs = std::move(attrs);
+  return r;
+}
+RhsPtr make_host(HostOp op, std::vector<Atom> args, Type t, Span s) {
+  auto r = node(RhsKind::Host, std::move(t), std::move(s));
+  r->host_op = op;
+  r->args = std::move(args);
+  return r;
+}
+RhsPtr make_call(int func, std::vector<Atom> args, Type t, Span s) {
+  auto r = node(RhsKind::Call, std::move(t), std::move(s));
+  r->callee_func = func;
+  r->args = std::move(args);
+  return r;
+}
+RhsPtr make_indirect_call(Atom callee, std::vector<Atom> args, Type t, Span s) {
+  auto r = node(RhsKind::Call, std::move(t), std::move(s));
+  r->callee = callee;
+  r->args = std::move(args);
+  return r;
+}
+RhsPtr make_construct(const CtorDef* ctor, std::vector<Atom> args, Type t, Span s) {
+  auto r = node(RhsKind::Construct, std::move(t), std::move(s));
+  r->ctor = ctor;
+  r->args = std::move(args);
+  return r;
+}
+RhsPtr make_tuple(std::vector<Atom> args, Type t, Span s) {
+  auto r = node(RhsKind::MakeTuple, std::move(t), std::move(s));
+  r->args = std::move(args);
+  return r;
+}
+RhsPtr make_proj(Atom tuple, int index, Type t, Span s) {
+  auto r = node(RhsKind::Proj, std::move(t), std::move(s));
+  r->args = {tuple};
+  r->index = index;
+  return r;
+}
+RhsPtr make_param_load(int param, Type t, Span s) {
+  auto r = node(RhsKind::ParamLoad, std::move(t), std::move(s));
+  r->index = param;
+  return r;
+}
+RhsPtr make_param_index(int param, Atom index, Type t, Span s) {
+  auto r = node(RhsKind::ParamIndex, std::move(t), std::move(s));
+  r->index = param;
+  r->args = {index};
+  return r;
+}
+RhsPtr make_closure(int func, std::vector<Atom> captures, Type t, Span s) {
+  auto r = node(RhsKind::MakeClosure, std::move(t), std::move(s));
+  r->callee_func = func;
+  r->args = std::move(captures);
+  return r;
+}
+RhsPtr make_if(Atom cond, Block then_block, Block else_block, Type t, Span s) {
+  auto r = node(RhsKind::If, std::move(t), std::move(s));
+  r->args = {cond};
+  r->then_block = std::move(then_block);
+  r->else_block = std::move(else_block);
+  return r;
+}
+RhsPtr make_match(Atom scrutinee, std::vector<Clause> clauses, Type t, Span s) {
+  auto r = node(RhsKind::Match, std::move(t), std::move(s));
+  r->args = {scrutinee};
+  r->clauses = std::move(clauses);
+  return r;
+}
+
+int Module::find_function(const std::string& name) const {
+  for (size_t i = 0; i < functions.size(); ++i)
+    if (functions[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+class Printer {
+ public:
+  Printer(const Module& m, std::ostringstream& out) : m_(m), out_(out) {}
+
+  void module() {
+    for (auto& [name, value] : m_.dims) out_ << "dim " << name << " = " << value << "\n";
+    for (auto& p : m_.params) {
+      out_ << "param @" << p.name;
+      if (p.count) out_ << "[" << p.count << "]";
+      out_ << ": f32" << shape_str(p.shape) << "\n";
+    }
+    for (auto& f : m_.functions) function(f);
+  }
+
+ private:
+  std::string var(int v) const {
+    const auto& info = f_->vars[v];
+    return info.name.empty() ? "%" + std::to_string(v) : "%" + info.name + "." + std::to_string(v);
+  }
+
+  std::string atom(const Atom& a) const {
+    switch (a.kind) {
+      case Atom::Var: return var(a.var);
+      case Atom::Int: return std::to_string(a.int_value);
+      case Atom::Float: {
+        std::ostringstream s;
+        s.precision(9);
+        s << a.float_value;
+        std::string str = s.str();
+        if (str.find_first_of(".eEn") == std::string::npos) str += ".0";
+        return str;
+      }
+      case Atom::Bool: return a.bool_value ? "true" : "false";
+      case Atom::Unit: return "()";
+      case Atom::Func: return "@" + m_.functions[a.func].name;
+    }
+    return "?";
+  }
+
+  std::string atoms(const std::vector<Atom>& as, size_t from = 0) const {
+    std::string s;
+    for (size_t i = from; i < as.size(); ++i) s += (i > from ? ", " : "") + atom(as[i]);
+    return s;
+  }
+
+  void function(const Function& f) {
+    f_ = &f;
+    out_ << "\ndef @" << f.name;
+    if (!f.type_params.empty()) {
+      out_ << "[";
+      for (size_t i = 0; i < f.type_params.size(); ++i) out_ << (i ? ", " : "") << f.type_params[i];
+      out_ << "]";
+    }
+    out_ << "(";
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      if (i) out_ << ", ";
+      if (static_cast<int>(i) < f.num_captures) out_ << "capture ";
+      out_ << var(f.params[i]) << ": " << type_str(f.vars[f.params[i]].type);
+    }
+    out_ << ") -> " << type_str(f.ret) << " {\n";
+    block(f.body, 1);
+    out_ << "}\n";
+  }
+
+  void indent(int depth) { out_ << std::string(2 * depth, ' '); }
+
+  void block(const Block& b, int depth) {
+    for (auto& bind : b.bindings) {
+      indent(depth);
+      out_ << var(bind.var) << ": " << type_str(bind.rhs->type) << " = ";
+      rhs(*bind.rhs, depth);
+      out_ << "\n";
+    }
+    indent(depth);
+    out_ << atom(b.result) << "\n";
+  }
+
+  void pattern(const Pattern& p) {
+    switch (p.kind) {
+      case Pattern::Wildcard: out_ << "_"; break;
+      case Pattern::Bind: out_ << var(p.var); break;
+      case Pattern::Ctor:
+      case Pattern::Tuple:
+        if (p.kind == Pattern::Ctor) out_ << p.ctor->name;
+        if (p.kind == Pattern::Tuple || !p.subs.empty()) {
+          out_ << "(";
+          for (size_t i = 0; i < p.subs.size(); ++i) {
+            if (i) out_ << ", ";
+            pattern(*p.subs[i]);
+          }
+          out_ << ")";
+        }
+        break;
+    }
+  }
+
+  void rhs(const Rhs& r, int depth) {
+    switch (r.kind) {
+      case RhsKind::Copy: out_ << atom(r.args[0]); break;
+      case RhsKind::Op: {
+        out_ << op_info(r.op).name << "(" << atoms(r.args);
+        const auto& specs = op_info(r.op).attrs;
+        size_t i = 0;
+        for (auto& spec : specs) {
+          if (spec.variadic) {
+            out_ << (r.args.empty() && i == 0 ? "" : ", ") << spec.name << "=[";
+            for (size_t j = i; j < r.attrs.ints.size(); ++j) out_ << (j > i ? ", " : "") << r.attrs.ints[j];
+            out_ << "]";
+            i = r.attrs.ints.size();
+          } else if (i < r.attrs.ints.size()) {
+            out_ << ", " << spec.name << "=" << r.attrs.ints[i++];
+          }
+        }
+        if (r.op == OpId::Constant) out_ << "value=" << atom(Atom::floating(r.attrs.value));
+        out_ << ")";
+        break;
+      }
+      case RhsKind::Host: out_ << "host." << host_op_name(r.host_op) << "(" << atoms(r.args) << ")"; break;
+      case RhsKind::Call:
+        out_ << "call " << (r.callee_func >= 0 ? "@" + m_.functions[r.callee_func].name : atom(r.callee))
+             << "(" << atoms(r.args) << ")";
+        break;
+      case RhsKind::Construct:
+        out_ << r.ctor->name;
+        if (!r.args.empty()) out_ << "(" << atoms(r.args) << ")";
+        break;
+      case RhsKind::MakeTuple: out_ << "(" << atoms(r.args) << (r.args.size() == 1 ? ",)" : ")"); break;
+      case RhsKind::Proj: out_ << atom(r.args[0]) << "." << r.index; break;
+      case RhsKind::ParamLoad: out_ << "@" << m_.params[r.index].name; break;
+      case RhsKind::ParamIndex: out_ << "@" << m_.params[r.index].name << "[" << atom(r.args[0]) << "]"; break;
+      case RhsKind::MakeClosure:
+        out_ << "closure @" << m_.functions[r.callee_func].name << "(" << atoms(r.args) << ")";
+        break;
+      case RhsKind::If:
+        out_ << "if " << atom(r.args[0]) << " {\n";
+        block(r.then_block, depth + 1);
+        indent(depth);
+        out_ << "} else {\n";
+        block(r.else_block, depth + 1);
+        indent(depth);
+        out_ << "}";
+        break;
+      case RhsKind::Match:
+        out_ << "match " << atom(r.args[0]) << " {\n";
+        for (auto& c : r.clauses) {
+          indent(depth + 1);
+          pattern(*c.pattern);
+          out_ << " => {\n";
+          block(c.body, depth + 2);
+          indent(depth + 1);
+          out_ << "}\n";
+        }
+        indent(depth);
+        out_ << "}";
+        break;
+    }
+  }
+
+  const Module& m_;
+  std::ostringstream& out_;
+  const Function* f_ = nullptr;
+};
+
+}  // namespace
+
+std::string print_module(const Module& module) {
+  std::ostringstream out;
+  Printer(module, out).module();
+  return out.str();
+}
+
+}  // namespace acrobat::ir

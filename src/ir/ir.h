@@ -1,0 +1,156 @@
+// The IR: functions in A-normal form. A block is a straight list of bindings `%v = rhs` ending in an
+// atom; every operand is an atom (a variable or a constant), so evaluation order and every
+// intermediate value are explicit. Lambdas are lifted into top-level functions that take their
+// captured variables first. Nodes are immutable once built and keep the span of the source they
+// came from.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/ops.h"
+#include "lang/types.h"
+
+namespace acrobat::ast {
+struct Module;
+}
+
+namespace acrobat::ir {
+
+struct Function;
+
+// An operand: a variable of the enclosing function or a constant.
+struct Atom {
+  enum Kind { Var, Int, Float, Bool, Unit, Func } kind = Unit;
+  int var = -1;            // Var: index into Function::vars
+  int64_t int_value = 0;   // Int
+  double float_value = 0;  // Float
+  bool bool_value = false; // Bool
+  int func = -1;           // Func: index into Module::functions (a function used as a value)
+
+  static Atom variable(int v) { Atom a; a.kind = Var; a.var = v; return a; }
+  static Atom integer(int64_t v) { Atom a; a.kind = Int; a.int_value = v; return a; }
+  static Atom floating(double v) { Atom a; a.kind = Float; a.float_value = v; return a; }
+  static Atom boolean(bool v) { Atom a; a.kind = Bool; a.bool_value = v; return a; }
+  static Atom unit() { return Atom{}; }
+  static Atom function(int f) { Atom a; a.kind = Func; a.func = f; return a; }
+};
+
+// Host scalar operations (int/float/bool); && and || are lowered to `if`.
+enum class HostOp { Add, Sub, Mul, Div, Mod, Neg, Not, Lt, Le, Gt, Ge, Eq, Ne };
+const char* host_op_name(HostOp op);
+
+enum class RhsKind {
+  Copy,        // an atom
+  Op,          // tensor operator from the registry
+  Host,        // host scalar operation
+  Call,        // call of a known function, or of a closure held in a variable
+  Construct,   // ADT constructor application
+  MakeTuple,
+  Proj,        // tuple field
+  ParamLoad,   // a whole param tensor
+  ParamIndex,  // one tensor of an indexed param, chosen by a host int (embedding lookup)
+  MakeClosure, // a lifted lambda with its captured values
+  If,
+  Match,
+};
+
+struct Block;
+struct Rhs;
+using RhsPtr = std::shared_ptr<const Rhs>;
+
+struct Binding {
+  int var;  // the variable this binding defines
+  RhsPtr rhs;
+};
+
+struct Block {
+  std::vector<Binding> bindings;
+  Atom result;
+};
+
+struct Pattern;
+using PatternPtr = std::shared_ptr<const Pattern>;
+struct Pattern {
+  enum Kind { Wildcard, Bind, Ctor, Tuple } kind;
+  int var = -1;                    // Bind
+  const CtorDef* ctor = nullptr;   // Ctor
+  std::vector<PatternPtr> subs;    // Ctor fields, Tuple elements
+};
+
+struct Clause {
+  PatternPtr pattern;
+  Block body;
+};
+
+struct Rhs {
+  RhsKind kind;
+  Type type;  // the type of the bound value
+  Span span;
+
+  std::vector<Atom> args;          // operands of Op, Host, Call, Construct, MakeTuple, MakeClosure
+  OpId op = OpId::Add;             // Op
+  OpAttrs attrs;                   // Op
+  HostOp host_op = HostOp::Add;    // Host
+  int callee_func = -1;            // Call of a known function; MakeClosure's lifted function
+  Atom callee;                     // Call through a variable (closure or function value)
+  const CtorDef* ctor = nullptr;   // Construct
+  int index = 0;                   // Proj field; ParamLoad/ParamIndex param index
+  Block then_block, else_block;    // If (args[0] is the condition)
+  std::vector<Clause> clauses;     // Match (args[0] is the scrutinee)
+};
+
+// Factories.
+RhsPtr make_copy(Atom a, Type t, Span s);
+RhsPtr make_op(OpId op, std::vector<Atom> args, OpAttrs attrs, Type t, Span s);
+RhsPtr make_host(HostOp op, std::vector<Atom> args, Type t, Span s);
+RhsPtr make_call(int func, std::vector<Atom> args, Type t, Span s);
+RhsPtr make_indirect_call(Atom callee, std::vector<Atom> args, Type t, Span s);
+RhsPtr make_construct(const CtorDef* ctor, std::vector<Atom> args, Type t, Span s);
+RhsPtr make_tuple(std::vector<Atom> args, Type t, Span s);
+RhsPtr make_proj(Atom tuple, int index, Type t, Span s);
+RhsPtr make_param_load(int param, Type t, Span s);
+RhsPtr make_param_index(int param, Atom index, Type t, Span s);
+RhsPtr make_closure(int func, std::vector<Atom> captures, Type t, Span s);
+RhsPtr make_if(Atom cond, Block then_block, Block else_block, Type t, Span s);
+RhsPtr make_match(Atom scrutinee, std::vector<Clause> clauses, Type t, Span s);
+
+struct VarInfo {
+  std::string name;  // source name, or "" for a temporary
+  Type type;
+  Span span;
+};
+
+struct Function {
+  std::string name;
+  std::vector<std::string> type_params;
+  std::vector<int> params;     // variables bound on entry; for a lifted lambda, captures first
+  int num_captures = 0;        // lifted lambdas: how many leading params are captured values
+  Type ret;
+  Block body;
+  std::vector<VarInfo> vars;
+  Span span;
+};
+
+struct Param {
+  std::string name;
+  int64_t count = 0;  // > 0 for an indexed param
+  std::vector<int64_t> shape;  // element shape
+  Span span;
+};
+
+struct Module {
+  std::shared_ptr<const ast::Module> source;  // owns the data type definitions
+  std::vector<std::pair<std::string, int64_t>> dims;
+  std::vector<Param> params;
+  std::vector<const AdtDef*> adts;
+  std::vector<Function> functions;
+
+  int find_function(const std::string& name) const;  // -1 when absent
+};
+
+// Prints the module (`--emit ir`, golden tests).
+std::string print_module(const Module& module);
+
+}  // namespace acrobat::ir

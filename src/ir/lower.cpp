@@ -1,0 +1,386 @@
+#include "ir/lower.h"
+
+#include <deque>
+#include <map>
+
+namespace acrobat {
+
+using namespace ir;
+namespace A = acrobat::ast;
+
+namespace {
+
+class Lowering {
+ public:
+  explicit Lowering(std::shared_ptr<const A::Module> src) : src_(std::move(src)) {}
+
+  Module run() {
+    Module m;
+    m.source = src_;
+    for (auto& d : src_->dims) m.dims.emplace_back(d->name, d->resolved);
+    for (auto& p : src_->params) {
+      param_index_[p.get()] = static_cast<int>(m.params.size());
+      m.params.push_back(Param{p->name, p->resolved_count, p->shape, p->span});
+    }
+    for (auto& t : src_->types) m.adts.push_back(t->def.get());
+    // User functions in declaration order, then whatever they reach (prelude functions, lambdas).
+    for (auto& f : src_->funcs)
+      if (f->span.begin.file != "<prelude>") func_index(f.get());
+    while (!pending_.empty()) {
+      auto [decl, index] = pending_.front();
+      pending_.pop_front();
+      lower_function(*decl, index);
+    }
+    m.functions = std::move(functions_);
+    return m;
+  }
+
+ private:
+  // ---- function bookkeeping ----
+  int func_index(const A::FuncDecl* f) {
+    auto it = func_index_.find(f);
+    if (it != func_index_.end()) return it->second;
+    int index = static_cast<int>(functions_.size());
+    functions_.emplace_back();
+    func_index_[f] = index;
+    pending_.emplace_back(f, index);
+    return index;
+  }
+
+  struct Context {
+    Function* fn;
+    std::map<const A::LocalVar*, int> locals;
+    int lambda_count = 0;
+  };
+
+  int new_var(const std::string& name, Type type, Span span) {
+    auto& vars = ctx_->fn->vars;
+    vars.push_back(VarInfo{name, std::move(type), std::move(span)});
+    return static_cast<int>(vars.size()) - 1;
+  }
+
+  int bind_local(const A::LocalVarPtr& local) {
+    int v = new_var(local->name, local->type, local->span);
+    ctx_->locals[local.get()] = v;
+    return v;
+  }
+
+  Atom emit(Block& b, RhsPtr rhs, const std::string& name = "") {
+    int v = new_var(name, rhs->type, rhs->span);
+    b.bindings.push_back(Binding{v, std::move(rhs)});
+    return Atom::variable(v);
+  }
+
+  void lower_function(const A::FuncDecl& decl, int index) {
+    Function fn;
+    fn.name = decl.name;
+    fn.type_params = decl.type_params;
+    fn.ret = decl.type->ret;
+    fn.span = decl.span;
+    Context ctx{&fn, {}, 0};
+    Context* saved = ctx_;
+    ctx_ = &ctx;
+    for (auto& p : decl.params) fn.params.push_back(bind_local(p.var));
+    fn.body = lower_block(*decl.body);
+    ctx_ = saved;
+    functions_[index] = std::move(fn);
+  }
+
+  Block lower_block(const A::Expr& e) {
+    Block b;
+    b.result = lower(e, b);
+    return b;
+  }
+
+  // ---- expressions ----
+  Atom lower(const A::Expr& e, Block& b) {
+    switch (e.kind) {
+      case A::ExprKind::IntLit: return Atom::integer(e.as<A::IntLit>().value);
+      case A::ExprKind::FloatLit: return Atom::floating(e.as<A::FloatLit>().value);
+      case A::ExprKind::BoolLit: return Atom::boolean(e.as<A::BoolLit>().value);
+      case A::ExprKind::Name: return lower_name(e.as<A::Name>(), b);
+      case A::ExprKind::Call: return lower_call(e.as<A::Call>(), b);
+      case A::ExprKind::Index: {
+        auto& ix = e.as<A::Index>();
+        Atom idx = lower(*ix.index, b);
+        return emit(b, make_param_index(param_index_.at(ix.base->as<A::Name>().param), idx, e.type,
+                                        e.span));
+      }
+      case A::ExprKind::Proj: {
+        auto& p = e.as<A::Proj>();
+        return emit(b, make_proj(lower(*p.base, b), p.index, e.type, e.span));
+      }
+      case A::ExprKind::Tuple: {
+        std::vector<Atom> elems;
+        for (auto& x : e.as<A::Tuple>().elems) elems.push_back(lower(*x, b));
+        if (elems.empty()) return Atom::unit();
+        return emit(b, make_tuple(elems, e.type, e.span));
+      }
+      case A::ExprKind::Unary: {
+        auto& u = e.as<A::Unary>();
+        Atom x = lower(*u.operand, b);
+        if (is_tensor(e.type)) return emit(b, make_op(OpId::Neg, {x}, {}, e.type, e.span));
+        return emit(b, make_host(u.op == '!' ? HostOp::Not : HostOp::Neg, {x}, e.type, e.span));
+      }
+      case A::ExprKind::Binary: return lower_binary(e.as<A::Binary>(), b);
+      case A::ExprKind::Let: return lower_let(e.as<A::Let>(), b);
+      case A::ExprKind::If: {
+        auto& i = e.as<A::If>();
+        Atom cond = lower(*i.cond, b);
+        Block t = lower_block(*i.then_branch);
+        Block f = lower_block(*i.else_branch);
+        return emit(b, make_if(cond, std::move(t), std::move(f), e.type, e.span));
+      }
+      case A::ExprKind::Match: {
+        auto& m = e.as<A::Match>();
+        Atom scrut = lower(*m.scrutinee, b);
+        std::vector<Clause> clauses;
+        for (auto& c : m.clauses) {
+          PatternPtr p = lower_pattern(*c.pattern);
+          clauses.push_back(Clause{p, lower_block(*c.body)});
+        }
+        return emit(b, make_match(scrut, std::move(clauses), e.type, e.span));
+      }
+      case A::ExprKind::Lambda: return lower_lambda(e.as<A::Lambda>(), b);
+    }
+    return Atom::unit();
+  }
+
+  Atom lower_name(const A::Name& n, Block& b) {
+    switch (n.ref) {
+      case A::NameRef::Local: {
+        auto it = ctx_->locals.find(n.local.get());
+        ACROBAT_ASSERT(it != ctx_->locals.end(), "unbound local " + n.name);
+        return Atom::variable(it->second);
+      }
+      case A::NameRef::Dim: return Atom::integer(n.dim_value);
+      case A::NameRef::Param:
+        return emit(b, make_param_load(param_index_.at(n.param), n.type, n.span));
+      case A::NameRef::Function: return Atom::function(func_index(n.func));
+      case A::NameRef::Ctor:
+        if (n.ctor->fields.empty()) return emit(b, make_construct(n.ctor, {}, n.type, n.span));
+        return Atom::function(ctor_function(n.ctor, n.type));
+      default: ACROBAT_ASSERT(false, "name '" + n.name + "' reached lowering unresolved");
+    }
+    return Atom::unit();
+  }
+
+  // A constructor used as a function value: a lifted function that applies it.
+  int ctor_function(const CtorDef* ctor, const Type& type) {
+    auto it = ctor_funcs_.find(ctor);
+    if (it != ctor_funcs_.end()) return it->second;
+    int index = static_cast<int>(functions_.size());
+    functions_.emplace_back();
+    ctor_funcs_[ctor] = index;
+    Function fn;
+    fn.name = ctor->name;
+    fn.type_params = ctor->adt->type_params;
+    std::vector<Type> params;
+    for (auto& p : ctor->adt->type_params) params.push_back(param_type(p));
+    fn.ret = adt_type(ctor->adt, params);
+    fn.span = ctor->span;
+    std::vector<Atom> args;
+    for (size_t i = 0; i < ctor->fields.size(); ++i) {
+      fn.vars.push_back(VarInfo{"f" + std::to_string(i), ctor->fields[i], ctor->span});
+      fn.params.push_back(static_cast<int>(i));
+      args.push_back(Atom::variable(static_cast<int>(i)));
+    }
+    fn.vars.push_back(VarInfo{"", fn.ret, ctor->span});
+    int out = static_cast<int>(fn.vars.size()) - 1;
+    fn.body.bindings.push_back(Binding{out, make_construct(ctor, args, fn.ret, ctor->span)});
+    fn.body.result = Atom::variable(out);
+    functions_[index] = std::move(fn);
+    return index;
+  }
+
+  Atom lower_call(const A::Call& c, Block& b) {
+    if (c.callee->kind == A::ExprKind::Name) {
+      auto& n = c.callee->as<A::Name>();
+      if (n.ref == A::NameRef::Op) {
+        if (n.op < 0) return lower_split(c, b);
+        OpId op = static_cast<OpId>(n.op);
+        std::vector<Atom> args;
+        for (auto& a : c.args)
+          if (is_tensor(a->type)) args.push_back(lower(*a, b));
+        OpAttrs attrs;
+        attrs.ints = c.attrs;
+        return emit(b, make_op(op, args, attrs, c.type, c.span));
+      }
+      std::vector<Atom> args;
+      for (auto& a : c.args) args.push_back(lower(*a, b));
+      if (n.ref == A::NameRef::Function)
+        return emit(b, make_call(func_index(n.func), args, c.type, c.span));
+      if (n.ref == A::NameRef::Ctor) return emit(b, make_construct(n.ctor, args, c.type, c.span));
+      Atom callee = lower_name(n, b);
+      return emit(b, make_indirect_call(callee, args, c.type, c.span));
+    }
+    Atom callee = lower(*c.callee, b);
+    std::vector<Atom> args;
+    for (auto& a : c.args) args.push_back(lower(*a, b));
+    return emit(b, make_indirect_call(callee, args, c.type, c.span));
+  }
+
+  // split(x, n, axis) -> (slice(x, 0, k), slice(x, k, 2k), ...)
+  Atom lower_split(const A::Call& c, Block& b) {
+    Atom x = lower(*c.args[0], b);
+    int64_t parts = c.attrs[0];
+    int64_t axis = c.attrs[1];
+    const auto& elems = c.type->args;
+    int64_t width = elems[0]->shape[axis];
+    std::vector<Atom> slices;
+    for (int64_t i = 0; i < parts; ++i) {
+      OpAttrs attrs;
+      attrs.ints = {i * width, (i + 1) * width, axis};
+      slices.push_back(emit(b, make_op(OpId::Slice, {x}, attrs, elems[i], c.span)));
+    }
+    return emit(b, make_tuple(slices, c.type, c.span));
+  }
+
+  Atom tensor_operand(const A::Expr& e, Block& b) {
+    if (is_tensor(e.type)) return lower(e, b);
+    // A numeric literal combined with a tensor: a rank-0 constant that broadcasts.
+    OpAttrs attrs;
+    attrs.value = e.kind == A::ExprKind::IntLit ? static_cast<double>(e.as<A::IntLit>().value)
+                                                : e.as<A::FloatLit>().value;
+    return emit(b, make_op(OpId::Constant, {}, attrs, tensor_type({}), e.span));
+  }
+
+  Atom lower_binary(const A::Binary& bin, Block& b) {
+    using A::BinOp;
+    if (bin.op == BinOp::And || bin.op == BinOp::Or) {
+      Atom lhs = lower(*bin.lhs, b);
+      Block rhs_block = lower_block(*bin.rhs);
+      Block constant;
+      constant.result = Atom::boolean(bin.op == BinOp::Or);
+      return bin.op == BinOp::And
+                 ? emit(b, make_if(lhs, std::move(rhs_block), std::move(constant), bin.type, bin.span))
+                 : emit(b, make_if(lhs, std::move(constant), std::move(rhs_block), bin.type, bin.span));
+    }
+    if (is_tensor(bin.type)) {
+      Atom lhs = tensor_operand(*bin.lhs, b);
+      Atom rhs = tensor_operand(*bin.rhs, b);
+      OpId op = bin.op == BinOp::Add   ? OpId::Add
+                : bin.op == BinOp::Sub ? OpId::Sub
+                : bin.op == BinOp::Mul ? OpId::Mul
+                : bin.op == BinOp::Div ? OpId::Div
+                                       : OpId::MatMul;
+      return emit(b, make_op(op, {lhs, rhs}, {}, bin.type, bin.span));
+    }
+    Atom lhs = lower(*bin.lhs, b);
+    Atom rhs = lower(*bin.rhs, b);
+    HostOp op;
+    switch (bin.op) {
+      case BinOp::Add: op = HostOp::Add; break;
+      case BinOp::Sub: op = HostOp::Sub; break;
+      case BinOp::Mul: op = HostOp::Mul; break;
+      case BinOp::Div: op = HostOp::Div; break;
+      case BinOp::Mod: op = HostOp::Mod; break;
+      case BinOp::Lt: op = HostOp::Lt; break;
+      case BinOp::Le: op = HostOp::Le; break;
+      case BinOp::Gt: op = HostOp::Gt; break;
+      case BinOp::Ge: op = HostOp::Ge; break;
+      case BinOp::Eq: op = HostOp::Eq; break;
+      default: op = HostOp::Ne; break;
+    }
+    return emit(b, make_host(op, {lhs, rhs}, bin.type, bin.span));
+  }
+
+  Atom lower_let(const A::Let& let, Block& b) {
+    Atom value = lower(*let.value, b);
+    const A::Pattern& p = *let.pattern;
+    if (p.kind == A::Pattern::Ctor) {
+      // A single-constructor data type taken apart: a one-clause match over the rest.
+      PatternPtr ip = lower_pattern(p);
+      Block body = lower_block(*let.body);
+      return emit(b, make_match(value, {Clause{ip, std::move(body)}}, let.type, let.span));
+    }
+    destructure(p, value, b);
+    return lower(*let.body, b);
+  }
+
+  // Binds tuple/variable patterns with projections.
+  void destructure(const A::Pattern& p, Atom value, Block& b) {
+    switch (p.kind) {
+      case A::Pattern::Wildcard: return;
+      case A::Pattern::Bind: {
+        // Name the temporary that holds the value rather than copying it, when there is one.
+        if (value.kind == Atom::Var && !b.bindings.empty() && b.bindings.back().var == value.var &&
+            ctx_->fn->vars[value.var].name.empty()) {
+          ctx_->fn->vars[value.var].name = p.name;
+          ctx_->locals[p.var.get()] = value.var;
+          return;
+        }
+        int v = bind_local(p.var);
+        b.bindings.push_back(Binding{v, make_copy(value, p.var->type, p.span)});
+        return;
+      }
+      case A::Pattern::Tuple:
+        for (size_t i = 0; i < p.subs.size(); ++i) {
+          if (p.subs[i]->kind == A::Pattern::Wildcard) continue;
+          Atom field = emit(b, make_proj(value, static_cast<int>(i), p.subs[i]->type, p.subs[i]->span));
+          destructure(*p.subs[i], field, b);
+        }
+        return;
+      case A::Pattern::Ctor: ACROBAT_ASSERT(false, "constructor pattern in destructure");
+    }
+  }
+
+  PatternPtr lower_pattern(const A::Pattern& p) {
+    auto out = std::make_shared<Pattern>();
+    switch (p.kind) {
+      case A::Pattern::Wildcard: out->kind = Pattern::Wildcard; break;
+      case A::Pattern::Bind:
+        out->kind = Pattern::Bind;
+        out->var = bind_local(p.var);
+        break;
+      case A::Pattern::Ctor:
+        out->kind = Pattern::Ctor;
+        out->ctor = p.ctor;
+        for (auto& s : p.subs) out->subs.push_back(lower_pattern(*s));
+        break;
+      case A::Pattern::Tuple:
+        out->kind = Pattern::Tuple;
+        for (auto& s : p.subs) out->subs.push_back(lower_pattern(*s));
+        break;
+    }
+    return out;
+  }
+
+  Atom lower_lambda(const A::Lambda& l, Block& b) {
+    std::vector<Atom> captured;
+    for (auto& c : l.captures) captured.push_back(Atom::variable(ctx_->locals.at(c.get())));
+    int index = static_cast<int>(functions_.size());
+    functions_.emplace_back();
+    Function fn;
+    fn.name = ctx_->fn->name + "$lambda" + std::to_string(ctx_->lambda_count++);
+    fn.type_params = ctx_->fn->type_params;
+    fn.ret = l.body->type;
+    fn.span = l.span;
+    fn.num_captures = static_cast<int>(l.captures.size());
+    Context inner{&fn, {}, 0};
+    Context* outer = ctx_;
+    ctx_ = &inner;
+    for (auto& c : l.captures) fn.params.push_back(bind_local(c));
+    for (auto& p : l.params) fn.params.push_back(bind_local(p.var));
+    fn.body = lower_block(*l.body);
+    ctx_ = outer;
+    functions_[index] = std::move(fn);
+    return emit(b, make_closure(index, captured, l.type, l.span));
+  }
+
+  std::shared_ptr<const A::Module> src_;
+  std::vector<Function> functions_;
+  std::map<const A::FuncDecl*, int> func_index_;
+  std::map<const CtorDef*, int> ctor_funcs_;
+  std::map<const A::ParamDecl*, int> param_index_;
+  std::deque<std::pair<const A::FuncDecl*, int>> pending_;
+  Context* ctx_ = nullptr;
+};
+
+}  // namespace
+
+ir::Module lower_to_ir(std::shared_ptr<const ast::Module> module) {
+  return Lowering(std::move(module)).run();
+}
+
+}  // namespace acrobat

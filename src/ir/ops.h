@@ -1,0 +1,76 @@
+// The operator registry (see ops.def): what the type checker, the engines and the FLOP accounting
+// know about each tensor operator.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lang/types.h"
+
+namespace acrobat {
+
+enum class OpId {
+#define ACROBAT_OP(id, name, arity, attrs, cls) id,
+#include "ir/ops.def"
+#undef ACROBAT_OP
+};
+inline constexpr int kNumOps = 0
+#define ACROBAT_OP(id, name, arity, attrs, cls) +1
+#include "ir/ops.def"
+#undef ACROBAT_OP
+    ;
+
+// How an operator may be fused and batched.
+enum class OpClass {
+  Gemm,          // matrix multiply: the FLOPs
+  Elementwise,   // same-shape or broadcasting arithmetic and activations
+  RowWise,       // independent per row of the last axis (softmax, layer norm)
+  Reduce,        // reduction along one axis
+  DataMovement,  // concat, slice, transpose: copies only
+  Constant,      // no inputs
+  HostRead,      // tensor-to-host read (argmax, item): a tensor-dependent decision point
+};
+const char* op_class_name(OpClass c);
+
+// Integer attributes of one call, after defaults are applied, plus the value of a `constant`.
+struct OpAttrs {
+  std::vector<int64_t> ints;
+  double value = 0;
+};
+
+struct OpAttrSpec {
+  std::string name;
+  bool has_default = false;
+  int64_t default_value = 0;
+  bool variadic = false;
+};
+
+// Result of a shape rule: a type, or an error message saying what was expected and found.
+struct ShapeResult {
+  Type type;
+  std::string error;
+};
+using Shapes = std::span<const std::vector<int64_t>>;
+using ShapeRule = ShapeResult (*)(Shapes in, const OpAttrs& attrs);
+using FlopRule = int64_t (*)(Shapes in, const std::vector<int64_t>& out, const OpAttrs& attrs);
+
+struct OpInfo {
+  OpId id;
+  const char* name;
+  int arity;  // number of tensor operands; -1 means one or more
+  std::vector<OpAttrSpec> attrs;
+  OpClass op_class;
+  ShapeRule shape;
+  FlopRule flops;
+};
+
+const OpInfo& op_info(OpId id);
+// Looks an operator up by its name in the language; nullptr when there is none.
+const OpInfo* find_op(const std::string& name);
+
+// Normalises a possibly negative axis for a tensor of `rank`; returns -1 when out of range.
+int normalize_axis(int64_t axis, size_t rank);
+
+}  // namespace acrobat

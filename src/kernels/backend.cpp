@@ -1,0 +1,74 @@
+// Process-wide setup of OpenBLAS and libxsmm: single-threaded BLAS, a usable OpenBLAS core on CPUs it
+// does not recognise, and libxsmm's JIT initialised up front.
+#include "kernels/backend.h"
+
+#include <cblas.h>
+#include <libxsmm.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+// OpenBLAS's core selection, exported by builds with DYNAMIC_ARCH (Debian's) but in no header; weak
+// so that a build without it still links and simply skips the core fix below.
+extern "C" {
+void gotoblas_dynamic_init(void) __attribute__((weak));
+void gotoblas_dynamic_quit(void) __attribute__((weak));
+}
+
+namespace acrobat::kernels {
+namespace {
+
+// OpenBLAS 0.3.21 picks its kernels by CPU model number and falls back to the generic SSE3
+// "Prescott" kernels for models it does not know, such as this machine's Xeon (family 6, model
+// 207): sgemm then runs at ~20 instead of ~105 GFLOP/s. On such a fallback, re-run its selection
+// with the newest kernel set the CPU's instruction set supports, unless the user forced a core
+// through OPENBLAS_CORETYPE themselves.
+void fix_openblas_core() {
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  if (std::strcmp(openblas_get_corename(), "Prescott") != 0) return;
+  const char* core = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
+    core = "SkylakeX";
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    core = "Haswell";
+  } else {
+    return;
+  }
+  setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
+bool init_backend() {
+  fix_openblas_core();
+  // The runtime owns threading: it runs independent work on its own threads, one per core. A
+  // multi-threaded BLAS would oversubscribe them, and its spinning worker threads collapse
+  // throughput whenever the other core is busy, so every sgemm/sgemv runs on the calling thread.
+  openblas_set_num_threads(1);
+  libxsmm_init();
+  return true;
+}
+
+// Also run before main, while the process is still single-threaded, since fix_openblas_core()
+// touches the environment; ensure_backend_ready() covers calls from other static initialisers.
+[[maybe_unused]] const bool backend_ready_at_startup = (ensure_backend_ready(), true);
+
+}  // namespace
+
+void ensure_backend_ready() {
+  static const bool ready = init_backend();
+  (void)ready;
+}
+
+std::string backend_description() {
+  ensure_backend_ready();
+  return fmt::format("OpenBLAS {} core, libxsmm {} target",
+                     openblas_get_corename(),
+                     libxsmm_get_target_arch());
+}
+
+}  // namespace acrobat::kernels

@@ -1,0 +1,241 @@
+// GEMM: weight packing, the three execution paths (OpenBLAS sgemv, libxsmm JIT kernels over packed
+// column panels, OpenBLAS sgemm) and the dispatcher that picks one by rules measured with gemm_bench.
+#include <cblas.h>
+#include <libxsmm.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <unordered_map>
+
+#include "acrobat/kernels.h"
+#include "kernels/backend.h"
+#include "support/diagnostics.h"
+
+namespace acrobat::kernels {
+namespace {
+
+// Width of the column panels the JIT kernels run over. A K x 128 panel is one kernel's whole B
+// operand, which stays in L2 (K = 512: 256 KiB) while the kernel streams the rows of A past it.
+constexpr int kPanelWidth = 128;
+constexpr size_t kAlignment = 64;  // a cache line, and an AVX-512 register
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using AlignedFloats = std::unique_ptr<float[], FreeDeleter>;
+
+AlignedFloats allocate_aligned(size_t count) {
+  // aligned_alloc wants a size that is a multiple of the alignment, and a non-zero one.
+  const size_t bytes = std::max(kAlignment, (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment);
+  void* p = std::aligned_alloc(kAlignment, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return AlignedFloats(static_cast<float*>(p));
+}
+
+class CpuPackedWeights final : public PackedWeights {
+ public:
+  CpuPackedWeights(int K, int N, const float* B, int ldb)
+      : k_(K), n_(N), row_major_(allocate_aligned(size_t(K) * N)), panels_(allocate_aligned(size_t(K) * N)) {
+    for (int k = 0; k < K; ++k) {
+      std::memcpy(row_major_.get() + size_t(k) * N, B + size_t(k) * ldb, sizeof(float) * N);
+    }
+    // Panel p holds columns [128p, 128p + width) as a contiguous row-major K x width block, which is
+    // exactly a column-major width x K matrix (Bpanel^T) with leading dimension width.
+    for (int p = 0; p < num_panels(); ++p) {
+      float* dst = panel_data(p);
+      const int width = panel_width(p);
+      for (int k = 0; k < K; ++k) {
+        std::memcpy(dst + size_t(k) * width, B + size_t(k) * ldb + size_t(p) * kPanelWidth,
+                    sizeof(float) * width);
+      }
+    }
+  }
+
+  int K() const override { return k_; }
+  int N() const override { return n_; }
+
+  const float* row_major() const { return row_major_.get(); }  // K x N, row stride N
+  int num_panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
+  int panel_width(int p) const { return std::min(kPanelWidth, n_ - p * kPanelWidth); }
+  // Every panel but the last is full width, so panel p starts at p full panels; K * 128 floats is a
+  // multiple of 64 bytes, so each panel stays aligned.
+  const float* panel(int p) const { return panels_.get() + size_t(p) * k_ * kPanelWidth; }
+
+ private:
+  float* panel_data(int p) { return panels_.get() + size_t(p) * k_ * kPanelWidth; }
+
+  int k_;
+  int n_;
+  AlignedFloats row_major_;
+  AlignedFloats panels_;
+};
+
+const CpuPackedWeights& cpu_weights(const PackedWeights& W) {
+  const auto* cpu = dynamic_cast<const CpuPackedWeights*>(&W);
+  ACROBAT_ASSERT(cpu != nullptr, "PackedWeights not made by kernels::pack_weights");
+  return *cpu;
+}
+
+// BLAS rejects zero sizes in leading dimensions, and a K == 0 product must still clear C.
+bool trivial_gemm(int M, int N, int K, float* C, int ldc, bool accumulate) {
+  if (M > 0 && N > 0 && K > 0) return false;
+  if (!accumulate && N > 0) {
+    for (int m = 0; m < M; ++m) std::fill_n(C + size_t(m) * ldc, N, 0.0f);
+  }
+  return true;
+}
+
+void check_gemm_args(int M, int N, int K, int lda, int ldb, int ldc) {
+  ACROBAT_ASSERT(M >= 0 && N >= 0 && K >= 0, "negative GEMM dimension");
+  ACROBAT_ASSERT(lda >= K && ldb >= N && ldc >= N, "GEMM leading dimension smaller than the row");
+}
+
+// One sgemv per row of A: the M == 1 path, and correct (if slow) for any M.
+void gemm_gemv(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
+               int ldc, bool accumulate) {
+  const float beta = accumulate ? 1.0f : 0.0f;
+  for (int m = 0; m < M; ++m) {
+    // Row-major C[1,N] = A[1,K] B[K,N] is y = B^T x with B as a K x N row-major matrix.
+    cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, B, ldb, A + size_t(m) * lda, 1, beta,
+                C + size_t(m) * ldc, 1);
+  }
+}
+
+void gemm_blas(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
+               int ldc, bool accumulate) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb,
+              accumulate ? 1.0f : 0.0f, C, ldc);
+}
+
+// ---- libxsmm kernels ----------------------------------------------------------------------------
+// libxsmm is column-major. Row-major C[M,N] = A[M,K] B[K,N] is column-major C^T = B^T A^T, so per
+// panel the kernel computes C^T[width, M] = Bpanel^T[width, K] * A^T[K, M] with m = width, n = M,
+// k = K, where A^T and C^T are the caller's buffers reinterpreted with their row strides as
+// leading dimensions.
+
+struct XsmmKey {
+  int M, N, K, lda, ldc;
+  bool accumulate;
+  bool operator==(const XsmmKey&) const = default;
+};
+
+struct XsmmKeyHash {
+  size_t operator()(const XsmmKey& k) const {
+    size_t h = 0;
+    for (int v : {k.M, k.N, k.K, k.lda, k.ldc, int(k.accumulate)}) {
+      h = h * 0x9E3779B97F4A7C15ull + std::hash<int>{}(v);
+    }
+    return h;
+  }
+};
+
+// The kernels for the full-width panels and for a narrower last panel (null when there is none).
+struct XsmmKernels {
+  libxsmm_smmfunction full = nullptr;
+  libxsmm_smmfunction last = nullptr;
+  bool ok = false;  // false when libxsmm could not JIT a kernel (e.g. LIBXSMM_TARGET=generic)
+};
+
+libxsmm_smmfunction dispatch_xsmm(int width, const XsmmKey& key) {
+  const libxsmm_blasint m = width, n = key.M, k = key.K;
+  const libxsmm_blasint lda = width, ldb = key.lda, ldc = key.ldc;
+  const float alpha = 1.0f;
+  const float beta = key.accumulate ? 1.0f : 0.0f;
+  // BETA_0 lets the kernel write C without reading it, so garbage (even NaN) in C is harmless.
+  const int flags = key.accumulate ? LIBXSMM_GEMM_FLAG_NONE : LIBXSMM_GEMM_FLAG_BETA_0;
+  const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+  return libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+}
+
+// libxsmm's own registry lookup hashes a full GEMM descriptor on every call; this per-thread map in
+// front of it costs one small hash, and needs no lock since each thread has its own.
+const XsmmKernels& xsmm_kernels(const XsmmKey& key) {
+  thread_local std::unordered_map<XsmmKey, XsmmKernels, XsmmKeyHash> cache;
+  auto [it, inserted] = cache.try_emplace(key);
+  if (inserted) {
+    XsmmKernels& kernels = it->second;
+    const int full_panels = key.N / kPanelWidth;
+    const int last_width = key.N % kPanelWidth;
+    if (full_panels > 0) kernels.full = dispatch_xsmm(kPanelWidth, key);
+    if (last_width > 0) kernels.last = dispatch_xsmm(last_width, key);
+    kernels.ok = (full_panels == 0 || kernels.full) && (last_width == 0 || kernels.last);
+  }
+  return it->second;
+}
+
+void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float* C, int ldc,
+               bool accumulate) {
+  const XsmmKernels& kernels = xsmm_kernels({M, W.N(), W.K(), lda, ldc, accumulate});
+  if (!kernels.ok) {
+    gemm_blas(M, W.N(), W.K(), A, lda, W.row_major(), W.N(), C, ldc, accumulate);
+    return;
+  }
+  for (int p = 0; p < W.num_panels(); ++p) {
+    const libxsmm_smmfunction kernel = W.panel_width(p) == kPanelWidth ? kernels.full : kernels.last;
+    kernel(W.panel(p), A, C + size_t(p) * kPanelWidth);
+  }
+}
+
+}  // namespace
+
+const char* gemm_path_name(GemmPath path) {
+  switch (path) {
+    case GemmPath::Gemv: return "gemv";
+    case GemmPath::Xsmm: return "xsmm";
+    case GemmPath::Blas: return "blas";
+  }
+  return "?";
+}
+
+GemmPath choose_gemm_path(int M, int N, int K) {
+  if (M == 1) return GemmPath::Gemv;
+  // TODO(measure): crossover from gemm_bench.
+  if (M <= 64) return GemmPath::Xsmm;
+  return GemmPath::Blas;
+}
+
+void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+          bool accumulate) {
+  check_gemm_args(M, N, K, lda, ldb, ldc);
+  if (trivial_gemm(M, N, K, C, ldc, accumulate)) return;
+  ensure_backend_ready();
+  if (M == 1) {
+    gemm_gemv(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  } else {
+    gemm_blas(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  }
+}
+
+std::shared_ptr<const PackedWeights> pack_weights(int K, int N, const float* B, int ldb) {
+  ACROBAT_ASSERT(K >= 0 && N >= 0 && ldb >= N, "bad weight matrix shape");
+  return std::make_shared<const CpuPackedWeights>(K, N, B, ldb);
+}
+
+void gemm_packed(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,
+                 bool accumulate) {
+  gemm_packed_via(choose_gemm_path(M, W.N(), W.K()), M, A, lda, W, C, ldc, accumulate);
+}
+
+void gemm_packed_via(GemmPath path, int M, const float* A, int lda, const PackedWeights& W, float* C,
+                     int ldc, bool accumulate) {
+  const CpuPackedWeights& w = cpu_weights(W);
+  const int N = w.N();
+  const int K = w.K();
+  check_gemm_args(M, N, K, lda, N, ldc);
+  if (trivial_gemm(M, N, K, C, ldc, accumulate)) return;
+  ensure_backend_ready();
+  switch (path) {
+    case GemmPath::Gemv:
+      return gemm_gemv(M, N, K, A, lda, w.row_major(), N, C, ldc, accumulate);
+    case GemmPath::Xsmm:
+      return gemm_xsmm(M, A, lda, w, C, ldc, accumulate);
+    case GemmPath::Blas:
+      return gemm_blas(M, N, K, A, lda, w.row_major(), N, C, ldc, accumulate);
+  }
+  ACROBAT_ASSERT(false, "unknown GemmPath");
+}
+
+}  // namespace acrobat::kernels

@@ -1,0 +1,89 @@
+// Vectorised exp, log, tanh and sigmoid on simd::Vec, shared by the elementwise and row-wise kernels.
+// Range reductions and polynomials follow Cephes' single-precision functions (expf, logf, tanhf).
+#pragma once
+
+#include <limits>
+
+#include "kernels/simd.h"
+
+namespace acrobat::kernels::simd {
+
+// Cody-Waite split of ln 2: n * kLn2Hi is exact for the n that occur, so x - n*ln2 loses nothing.
+inline constexpr float kLn2Hi = 0.693359375f;
+inline constexpr float kLn2Lo = -2.12194440e-4f;
+
+inline Vec exp(Vec x) {
+  // Beyond these bounds e^x is +inf or rounds to 0 in float; clamping keeps n inside ldexp's range
+  // while the scaling still overflows or underflows exactly as std::exp does. max(lo, x) keeps NaN.
+  x = min(splat(89.0f), max(splat(-104.0f), x));
+  // e^x = 2^n * e^r with n = round(x / ln 2), so |r| <= ln2 / 2.
+  const Vec n = round(x * splat(1.44269504088896341f));
+  Vec r = fmadd(n, splat(-kLn2Hi), x);
+  r = fmadd(n, splat(-kLn2Lo), r);
+  Vec p = splat(1.9875691500e-4f);
+  p = fmadd(p, r, splat(1.3981999507e-3f));
+  p = fmadd(p, r, splat(8.3334519073e-3f));
+  p = fmadd(p, r, splat(4.1665795894e-2f));
+  p = fmadd(p, r, splat(1.6666665459e-1f));
+  p = fmadd(p, r, splat(5.0000001201e-1f));
+  p = fmadd(p, r * r, r + splat(1.0f));
+  return ldexp(p, n);
+}
+
+inline Vec log(Vec x) {
+  // x = m * 2^e with m in [sqrt(1/2), sqrt(2)), then log x = e ln2 + log1p(f) for f = m - 1, which
+  // is exact, so there is no cancellation near x = 1.
+  Vec e;
+  Vec m = frexp(x, e);  // m in [0.5, 1)
+  const Mask below = m < splat(0.707106781186547524f);
+  e = e - select(below, splat(1.0f), splat(0.0f));
+  const Vec f = select(below, m + m, m) - splat(1.0f);
+  const Vec z = f * f;
+  Vec p = splat(7.0376836292e-2f);
+  p = fmadd(p, f, splat(-1.1514610310e-1f));
+  p = fmadd(p, f, splat(1.1676998740e-1f));
+  p = fmadd(p, f, splat(-1.2420140846e-1f));
+  p = fmadd(p, f, splat(1.4249322787e-1f));
+  p = fmadd(p, f, splat(-1.6668057665e-1f));
+  p = fmadd(p, f, splat(2.0000714765e-1f));
+  p = fmadd(p, f, splat(-2.4999993993e-1f));
+  p = fmadd(p, f, splat(3.3333331174e-1f));
+  Vec y = p * f * z;
+  y = fmadd(e, splat(kLn2Lo), y);
+  y = fmadd(z, splat(-0.5f), y);
+  Vec result = fmadd(e, splat(kLn2Hi), f + y);
+
+  // frexp is only meaningful for finite x > 0; everything else takes std::log's answer.
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  result = select(x == splat(0.0f), splat(-kInf), result);
+  result = select(x < splat(0.0f), splat(std::numeric_limits<float>::quiet_NaN()), result);
+  result = select(x == splat(kInf), x, result);
+  return select(is_nan(x), x, result);
+}
+
+inline Vec tanh(Vec x) {
+  // tanh is odd: both branches work on |x| and the sign is put back at the end, which also keeps
+  // tanh(-0) == -0.
+  const Vec a = abs(x);
+  // Small |x|: odd polynomial, accurate relative to tanh(x) itself (so tanh(x) == x for tiny x).
+  const Vec z = a * a;
+  Vec p = splat(-5.70498872745e-3f);
+  p = fmadd(p, z, splat(2.06390887954e-2f));
+  p = fmadd(p, z, splat(-5.37397155531e-2f));
+  p = fmadd(p, z, splat(1.33314422036e-1f));
+  p = fmadd(p, z, splat(-3.33332819422e-1f));
+  const Vec small = fmadd(p * z, a, a);
+  // Larger |x|: 1 - 2 / (e^2|x| + 1), which saturates to exactly 1 once e^2|x| overflows to inf.
+  const Vec one = splat(1.0f);
+  const Vec large = one - splat(2.0f) / (exp(a + a) + one);
+  // NaN fails the comparison and flows through the exp branch.
+  return copysign(select(a < splat(0.625f), small, large), x);
+}
+
+inline Vec sigmoid(Vec x) {
+  // e^-x overflowing to inf for very negative x gives exactly 0, and underflowing to 0 gives 1.
+  const Vec one = splat(1.0f);
+  return one / (one + exp(-x));
+}
+
+}  // namespace acrobat::kernels::simd

@@ -1,0 +1,239 @@
+// The syntax tree of a model file, as parsed. Every node carries its span. The checker fills in the
+// `type` of every expression and what every name refers to; lowering reads those annotations.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lang/types.h"
+
+namespace acrobat::ast {
+
+// ---- Type syntax (resolved into acrobat::Type by the checker) ----------------------------------
+struct DimExpr;
+using DimExprPtr = std::unique_ptr<DimExpr>;
+struct DimExpr {  // a compile-time integer: literal, dim name, or + - * / of those
+  enum Kind { Lit, Name, Binary } kind;
+  int64_t value = 0;
+  std::string name;
+  char op = 0;
+  DimExprPtr lhs, rhs;
+  Span span;
+};
+
+struct TypeExpr;
+using TypeExprPtr = std::unique_ptr<TypeExpr>;
+struct TypeExpr {
+  enum Kind { Int, Float, Bool, Tensor, Tuple, Named, Func } kind;
+  std::vector<DimExprPtr> dims;    // Tensor
+  std::vector<TypeExprPtr> args;   // Tuple elements, Named type arguments, Func parameters
+  TypeExprPtr ret;                 // Func
+  std::string name;                // Named
+  Span span;
+};
+
+// ---- Expressions --------------------------------------------------------------------------------
+enum class ExprKind {
+  IntLit, FloatLit, BoolLit, Name, Call, Index, Proj, Tuple, Unary, Binary, Let, If, Match, Lambda
+};
+
+// A variable bound by let, a function parameter, a lambda parameter or a pattern.
+struct LocalVar {
+  std::string name;
+  Type type;
+  Span span;
+};
+using LocalVarPtr = std::shared_ptr<LocalVar>;
+
+struct FuncDecl;
+struct ParamDecl;
+struct DimDecl;
+
+struct Expr {
+  ExprKind kind;
+  Span span;
+  Type type;  // set by the checker
+  explicit Expr(ExprKind k) : kind(k) {}
+  virtual ~Expr() = default;
+  template <class T> T& as() { return static_cast<T&>(*this); }
+  template <class T> const T& as() const { return static_cast<const T&>(*this); }
+};
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct IntLit : Expr { int64_t value = 0; IntLit() : Expr(ExprKind::IntLit) {} };
+struct FloatLit : Expr { double value = 0; FloatLit() : Expr(ExprKind::FloatLit) {} };
+struct BoolLit : Expr { bool value = false; BoolLit() : Expr(ExprKind::BoolLit) {} };
+
+// What a name refers to, as resolved by the checker.
+enum class NameRef { Unresolved, Local, Dim, Param, Function, Ctor, Op };
+
+struct Name : Expr {
+  std::string name;
+  NameRef ref = NameRef::Unresolved;
+  LocalVarPtr local;                  // Local
+  int64_t dim_value = 0;              // Dim
+  const ParamDecl* param = nullptr;   // Param
+  const FuncDecl* func = nullptr;     // Function
+  const CtorDef* ctor = nullptr;      // Ctor
+  int op = -1;                        // Op (an OpId)
+  std::vector<Type> type_args;        // instantiation of a generic function or constructor
+  Name() : Expr(ExprKind::Name) {}
+};
+
+struct NamedArg {
+  std::string name;
+  ExprPtr value;
+  Span span;
+};
+
+struct Call : Expr {
+  ExprPtr callee;
+  std::vector<ExprPtr> args;
+  std::vector<NamedArg> named;       // `axis=0` style static attributes of operators
+  std::vector<int64_t> attrs;        // set by the checker for operator calls
+  double value_attr = 0;             // set by the checker for constants
+  Call() : Expr(ExprKind::Call) {}
+};
+
+struct Index : Expr {  // param[host int]
+  ExprPtr base, index;
+  Index() : Expr(ExprKind::Index) {}
+};
+
+struct Proj : Expr {  // tuple.N
+  ExprPtr base;
+  int index = 0;
+  Proj() : Expr(ExprKind::Proj) {}
+};
+
+struct Tuple : Expr {
+  std::vector<ExprPtr> elems;
+  Tuple() : Expr(ExprKind::Tuple) {}
+};
+
+struct Unary : Expr {
+  char op;  // '-' or '!'
+  ExprPtr operand;
+  Unary() : Expr(ExprKind::Unary) {}
+};
+
+enum class BinOp { Add, Sub, Mul, Div, Mod, MatMul, Lt, Le, Gt, Ge, Eq, Ne, And, Or };
+const char* binop_symbol(BinOp op);
+
+struct Binary : Expr {
+  BinOp op;
+  ExprPtr lhs, rhs;
+  Binary() : Expr(ExprKind::Binary) {}
+};
+
+struct Pattern;
+using PatternPtr = std::unique_ptr<Pattern>;
+struct Pattern {
+  enum Kind { Wildcard, Bind, Ctor, Tuple } kind;
+  std::string name;                 // Bind: variable name; Ctor: constructor name
+  LocalVarPtr var;                  // Bind
+  const CtorDef* ctor = nullptr;    // Ctor, set by the checker
+  std::vector<PatternPtr> subs;     // Ctor fields, Tuple elements
+  bool has_parens = false;          // Ctor written as `C(...)` rather than `C`
+  Span span;
+  Type type;                        // set by the checker
+};
+
+struct Let : Expr {
+  PatternPtr pattern;
+  TypeExprPtr annotation;  // optional
+  ExprPtr value, body;
+  Let() : Expr(ExprKind::Let) {}
+};
+
+struct If : Expr {
+  ExprPtr cond, then_branch, else_branch;
+  If() : Expr(ExprKind::If) {}
+};
+
+struct Clause {
+  PatternPtr pattern;
+  ExprPtr body;
+};
+
+struct Match : Expr {
+  ExprPtr scrutinee;
+  std::vector<Clause> clauses;
+  Match() : Expr(ExprKind::Match) {}
+};
+
+struct FuncParam {
+  std::string name;
+  TypeExprPtr type_expr;  // optional for lambdas
+  LocalVarPtr var;
+  Span span;
+};
+
+struct Lambda : Expr {
+  std::vector<FuncParam> params;
+  TypeExprPtr ret_expr;  // optional
+  ExprPtr body;
+  std::vector<LocalVarPtr> captures;  // set by the checker: free locals the body uses, in order
+  Lambda() : Expr(ExprKind::Lambda) {}
+};
+
+// ---- Top-level declarations ---------------------------------------------------------------------
+struct DimDecl {
+  std::string name;
+  DimExprPtr value;
+  int64_t resolved = 0;  // after --set overrides and evaluation
+  bool overridden = false;
+  Span span;
+};
+
+struct ParamDecl {
+  std::string name;
+  DimExprPtr count;  // set for an indexed param `emb[V]: f32[1, H]`
+  TypeExprPtr type_expr;
+  int64_t resolved_count = 0;      // 0 for a plain param
+  std::vector<int64_t> shape;      // element shape
+  Span span;
+};
+
+struct CtorSyntax {
+  std::string name;
+  std::vector<TypeExprPtr> fields;
+  Span span;
+};
+
+struct TypeDecl {
+  std::string name;
+  std::vector<std::string> type_params;
+  std::vector<CtorSyntax> ctors;
+  Span span;
+  std::unique_ptr<AdtDef> def;  // built by the checker
+};
+
+struct FuncDecl {
+  std::string name;
+  std::vector<std::string> type_params;
+  std::vector<FuncParam> params;
+  TypeExprPtr ret_expr;
+  ExprPtr body;
+  Span span;
+  Type type;  // fn(params) -> ret, set by the checker; may mention type_params as Param types
+};
+
+struct Module {
+  std::vector<std::string> files;  // the prelude first, then the user's file
+  std::vector<std::unique_ptr<DimDecl>> dims;
+  std::vector<std::unique_ptr<ParamDecl>> params;
+  std::vector<std::unique_ptr<TypeDecl>> types;
+  std::vector<std::unique_ptr<FuncDecl>> funcs;
+
+  const FuncDecl* find_func(const std::string& name) const;
+  const AdtDef* find_adt(const std::string& name) const;
+};
+
+// Prints the module back as source-like text with types where known (`--emit ast`).
+std::string print_ast(const Module& module);
+
+}  // namespace acrobat::ast

@@ -1,0 +1,165 @@
+#include "lang/types.h"
+
+namespace acrobat {
+
+namespace {
+Type make(TypeKind kind) {
+  auto t = std::make_shared<TypeNode>();
+  t->kind = kind;
+  return t;
+}
+}  // namespace
+
+Type int_type() {
+  static const Type t = make(TypeKind::Int);
+  return t;
+}
+Type float_type() {
+  static const Type t = make(TypeKind::Float);
+  return t;
+}
+Type bool_type() {
+  static const Type t = make(TypeKind::Bool);
+  return t;
+}
+Type unit_type() {
+  static const Type t = make(TypeKind::Tuple);
+  return t;
+}
+
+Type tensor_type(std::vector<int64_t> shape) {
+  auto t = std::make_shared<TypeNode>();
+  t->kind = TypeKind::Tensor;
+  t->shape = std::move(shape);
+  return t;
+}
+
+Type tuple_type(std::vector<Type> elems) {
+  auto t = std::make_shared<TypeNode>();
+  t->kind = TypeKind::Tuple;
+  t->args = std::move(elems);
+  return t;
+}
+
+Type adt_type(const AdtDef* adt, std::vector<Type> args) {
+  auto t = std::make_shared<TypeNode>();
+  t->kind = TypeKind::Adt;
+  t->adt = adt;
+  t->args = std::move(args);
+  return t;
+}
+
+Type func_type(std::vector<Type> params, Type ret) {
+  auto t = std::make_shared<TypeNode>();
+  t->kind = TypeKind::Func;
+  t->args = std::move(params);
+  t->ret = std::move(ret);
+  return t;
+}
+
+Type var_type(int id) {
+  auto t = std::make_shared<TypeNode>();
+  t->kind = TypeKind::Var;
+  t->var = id;
+  return t;
+}
+
+Type param_type(std::string name) {
+  auto t = std::make_shared<TypeNode>();
+  t->kind = TypeKind::Param;
+  t->name = std::move(name);
+  return t;
+}
+
+bool is_host_scalar(const Type& t) {
+  return t->kind == TypeKind::Int || t->kind == TypeKind::Float || t->kind == TypeKind::Bool;
+}
+
+bool is_tensor(const Type& t) { return t->kind == TypeKind::Tensor; }
+
+int64_t num_elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+std::string list_str(const std::vector<Type>& types) {
+  std::string s;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (i) s += ", ";
+    s += type_str(types[i]);
+  }
+  return s;
+}
+}  // namespace
+
+std::string type_str(const Type& t) {
+  switch (t->kind) {
+    case TypeKind::Int: return "int";
+    case TypeKind::Float: return "float";
+    case TypeKind::Bool: return "bool";
+    case TypeKind::Tensor: return "f32" + shape_str(t->shape);
+    case TypeKind::Tuple:
+      return t->args.size() == 1 ? "(" + type_str(t->args[0]) + ",)" : "(" + list_str(t->args) + ")";
+    case TypeKind::Adt:
+      return t->args.empty() ? t->adt->name : t->adt->name + "[" + list_str(t->args) + "]";
+    case TypeKind::Func: return "fn(" + list_str(t->args) + ") -> " + type_str(t->ret);
+    case TypeKind::Var: return "?" + std::to_string(t->var);
+    case TypeKind::Param: return t->name;
+  }
+  return "?";
+}
+
+bool type_equal(const Type& a, const Type& b) {
+  if (a == b) return true;
+  if (a->kind != b->kind) return false;
+  switch (a->kind) {
+    case TypeKind::Int:
+    case TypeKind::Float:
+    case TypeKind::Bool: return true;
+    case TypeKind::Tensor: return a->shape == b->shape;
+    case TypeKind::Var: return a->var == b->var;
+    case TypeKind::Param: return a->name == b->name;
+    case TypeKind::Adt:
+      if (a->adt != b->adt) return false;
+      [[fallthrough]];
+    case TypeKind::Tuple:
+    case TypeKind::Func:
+      if (a->args.size() != b->args.size()) return false;
+      for (size_t i = 0; i < a->args.size(); ++i)
+        if (!type_equal(a->args[i], b->args[i])) return false;
+      return a->kind != TypeKind::Func || type_equal(a->ret, b->ret);
+  }
+  return false;
+}
+
+Type substitute_params(const Type& t, const std::vector<std::string>& names,
+                       const std::vector<Type>& values) {
+  switch (t->kind) {
+    case TypeKind::Param:
+      for (size_t i = 0; i < names.size(); ++i)
+        if (names[i] == t->name) return values[i];
+      return t;
+    case TypeKind::Tuple:
+    case TypeKind::Adt:
+    case TypeKind::Func: {
+      auto copy = std::make_shared<TypeNode>(*t);
+      for (auto& a : copy->args) a = substitute_params(a, names, values);
+      if (copy->ret) copy->ret = substitute_params(copy->ret, names, values);
+      return copy;
+    }
+    default: return t;
+  }
+}
+
+}  // namespace acrobat

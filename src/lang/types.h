@@ -1,0 +1,79 @@
+// Types of the model language: host scalars, static-shape tensors, tuples, algebraic data types,
+// functions, and the type variables/parameters that generic prelude functions need.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/diagnostics.h"
+
+namespace acrobat {
+
+struct TypeNode;
+using Type = std::shared_ptr<const TypeNode>;
+struct AdtDef;
+
+enum class TypeKind {
+  Int,     // host int (64-bit)
+  Float,   // host float (64-bit on the host; tensors are f32)
+  Bool,    // host bool
+  Tensor,  // f32 tensor of a static shape
+  Tuple,   // (T1, T2, ...); the empty tuple is the unit type
+  Adt,     // user or prelude data type applied to type arguments, e.g. List[int]
+  Func,    // fn(T1, ...) -> R
+  Var,     // an inference variable, solved by unification inside the checker
+  Param,   // a generic function's or data type's type parameter, e.g. `a` in List[a]
+};
+
+struct TypeNode {
+  TypeKind kind;
+  std::vector<int64_t> shape;  // Tensor
+  std::vector<Type> args;      // Tuple elements, Adt type arguments, Func parameters
+  Type ret;                    // Func result
+  const AdtDef* adt = nullptr; // Adt
+  int var = -1;                // Var
+  std::string name;            // Param
+};
+
+Type int_type();
+Type float_type();
+Type bool_type();
+Type unit_type();
+Type tensor_type(std::vector<int64_t> shape);
+Type tuple_type(std::vector<Type> elems);
+Type adt_type(const AdtDef* adt, std::vector<Type> args);
+Type func_type(std::vector<Type> params, Type ret);
+Type var_type(int id);
+Type param_type(std::string name);
+
+bool is_host_scalar(const Type& t);
+bool is_tensor(const Type& t);
+int64_t num_elements(const std::vector<int64_t>& shape);
+std::string shape_str(const std::vector<int64_t>& shape);  // "[1, 256]"
+std::string type_str(const Type& t);
+// Structural equality; type variables compare by id.
+bool type_equal(const Type& a, const Type& b);
+// Replaces Param types by name (for instantiating ADT constructor fields or generic functions).
+Type substitute_params(const Type& t, const std::vector<std::string>& names,
+                       const std::vector<Type>& values);
+
+struct CtorDef {
+  std::string name;
+  const AdtDef* adt = nullptr;
+  int tag = 0;                // index among the data type's constructors
+  std::vector<Type> fields;   // may mention the data type's parameters
+  Span span;
+};
+
+struct AdtDef {
+  std::string name;
+  std::vector<std::string> type_params;
+  std::vector<std::unique_ptr<CtorDef>> ctors;
+  Span span;
+  // The prelude's List[a] is read and written as a JSON array rather than nested constructors.
+  bool is_list() const { return name == "List"; }
+};
+
+}  // namespace acrobat

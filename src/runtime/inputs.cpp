@@ -1,0 +1,320 @@
+#include "runtime/inputs.h"
+
+#include <cmath>
+
+#include "io/json_lines.h"
+#include "io/ptb.h"
+#include "io/tokens.h"
+#include "io/vocab.h"
+
+namespace acrobat {
+
+namespace {
+
+struct KindName {
+  InputKind kind;
+  const char* name;
+};
+constexpr KindName kKinds[] = {
+    {InputKind::Sst, "sst"},
+    {InputKind::SstTokens, "sst-tokens"},
+    {InputKind::Tokens, "tokens"},
+    {InputKind::Json, "json"},
+};
+
+std::string known_kinds() {
+  std::string s;
+  for (auto& k : kKinds) s += (s.empty() ? "" : ", ") + std::string(k.name);
+  return s;
+}
+
+bool is_prelude_adt(const Type& t, const char* name) {
+  return t->kind == TypeKind::Adt && t->adt->name == name && t->adt->span.begin.file == "<prelude>";
+}
+
+bool is_int_list(const Type& t) {
+  return is_prelude_adt(t, "List") && t->args.size() == 1 && t->args[0]->kind == TypeKind::Int;
+}
+
+const CtorDef* ctor_named(const AdtDef* adt, const std::string& name) {
+  for (auto& c : adt->ctors)
+    if (c->name == name) return c.get();
+  return nullptr;
+}
+
+Value make_list(const AdtDef* list, const std::vector<Value>& items) {
+  const CtorDef* nil = ctor_named(list, "Nil");
+  const CtorDef* cons = ctor_named(list, "Cons");
+  Value out = Value::adt(nil, {});
+  for (size_t i = items.size(); i-- > 0;) out = Value::adt(cons, {items[i], out});
+  return out;
+}
+
+Value int_list(const AdtDef* list, const std::vector<int64_t>& ids) {
+  std::vector<Value> items;
+  items.reserve(ids.size());
+  for (int64_t id : ids) items.push_back(Value::of_int(id));
+  return make_list(list, items);
+}
+
+// Deeper trees would overflow the converter's (and the model's) recursion.
+constexpr int kMaxTreeDepth = 2000;
+
+Value tree_value(const io::PtbTree& t, const AdtDef* tree, const io::Vocabulary& vocab, int depth) {
+  if (depth > kMaxTreeDepth)
+    throw UserError(t.loc, "tree deeper than " + std::to_string(kMaxTreeDepth) + " levels");
+  if (t.children.empty()) return Value::adt(ctor_named(tree, "Leaf"), {Value::of_int(vocab.id(t.word))});
+  if (t.children.size() != 2)
+    throw UserError(t.loc, "expected a binary tree (a leaf or a node with 2 children), found a node "
+                           "with " + std::to_string(t.children.size()) + " children");
+  return Value::adt(ctor_named(tree, "Node"), {tree_value(t.children[0], tree, vocab, depth + 1),
+                                               tree_value(t.children[1], tree, vocab, depth + 1)});
+}
+
+[[noreturn]] void type_mismatch(const InputSpec& spec, const Type& type, const char* needs) {
+  throw UserError("--input " + std::string(input_kind_name(spec.kind)) + ":" + spec.path +
+                  " produces " + needs + ", but the entry function takes " + type_str(type) +
+                  (spec.kind == InputKind::Json ? "" : "; use json:FILE for other input types"));
+}
+
+io::Vocabulary load_vocab(const std::string& vocab_path, const InputSpec& spec) {
+  if (vocab_path.empty())
+    throw UserError("--input " + std::string(input_kind_name(spec.kind)) + ":" + spec.path +
+                    " maps words to ids and needs a vocabulary: pass --vocab FILE");
+  return io::Vocabulary::load(vocab_path);
+}
+
+}  // namespace
+
+const char* input_kind_name(InputKind kind) {
+  for (auto& k : kKinds)
+    if (k.kind == kind) return k.name;
+  return "?";
+}
+
+InputSpec parse_input_spec(const std::string& spec) {
+  size_t colon = spec.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size())
+    throw UserError("--input '" + spec + "': expected KIND:FILE with KIND one of " + known_kinds());
+  std::string kind = spec.substr(0, colon);
+  for (auto& k : kKinds)
+    if (kind == k.name) return InputSpec{k.kind, spec.substr(colon + 1)};
+  throw UserError("--input '" + spec + "': unknown input kind '" + kind + "' (expected one of " +
+                  known_kinds() + ")");
+}
+
+std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
+                               const std::string& vocab_path, size_t limit) {
+  std::vector<Value> out;
+  auto full = [&] { return limit != 0 && out.size() >= limit; };
+  switch (spec.kind) {
+    case InputKind::Sst:
+    case InputKind::SstTokens: {
+      bool tree = spec.kind == InputKind::Sst;
+      if (tree ? !is_prelude_adt(type, "Tree") : !is_int_list(type))
+        type_mismatch(spec, type, tree ? "Tree values" : "List[int] values");
+      io::Vocabulary vocab = load_vocab(vocab_path, spec);
+      for (const auto& t : io::read_ptb_file(spec.path)) {
+        if (full()) break;
+        if (tree) {
+          out.push_back(tree_value(t, type->adt, vocab, 0));
+        } else {
+          std::vector<int64_t> ids;
+          for (const auto& w : io::ptb_leaves(t)) ids.push_back(vocab.id(w));
+          out.push_back(int_list(type->adt, ids));
+        }
+      }
+      break;
+    }
+    case InputKind::Tokens: {
+      if (!is_int_list(type)) type_mismatch(spec, type, "List[int] values");
+      for (const auto& ids : io::read_token_lines(spec.path)) {
+        if (full()) break;
+        out.push_back(int_list(type->adt, ids));
+      }
+      break;
+    }
+    case InputKind::Json:
+      for (const auto& line : io::read_json_lines(spec.path)) {
+        if (full()) break;
+        out.push_back(value_from_json(line.value, type, line.loc));
+      }
+      break;
+  }
+  return out;
+}
+
+// ---- JSON ----
+
+nlohmann::json value_to_json(const Value& v, const Type& type) {
+  using nlohmann::json;
+  switch (v.kind) {
+    case Value::Kind::Unit: return json::array();
+    case Value::Kind::Int: return v.i;
+    case Value::Kind::Float: return v.f;
+    case Value::Kind::Bool: return v.b;
+    case Value::Kind::Tensor: {
+      json data = json::array();
+      const float* p = v.tensor->data.get();
+      for (int64_t i = 0; i < v.tensor->size(); ++i) data.push_back(p[i]);
+      return json{{"shape", v.tensor->shape}, {"data", std::move(data)}};
+    }
+    case Value::Kind::Tuple: {
+      json out = json::array();
+      for (size_t i = 0; i < v.agg->fields.size(); ++i)
+        out.push_back(value_to_json(v.agg->fields[i], type->args[i]));
+      return out;
+    }
+    case Value::Kind::Adt: {
+      const AdtDef* adt = v.agg->ctor->adt;
+      if (adt->is_list()) {
+        json out = json::array();
+        const Value* cur = &v;
+        while (cur->agg->ctor->name == "Cons") {
+          out.push_back(value_to_json(cur->agg->fields[0], type->args[0]));
+          cur = &cur->agg->fields[1];
+        }
+        return out;
+      }
+      const CtorDef* ctor = v.agg->ctor;
+      if (ctor->fields.empty()) return ctor->name;
+      json fields = json::array();
+      for (size_t i = 0; i < ctor->fields.size(); ++i)
+        fields.push_back(value_to_json(v.agg->fields[i],
+                                       substitute_params(ctor->fields[i], adt->type_params, type->args)));
+      return json{{ctor->name, std::move(fields)}};
+    }
+    case Value::Kind::Closure:
+      throw UserError("the model returned a function value, which has no JSON form");
+  }
+  return nullptr;
+}
+
+namespace {
+
+class JsonReader {
+ public:
+  explicit JsonReader(const SourceLoc& where) : where_(where) {}
+
+  Value read(const nlohmann::json& j, const Type& t, const std::string& path) {
+    using nlohmann::json;
+    switch (t->kind) {
+      case TypeKind::Int:
+        if (!j.is_number_integer()) fail(path, "an integer", j);
+        if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+          fail(path, "an integer that fits in 64 bits", j);
+        return Value::of_int(j.get<int64_t>());
+      case TypeKind::Float:
+        if (!j.is_number()) fail(path, "a number", j);
+        return Value::of_float(j.get<double>());
+      case TypeKind::Bool:
+        if (!j.is_boolean()) fail(path, "true or false", j);
+        return Value::of_bool(j.get<bool>());
+      case TypeKind::Tensor: return tensor(j, t->shape, path);
+      case TypeKind::Tuple: {
+        if (!j.is_array() || j.size() != t->args.size())
+          fail(path, "an array of " + std::to_string(t->args.size()) + " elements for " + type_str(t), j);
+        std::vector<Value> fields;
+        for (size_t i = 0; i < t->args.size(); ++i)
+          fields.push_back(read(j[i], t->args[i], path + "[" + std::to_string(i) + "]"));
+        return Value::tuple(std::move(fields));
+      }
+      case TypeKind::Adt: return adt(j, t, path);
+      default:
+        throw UserError(where_, "values of type " + type_str(t) + " cannot be read from JSON");
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& path, const std::string& expected,
+                         const nlohmann::json& found) {
+    throw UserError(where_, "at " + path + ": expected " + expected + ", found " +
+                                io::json_type_name(found) +
+                                (found.is_primitive() ? " " + found.dump() : ""));
+  }
+
+  Value tensor(const nlohmann::json& j, const std::vector<int64_t>& shape, const std::string& path) {
+    Tensor t = Tensor::allocate(shape);
+    if (j.is_object()) {
+      if (!j.contains("shape") || !j.contains("data") || j.size() != 2)
+        fail(path, "a tensor as {\"shape\": [...], \"data\": [...]} or nested arrays", j);
+      if (j["shape"] != nlohmann::json(shape))
+        fail(path + ".shape", "the shape " + shape_str(shape), j["shape"]);
+      const auto& data = j["data"];
+      if (!data.is_array() || static_cast<int64_t>(data.size()) != t.size())
+        fail(path + ".data", "an array of " + std::to_string(t.size()) + " numbers", data);
+      for (int64_t i = 0; i < t.size(); ++i) {
+        if (!data[i].is_number()) fail(path + ".data[" + std::to_string(i) + "]", "a number", data[i]);
+        t.data[i] = data[i].get<float>();
+      }
+    } else {
+      int64_t filled = 0;
+      nested(j, shape, 0, t.data.get(), filled, path);
+    }
+    return Value::of_tensor(std::move(t));
+  }
+
+  void nested(const nlohmann::json& j, const std::vector<int64_t>& shape, size_t dim, float* out,
+              int64_t& filled, const std::string& path) {
+    if (dim == shape.size()) {
+      if (!j.is_number()) fail(path, "a number", j);
+      out[filled++] = j.get<float>();
+      return;
+    }
+    if (!j.is_array() || static_cast<int64_t>(j.size()) != shape[dim])
+      fail(path, "an array of " + std::to_string(shape[dim]) + " elements (dimension " +
+                     std::to_string(dim) + " of a tensor " + shape_str(shape) + ")",
+           j);
+    for (size_t i = 0; i < j.size(); ++i)
+      nested(j[i], shape, dim + 1, out, filled, path + "[" + std::to_string(i) + "]");
+  }
+
+  Value adt(const nlohmann::json& j, const Type& t, const std::string& path) {
+    const AdtDef* adt = t->adt;
+    if (adt->is_list()) {
+      if (!j.is_array()) fail(path, "an array for " + type_str(t), j);
+      std::vector<Value> items;
+      for (size_t i = 0; i < j.size(); ++i)
+        items.push_back(read(j[i], t->args[0], path + "[" + std::to_string(i) + "]"));
+      return make_list(adt, items);
+    }
+    std::string ctors;
+    for (auto& c : adt->ctors) ctors += (ctors.empty() ? "" : ", ") + c->name;
+    std::string name;
+    const nlohmann::json* fields = nullptr;
+    if (j.is_string()) {
+      name = j.get<std::string>();
+    } else if (j.is_object() && j.size() == 1) {
+      name = j.begin().key();
+      fields = &j.begin().value();
+    } else {
+      fail(path, "a constructor of " + adt->name + " (" + ctors + ") as {\"Ctor\": [fields]} or \"Ctor\"", j);
+    }
+    const CtorDef* ctor = ctor_named(adt, name);
+    if (!ctor)
+      throw UserError(where_, "at " + path + ": '" + name + "' is not a constructor of " + adt->name +
+                                  " (expected one of " + ctors + ")");
+    std::string sub = path + "." + name;
+    size_t given = fields ? (fields->is_array() ? fields->size() : 1) : 0;
+    if (fields && !fields->is_array()) fail(sub, "an array of the constructor's fields", *fields);
+    if (given != ctor->fields.size())
+      throw UserError(where_, "at " + sub + ": constructor " + name + " has " +
+                                  std::to_string(ctor->fields.size()) + " field(s), found " +
+                                  std::to_string(given));
+    std::vector<Value> values;
+    for (size_t i = 0; i < ctor->fields.size(); ++i)
+      values.push_back(read((*fields)[i], substitute_params(ctor->fields[i], adt->type_params, t->args),
+                            sub + "[" + std::to_string(i) + "]"));
+    return Value::adt(ctor, std::move(values));
+  }
+
+  SourceLoc where_;
+};
+
+}  // namespace
+
+Value value_from_json(const nlohmann::json& json, const Type& type, const SourceLoc& where) {
+  return JsonReader(where).read(json, type, "$");
+}
+
+}  // namespace acrobat

@@ -1,0 +1,43 @@
+// Model inputs and outputs as values: `--input KIND:FILE` readers that build instances of the entry
+// function's parameter type, and JSON for any output value.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/value.h"
+
+namespace acrobat {
+
+enum class InputKind {
+  Sst,        // Penn-Treebank trees -> the prelude's Tree (word ids from a vocabulary)
+  SstTokens,  // Penn-Treebank trees -> List[int] of the leaves' word ids, left to right
+  Tokens,     // lines of whitespace-separated ids -> List[int]
+  Json,       // one JSON value per line -> any type (see value_from_json)
+};
+
+struct InputSpec {
+  InputKind kind;
+  std::string path;
+};
+
+// Parses "KIND:FILE"; an unknown kind is a UserError that lists the known ones.
+InputSpec parse_input_spec(const std::string& spec);
+const char* input_kind_name(InputKind kind);
+
+// Reads at most `limit` instances (0: all) of `type` from the input. `vocab_path` is needed by the
+// SST kinds. Errors name the file, line and column of the offending instance.
+std::vector<Value> load_inputs(const InputSpec& spec, const Type& type, const std::string& vocab_path,
+                               size_t limit);
+
+// JSON encoding of values, shared by inputs and outputs: int/float/bool as JSON scalars; a tensor as
+// {"shape": [...], "data": [flat row-major values]} (inputs also accept nested arrays of the right
+// shape); a tuple and a List as arrays; another data-type value as {"Ctor": [fields...]}, or "Ctor"
+// when it has no fields.
+nlohmann::json value_to_json(const Value& value, const Type& type);
+// `where` names the instance for messages, e.g. "inputs.jsonl:3:1".
+Value value_from_json(const nlohmann::json& json, const Type& type, const SourceLoc& where);
+
+}  // namespace acrobat

@@ -1,0 +1,105 @@
+#include "runtime/params.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "acrobat/kernels.h"
+#include "io/safetensors.h"
+
+namespace acrobat {
+
+Tensor ParamValue::row(int64_t i) const {
+  Tensor t;
+  t.shape = elem_shape;
+  int64_t n = num_elements(elem_shape);
+  t.data = std::shared_ptr<float[]>(tensor.data, tensor.data.get() + i * n);
+  return t;
+}
+
+namespace {
+
+std::vector<int64_t> full_shape(const ir::Param& p) {
+  std::vector<int64_t> shape = p.shape;
+  if (p.count > 0) shape.insert(shape.begin(), p.count);
+  return shape;
+}
+
+std::vector<int64_t> without_ones(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> out;
+  for (int64_t d : shape)
+    if (d != 1) out.push_back(d);
+  return out;
+}
+
+// Prepares a plain matrix param for GEMM (any 2-D param may be a matmul's right operand).
+ParamValue make_value(const ir::Param& p, Tensor t) {
+  ParamValue v;
+  v.count = p.count;
+  v.elem_shape = p.shape;
+  if (p.count == 0 && p.shape.size() == 2)
+    t.packed = kernels::pack_weights(static_cast<int>(p.shape[0]), static_cast<int>(p.shape[1]),
+                                     t.data.get(), static_cast<int>(p.shape[1]));
+  v.tensor = std::move(t);
+  return v;
+}
+
+std::string declared(const ir::Param& p) {
+  std::string s = "param " + p.name;
+  if (p.count) s += "[" + std::to_string(p.count) + "]";
+  s += ": f32" + shape_str(p.shape);
+  return "`" + s + "` declared at " + p.span.begin.str();
+}
+
+}  // namespace
+
+ParamStore load_params(const ir::Module& module, const std::string& path,
+                       std::vector<std::string>* unused) {
+  auto tensors = io::read_safetensors(path);
+  ParamStore store;
+  store.source = path;
+  std::vector<Diagnostic> errors;
+  for (const auto& p : module.params) {
+    auto it = tensors.find(p.name);
+    if (it == tensors.end()) {
+      std::string have;
+      for (auto& [name, _] : tensors) have += (have.empty() ? "" : ", ") + name;
+      errors.push_back({SourceLoc{path}, "no tensor named '" + p.name + "' for " + declared(p) +
+                                             (have.empty() ? "; the file holds no tensors"
+                                                           : "; the file holds: " + have)});
+      continue;
+    }
+    auto expected = full_shape(p);
+    if (without_ones(it->second.shape) != without_ones(expected)) {
+      errors.push_back({SourceLoc{path}, "tensor '" + p.name + "' has shape " +
+                                             shape_str(it->second.shape) + ", expected " +
+                                             shape_str(expected) + " for " + declared(p)});
+      continue;
+    }
+    Tensor t = Tensor::allocate(expected);
+    std::copy(it->second.data.begin(), it->second.data.end(), t.data.get());
+    store.params.push_back(make_value(p, std::move(t)));
+    tensors.erase(it);
+  }
+  if (!errors.empty()) throw UserError(std::move(errors));
+  if (unused)
+    for (auto& [name, _] : tensors) unused->push_back(name);
+  return store;
+}
+
+ParamStore init_params(const ir::Module& module, uint64_t seed) {
+  ParamStore store;
+  store.source = "seed " + std::to_string(seed);
+  std::mt19937_64 rng(seed);
+  for (const auto& p : module.params) {
+    Tensor t = Tensor::allocate(full_shape(p));
+    auto nontrivial = without_ones(p.shape);
+    double scale = nontrivial.size() >= 2 ? 1.0 / std::sqrt(static_cast<double>(nontrivial[0])) : 0.1;
+    std::uniform_real_distribution<float> dist(static_cast<float>(-scale), static_cast<float>(scale));
+    for (int64_t i = 0; i < t.size(); ++i) t.data[i] = dist(rng);
+    store.params.push_back(make_value(p, std::move(t)));
+  }
+  return store;
+}
+
+}  // namespace acrobat

@@ -1,0 +1,41 @@
+// Model parameters at run time: loaded from a safetensors file and checked against the model's
+// `param` declarations, or initialised from a seed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "runtime/value.h"
+
+namespace acrobat {
+
+struct ParamValue {
+  // A plain param: the tensor itself. An indexed param `p[N]: f32[...]`: all N tensors in one
+  // buffer of shape [N, ...], and `row(i)` views one of them.
+  Tensor tensor;
+  int64_t count = 0;
+  std::vector<int64_t> elem_shape;
+
+  Tensor row(int64_t i) const;
+};
+
+struct ParamStore {
+  std::vector<ParamValue> params;  // in the order of ir::Module::params
+  std::string source;              // the file they came from, or "seed N"
+};
+
+// Loads `path` and matches its tensors to the module's params by name. A file tensor fits a param
+// when the shapes agree after dropping dimensions of size 1 (so a bias f32[1, H] may be stored as
+// [H] and an embedding emb[V]: f32[1, E] as [V, E]). Missing params and shape mismatches are errors
+// that name the file, the tensor and the declaration; tensors the model does not use are listed in
+// `unused` (if given) for the caller to warn about.
+ParamStore load_params(const ir::Module& module, const std::string& path,
+                       std::vector<std::string>* unused = nullptr);
+
+// Deterministic initialisation: every element uniform in [-s, s] with s = 1/sqrt(fan_in) for
+// matrices (fan_in = the first dimension of the element shape) and s = 0.1 for vectors.
+ParamStore init_params(const ir::Module& module, uint64_t seed);
+
+}  // namespace acrobat

@@ -1,0 +1,24 @@
+// The reference engine: runs the IR one instance at a time, executing every tensor operator eagerly
+// with the CPU kernels. It is the correctness baseline the batched engines are compared against.
+#pragma once
+
+#include "runtime/engine.h"
+
+namespace acrobat {
+
+class ReferenceEngine : public Engine {
+ public:
+  ReferenceEngine(std::shared_ptr<const ir::Module> module, std::shared_ptr<const ParamStore> params);
+  const char* name() const override { return "reference"; }
+  RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main") override;
+
+  // Nested calls allowed before an instance fails with "recursion too deep" (the interpreter recurses
+  // on the machine stack, so this bound keeps it within the stack).
+  static constexpr int kMaxCallDepth = 4000;
+
+ private:
+  std::shared_ptr<const ir::Module> module_;
+  std::shared_ptr<const ParamStore> params_;
+};
+
+}  // namespace acrobat

@@ -1,0 +1,73 @@
+// Source positions and user-facing errors. A user error names the place (file:line:col), what was
+// expected and what was found; internal invariants use ACROBAT_ASSERT instead.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace acrobat {
+
+// A 1-based line/column position in a named file. line == 0 means "no position known".
+struct SourceLoc {
+  std::string file;
+  uint32_t line = 0;
+  uint32_t col = 0;
+
+  bool known() const { return line != 0; }
+  // "file:line:col", "file" when only the file is known, or "" when nothing is.
+  std::string str() const;
+};
+
+// A half-open range in one file; `begin` is what error messages point at.
+struct Span {
+  SourceLoc begin;
+  uint32_t end_line = 0;
+  uint32_t end_col = 0;
+};
+
+struct Diagnostic {
+  SourceLoc loc;
+  std::string message;  // "expected X, found Y", possibly followed by "\n  note: ..." lines
+  std::string str() const;  // "file:line:col: error: message"
+};
+
+// Thrown for errors in user input (model files, weights, inputs, command-line flags). Carries one or
+// more diagnostics; what() is all of them, one per line.
+class UserError : public std::runtime_error {
+ public:
+  explicit UserError(std::vector<Diagnostic> diagnostics);
+  UserError(SourceLoc loc, std::string message);
+  explicit UserError(std::string message);  // no position: e.g. a command-line flag
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+
+ private:
+  std::vector<Diagnostic> diagnostics_;
+};
+
+// Collects several errors so that one run reports all it can find, then throws them together.
+class DiagnosticSink {
+ public:
+  void error(SourceLoc loc, std::string message);
+  bool has_errors() const { return !diagnostics_.empty(); }
+  size_t count() const { return diagnostics_.size(); }
+  // Throws UserError with everything collected so far, if anything was.
+  void throw_if_errors();
+
+ private:
+  std::vector<Diagnostic> diagnostics_;
+};
+
+// Converts a byte offset into `text` to a 1-based line/column (columns count bytes).
+SourceLoc loc_at_offset(const std::string& file, const std::string& text, size_t offset);
+
+[[noreturn]] void internal_error(const char* file, int line, const std::string& what);
+
+}  // namespace acrobat
+
+// An invariant of acrobat itself, not of the user's input: a failure is a bug in acrobat.
+#define ACROBAT_ASSERT(cond, msg)                                                  \
+  do {                                                                             \
+    if (!(cond)) ::acrobat::internal_error(__FILE__, __LINE__, std::string(#cond) + ": " + (msg)); \
+  } while (0)

@@ -1,0 +1,193 @@
+// GEMM: every path (and the dispatcher, and unpacked gemm) against a naive double-precision product
+// over many shapes, with padded strides whose padding must be neither read nor written.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "acrobat/kernels.h"
+#include "test_util.h"
+
+namespace acrobat::kernels {
+namespace {
+
+using testing_util::random_floats;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kSentinel = 12345.0f;  // fills C's padding columns, which no kernel may touch
+
+// A row-major rows x cols matrix stored with row stride ld; the padding columns hold `pad`.
+std::vector<float> padded(const std::vector<float>& dense, int rows, int cols, int ld, float pad) {
+  std::vector<float> out(size_t(rows) * ld, pad);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) out[size_t(r) * ld + c] = dense[size_t(r) * cols + c];
+  }
+  return out;
+}
+
+// A * B in double, and sum |a||b| per element, which bounds the rounding error of any float
+// summation order: |error| <= K * 2^-24 * sum|a||b| (plus one rounding for accumulation into C).
+struct Reference {
+  std::vector<double> product;
+  std::vector<double> magnitude;
+};
+
+Reference reference_product(int M, int N, int K, const std::vector<float>& A,
+                            const std::vector<float>& B) {
+  Reference ref{std::vector<double>(size_t(M) * N), std::vector<double>(size_t(M) * N)};
+  for (int m = 0; m < M; ++m) {
+    for (int k = 0; k < K; ++k) {
+      const double a = A[size_t(m) * K + k];
+      for (int n = 0; n < N; ++n) {
+        const double b = B[size_t(k) * N + n];
+        ref.product[size_t(m) * N + n] += a * b;
+        ref.magnitude[size_t(m) * N + n] += std::fabs(a * b);
+      }
+    }
+  }
+  return ref;
+}
+
+// Checks C (stride ldc) against C0 * accumulate + A*B, and that C's padding is untouched.
+testing::AssertionResult matches(const std::vector<float>& C, int ldc, const std::vector<float>& C0,
+                                 bool accumulate, const Reference& ref, int M, int N, int K) {
+  constexpr double kUnitRoundoff = 0x1p-24;
+  int bad = 0;
+  std::string first;
+  for (int m = 0; m < M; ++m) {
+    for (int n = 0; n < ldc; ++n) {
+      const float got = C[size_t(m) * ldc + n];
+      if (n >= N) {
+        if (got != kSentinel && bad++ == 0) first = fmt::format("padding C[{},{}] = {}", m, n, got);
+        continue;
+      }
+      const double c0 = accumulate ? C0[size_t(m) * N + n] : 0.0;
+      const double want = c0 + ref.product[size_t(m) * N + n];
+      const double tol =
+          (K + 2) * kUnitRoundoff * (std::fabs(c0) + ref.magnitude[size_t(m) * N + n]) + 1e-30;
+      if (!(std::fabs(got - want) <= tol) && bad++ == 0) {
+        first = fmt::format("C[{},{}] = {}, want {} (tolerance {})", m, n, got, want, tol);
+      }
+    }
+  }
+  if (bad == 0) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << bad << " wrong elements; first: " << first;
+}
+
+class GemmShapes : public testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(GemmShapes, EveryPathMatchesDoubleReference) {
+  const auto [M, N, K] = GetParam();
+  // Strides wider than the rows; NaN in the padding of A and B poisons any result that reads it.
+  const int lda = K + 3;
+  const int ldb = N + 2;
+  const int ldc = N + 5;
+  const auto A = random_floats(size_t(M) * K, -1, 1, 11 + M);
+  const auto B = random_floats(size_t(K) * N, -1, 1, 17 + N + K);
+  const auto C0 = random_floats(size_t(M) * N, -1, 1, 23);
+  const auto A_padded = padded(A, M, K, lda, kNaN);
+  const auto B_padded = padded(B, K, N, ldb, kNaN);
+  const Reference ref = reference_product(M, N, K, A, B);
+  const auto W = pack_weights(K, N, B_padded.data(), ldb);
+  ASSERT_EQ(W->K(), K);
+  ASSERT_EQ(W->N(), N);
+
+  for (bool accumulate : {false, true}) {
+    // Without accumulation C starts as NaN, which must be overwritten, not scaled by beta = 0.
+    const auto C_init = padded(accumulate ? C0 : std::vector<float>(C0.size(), kNaN), M, N, ldc,
+                               kSentinel);
+    auto run = [&](const std::string& what, auto&& call) {
+      std::vector<float> C = C_init;
+      call(C.data());
+      EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
+          << what << (accumulate ? ", accumulate" : ", overwrite");
+    };
+    for (GemmPath path : {GemmPath::Gemv, GemmPath::Xsmm, GemmPath::Blas}) {
+      run(gemm_path_name(path), [&](float* C) {
+        gemm_packed_via(path, M, A_padded.data(), lda, *W, C, ldc, accumulate);
+      });
+    }
+    run("dispatcher", [&](float* C) {
+      gemm_packed(M, A_padded.data(), lda, *W, C, ldc, accumulate);
+    });
+    run("unpacked gemm", [&](float* C) {
+      gemm(M, N, K, A_padded.data(), lda, B_padded.data(), ldb, C, ldc, accumulate);
+    });
+  }
+}
+
+std::string shape_name(const testing::TestParamInfo<GemmShapes::ParamType>& info) {
+  const auto [M, N, K] = info.param;
+  return fmt::format("M{}_N{}_K{}", M, N, K);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmShapes,
+                         testing::Combine(testing::Values(1, 2, 3, 7, 8, 16, 63, 64, 65, 200),
+                                          testing::Values(5, 128, 200, 768, 1024),
+                                          testing::Values(1, 17, 256, 300, 512)),
+                         shape_name);
+
+TEST(Gemm, ZeroKClearsOrKeepsC) {
+  const int M = 3, N = 4;
+  const auto W = pack_weights(0, N, nullptr, N);
+  for (GemmPath path : {GemmPath::Gemv, GemmPath::Xsmm, GemmPath::Blas}) {
+    std::vector<float> C(M * N, 7.0f);
+    gemm_packed_via(path, M, nullptr, 0, *W, C.data(), N, /*accumulate=*/true);
+    EXPECT_EQ(C, std::vector<float>(M * N, 7.0f)) << gemm_path_name(path);
+    gemm_packed_via(path, M, nullptr, 0, *W, C.data(), N, /*accumulate=*/false);
+    EXPECT_EQ(C, std::vector<float>(M * N, 0.0f)) << gemm_path_name(path);
+  }
+}
+
+TEST(Gemm, PackedWeightsOwnACopy) {
+  const int M = 4, N = 130, K = 9;
+  auto B = random_floats(size_t(K) * N, -1, 1, 5);
+  const auto A = random_floats(size_t(M) * K, -1, 1, 6);
+  const Reference ref = reference_product(M, N, K, A, B);
+  const auto W = pack_weights(K, N, B.data(), N);
+  std::fill(B.begin(), B.end(), kNaN);
+  for (GemmPath path : {GemmPath::Gemv, GemmPath::Xsmm, GemmPath::Blas}) {
+    std::vector<float> C(size_t(M) * N);
+    gemm_packed_via(path, M, A.data(), K, *W, C.data(), N, false);
+    EXPECT_TRUE(matches(C, N, C, false, ref, M, N, K)) << gemm_path_name(path);
+  }
+}
+
+TEST(Gemm, DispatcherUsesGemvForSingleRows) {
+  EXPECT_EQ(choose_gemm_path(1, 1024, 256), GemmPath::Gemv);
+  EXPECT_EQ(choose_gemm_path(1, 5, 1), GemmPath::Gemv);
+  EXPECT_NE(choose_gemm_path(2, 1024, 256), GemmPath::Gemv);
+}
+
+TEST(Gemm, ThreadsShareWeightsSafely) {
+  // Each thread has its own JIT kernel cache; the packed weights are shared read-only.
+  const int N = 300, K = 64;
+  const auto B = random_floats(size_t(K) * N, -1, 1, 8);
+  const auto W = pack_weights(K, N, B.data(), N);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const int M = 5 + 7 * t;
+      const auto A = random_floats(size_t(M) * K, -1, 1, 100 + t);
+      const Reference ref = reference_product(M, N, K, A, B);
+      bool all = true;
+      for (int rep = 0; rep < 20; ++rep) {
+        std::vector<float> C(size_t(M) * N);
+        gemm_packed_via(GemmPath::Xsmm, M, A.data(), K, *W, C.data(), N, false);
+        all = all && matches(C, N, C, false, ref, M, N, K);
+      }
+      ok[t] = all;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok, std::vector<int>(4, 1));
+}
+
+}  // namespace
+}  // namespace acrobat::kernels

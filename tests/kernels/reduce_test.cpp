@@ -1,0 +1,111 @@
+// Reductions over each axis of a 3-d tensor against a double-precision reference, NaN propagation,
+// and argmax's choice among ties.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "acrobat/kernels.h"
+#include "test_util.h"
+
+namespace acrobat::kernels {
+namespace {
+
+using testing_util::random_floats;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+double reference_reduce(ReduceOp op, const std::vector<float>& x, int64_t o, int64_t len,
+                        int64_t inner, int64_t j) {
+  double acc = op == ReduceOp::Max ? -INFINITY : 0.0;
+  for (int64_t l = 0; l < len; ++l) {
+    const double v = x[(o * len + l) * inner + j];
+    acc = op == ReduceOp::Max ? std::max(acc, v) : acc + v;
+  }
+  return op == ReduceOp::Mean ? acc / len : acc;
+}
+
+TEST(Reduce, EachAxisOfA3dTensor) {
+  // x has shape [6, 35, 19]; reducing axis d views it as [prod(dims < d), dims[d], prod(dims > d)].
+  const int64_t dims[3] = {6, 35, 19};
+  const auto x = random_floats(6 * 35 * 19, -10, 0, 1);  // all negative: Max must not start at 0
+  for (int axis = 0; axis < 3; ++axis) {
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= dims[d];
+    for (int d = axis + 1; d < 3; ++d) inner *= dims[d];
+    const int64_t len = dims[axis];
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max}) {
+      std::vector<float> y(size_t(outer * inner));
+      reduce(op, x.data(), y.data(), outer, len, inner);
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t j = 0; j < inner; ++j) {
+          const double want = reference_reduce(op, x, o, len, inner, j);
+          EXPECT_NEAR(y[o * inner + j], want, 1e-5 * (1 + std::fabs(want)))
+              << "axis " << axis << " op " << int(op) << " at " << o << "," << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(Reduce, LongContiguousRows) {
+  const int64_t len = 1003;
+  const auto x = random_floats(2 * len, -1, 1, 2);
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max}) {
+    float y[2];
+    reduce(op, x.data(), y, 2, len, 1);
+    for (int o = 0; o < 2; ++o) {
+      const double want = reference_reduce(op, x, o, len, 1, 0);
+      EXPECT_NEAR(y[o], want, 1e-5 * (1 + std::fabs(want))) << int(op);
+    }
+  }
+}
+
+TEST(Reduce, MaxPropagatesNaN) {
+  for (int64_t inner : {1, 3}) {
+    for (int64_t pos : {0, 5, 40, 99}) {  // first lane, inside a vector, in the tail
+      std::vector<float> x(100 * inner, 1.0f);
+      x[pos * inner] = kNaN;
+      std::vector<float> y(inner);
+      reduce(ReduceOp::Max, x.data(), y.data(), 1, 100, inner);
+      EXPECT_TRUE(std::isnan(y[0])) << "inner " << inner << " pos " << pos;
+      for (int64_t j = 1; j < inner; ++j) EXPECT_EQ(y[j], 1.0f);
+    }
+  }
+}
+
+TEST(Argmax, FirstOfTies) {
+  EXPECT_EQ(argmax(std::vector<float>{1, 3, 3, 2}.data(), 4), 1);
+  EXPECT_EQ(argmax(std::vector<float>(50, 7.0f).data(), 50), 0);
+  EXPECT_EQ(argmax(std::vector<float>(50, -kInf).data(), 50), 0);
+  for (int64_t first : {0, 3, 15, 16, 31, 40}) {
+    std::vector<float> x(45, -1.0f);
+    x[first] = 5.0f;
+    x[44] = 5.0f;  // a later tie, in the tail
+    EXPECT_EQ(argmax(x.data(), 45), first);
+  }
+}
+
+TEST(Argmax, MatchesLinearScanOnRandomData) {
+  for (int64_t n : {1, 2, 17, 1000, 50257}) {
+    const auto x = random_floats(size_t(n), -100, 100, unsigned(n));
+    int64_t want = 0;
+    for (int64_t i = 1; i < n; ++i) {
+      if (x[i] > x[want]) want = i;
+    }
+    EXPECT_EQ(argmax(x.data(), n), want) << n;
+  }
+}
+
+TEST(Argmax, NaNCountsAsTheMaximum) {
+  std::vector<float> x(40, 0.0f);
+  x[10] = kInf;
+  x[25] = kNaN;
+  x[33] = kNaN;
+  EXPECT_EQ(argmax(x.data(), 40), 25);
+}
+
+}  // namespace
+}  // namespace acrobat::kernels

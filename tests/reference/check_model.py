@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""End-to-end model test: acrobat's outputs must equal the PyTorch oracle's.
+
+  check_model.py --acrobat PATH/TO/acrobat --model treelstm|mvrnn|birnn [--set H=512 ...]
+                 [--limit 200] [--seed 0] [--data FILE] [--workdir DIR] [--keep]
+                 [--rtol 1e-4] [--atol 1e-5] [--timeout SECONDS]
+                 [--extra-args="ARGS"]... [-- MORE ACROBAT ARGS]
+
+Steps (each command is printed before it runs; its output goes straight through):
+  1. generate.py: oracle weights W.safetensors and expected outputs EXPECTED.json
+  2. ACROBAT run <repo>/models/<model>.acr --params W.safetensors --input KIND:<data>
+       --vocab <repo>/data/sst/vocab.txt [--set K=V ...] --limit N --output ACTUAL.json [extra args]
+     with KIND = sst (treelstm, mvrnn) or sst-tokens (birnn)
+  3. compare.py EXPECTED.json ACTUAL.json --rtol --atol
+
+The repository root is derived from this script's location (<repo>/tests/reference/).
+Exit status: 0 pass; otherwise the exit status of the first failing step (compare: 1 mismatch,
+2 missing/malformed output; a step killed by signal S gives 128+S), or 2 for a usage/setup error.
+Without --workdir the files go to a fresh temporary directory that is removed on success and
+kept (and printed) on failure; an explicit --workdir is never removed.
+"""
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import models  # noqa: E402  (light: only for the model table and --set parsing; imports torch)
+
+
+def say(msg):
+    print("check_model: %s" % msg, flush=True)
+
+
+def run_step(name, cmd, timeout=None):
+    """Runs cmd with inherited stdout/stderr. Returns an exit status suitable for sys.exit."""
+    say("[%s] %s" % (name, shlex.join(cmd)))
+    t0 = time.perf_counter()
+    try:
+        rc = subprocess.run(cmd, timeout=timeout).returncode
+    except FileNotFoundError as e:
+        say("[%s] cannot execute: %s" % (name, e))
+        return 2
+    except PermissionError as e:
+        say("[%s] cannot execute: %s" % (name, e))
+        return 2
+    except subprocess.TimeoutExpired:
+        say("[%s] timed out after %ss" % (name, timeout))
+        return 124
+    dt = time.perf_counter() - t0
+    if rc < 0:
+        say("[%s] killed by signal %d after %.2fs" % (name, -rc, dt))
+        return 128 + (-rc)
+    say("[%s] exit %d in %.2fs" % (name, rc, dt))
+    return rc
+
+
+def main(argv):
+    # Everything after a bare "--" goes to acrobat verbatim.
+    passthrough = []
+    if "--" in argv:
+        k = argv.index("--")
+        argv, passthrough = argv[:k], argv[k + 1 :]
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--acrobat", required=True, help="path to the acrobat binary")
+    ap.add_argument("--model", required=True, choices=sorted(models.MODELS))
+    ap.add_argument("--set", action="append", default=[], metavar="K=V", help="dim override (repeatable)")
+    ap.add_argument("--limit", type=int, default=200, help="first N instances (0 = all)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data", default=os.path.join(REPO, "data", "sst", "test.txt"))
+    ap.add_argument("--vocab", default=os.path.join(REPO, "data", "sst", "vocab.txt"))
+    ap.add_argument("--workdir", help="directory for weights/expected/actual files (kept)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary workdir even on success")
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--timeout", type=float, default=None, help="seconds allowed for the acrobat run")
+    ap.add_argument("--extra-args", action="append", default=[], metavar="ARGS",
+                    help='extra acrobat arguments, shell-split (use --extra-args="--x 1")')
+    args = ap.parse_args(argv)
+
+    try:
+        sets = models.parse_sets(args.set)
+        models.resolve_dims(args.model, sets)  # validate early
+    except ValueError as e:
+        say("error: %s" % e)
+        return 2
+    extra = [a for s in args.extra_args for a in shlex.split(s)] + passthrough
+
+    acrobat = args.acrobat
+    if os.sep not in acrobat:
+        acrobat = shutil.which(acrobat) or acrobat
+    acrobat = os.path.abspath(acrobat)
+    model_file = os.path.join(REPO, "models", args.model + ".acr")
+    for what, path in (("acrobat binary", acrobat), ("model source", model_file),
+                       ("data file", args.data), ("vocabulary", args.vocab)):
+        if not os.path.isfile(path):
+            say("error: %s %s does not exist" % (what, path))
+            return 2
+    if not os.access(acrobat, os.X_OK):
+        say("error: acrobat binary %s is not executable" % acrobat)
+        return 2
+
+    if args.workdir:
+        workdir, temporary = os.path.abspath(args.workdir), False
+        os.makedirs(workdir, exist_ok=True)
+    else:
+        workdir, temporary = tempfile.mkdtemp(prefix="acrobat-check-%s-" % args.model), True
+    tag = args.model + "".join("_%s%d" % kv for kv in sorted(sets.items()))
+    params = os.path.join(workdir, tag + ".params.safetensors")
+    expected = os.path.join(workdir, tag + ".expected.json")
+    actual = os.path.join(workdir, tag + ".actual.json")
+    set_args = [a for k, v in sorted(sets.items()) for a in ("--set", "%s=%d" % (k, v))]
+
+    rc = run_step("oracle", [sys.executable, os.path.join(HERE, "generate.py"), "--model", args.model,
+                             *set_args, "--data", args.data, "--vocab", args.vocab,
+                             "--limit", str(args.limit), "--seed", str(args.seed),
+                             "--params", params, "--expected", expected])
+    if rc == 0:
+        if os.path.exists(actual):
+            os.remove(actual)  # never compare against a stale result
+        rc = run_step("acrobat", [acrobat, "run", model_file, "--params", params,
+                                  "--input", "%s:%s" % (models.INPUT_KIND[args.model], args.data),
+                                  "--vocab", args.vocab, *set_args, "--limit", str(args.limit),
+                                  "--output", actual, *extra], timeout=args.timeout)
+        if rc == 0 and not os.path.isfile(actual):
+            say("error: acrobat exited 0 but wrote no output file %s" % actual)
+            rc = 2
+    if rc == 0:
+        rc = run_step("compare", [sys.executable, os.path.join(HERE, "compare.py"), expected, actual,
+                                  "--rtol", repr(args.rtol), "--atol", repr(args.atol)])
+
+    if rc == 0:
+        say("PASS %s" % tag)
+        if temporary and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            say("files kept in %s" % workdir)
+    else:
+        say("FAIL %s (exit %d); files kept in %s" % (tag, rc, workdir))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

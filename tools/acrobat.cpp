@@ -1,0 +1,179 @@
+// The acrobat command line: run, check and emit models.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "io/files.h"
+#include "ir/pipeline.h"
+#include "lang/frontend.h"
+#include "runtime/inputs.h"
+#include "runtime/reference_engine.h"
+
+namespace {
+
+using namespace acrobat;
+
+DimOverrides parse_sets(const std::vector<std::string>& sets) {
+  DimOverrides out;
+  for (const auto& s : sets) {
+    size_t eq = s.find('=');
+    std::string name = s.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : s.substr(eq + 1);
+    char* end = nullptr;
+    long long v = value.empty() ? 0 : std::strtoll(value.c_str(), &end, 10);
+    if (eq == std::string::npos || name.empty() || value.empty() || *end != '\0' || v <= 0)
+      throw UserError("--set '" + s + "': expected NAME=VALUE with a positive integer VALUE");
+    out[name] = v;
+  }
+  return out;
+}
+
+// The vocabulary beside the data file (data/sst/vocab.txt for data/sst/test.txt), if there is one.
+std::string default_vocab(const InputSpec& spec) {
+  if (spec.kind != InputKind::Sst && spec.kind != InputKind::SstTokens) return "";
+  size_t slash = spec.path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "" : spec.path.substr(0, slash + 1);
+  std::string candidate = dir + "vocab.txt";
+  return std::ifstream(candidate).good() ? candidate : "";
+}
+
+std::string brief(const Value& v, const Type& type) {
+  if (v.kind == Value::Kind::Tensor && v.tensor->shape.size() == 2 && v.tensor->shape[0] == 1) {
+    const float* p = v.tensor->data.get();
+    int64_t n = v.tensor->shape[1];
+    int64_t best = 0;
+    std::string values;
+    for (int64_t i = 0; i < n; ++i) {
+      if (p[i] > p[best]) best = i;
+      if (i < 8) values += fmt::format("{}{:.4f}", i ? " " : "", p[i]);
+    }
+    if (n > 8) values += " ...";
+    return fmt::format("argmax {}  [{}]", best, values);
+  }
+  std::string s = value_to_json(v, type).dump();
+  return s.size() > 200 ? s.substr(0, 200) + " ..." : s;
+}
+
+struct RunOptions {
+  std::string model;
+  std::string params;
+  uint64_t seed = 0;
+  std::string input;
+  std::string vocab;
+  std::vector<std::string> sets;
+  size_t limit = 0;
+  std::string output;
+  std::optional<size_t> show;
+  std::string entry = "main";
+};
+
+int run_command(const RunOptions& o) {
+  CompileOptions copts;
+  copts.dims = parse_sets(o.sets);
+  auto module = compile_model(o.model, copts);
+  int entry = entry_function(*module, o.entry);
+  const Type& input_type = module->functions[entry].vars[module->functions[entry].params[0]].type;
+  const Type& output_type = module->functions[entry].ret;
+
+  InputSpec spec = parse_input_spec(o.input);
+  std::string vocab = o.vocab.empty() ? default_vocab(spec) : o.vocab;
+  std::vector<Value> inputs = load_inputs(spec, input_type, vocab, o.limit);
+
+  std::shared_ptr<const ParamStore> params;
+  if (o.params.empty()) {
+    std::cerr << "note: no --params given; parameters initialised from seed " << o.seed << "\n";
+    params = std::make_shared<ParamStore>(init_params(*module, o.seed));
+  } else {
+    std::vector<std::string> unused;
+    params = std::make_shared<ParamStore>(load_params(*module, o.params, &unused));
+    for (const auto& name : unused)
+      std::cerr << "warning: " << o.params << ": tensor '" << name
+                << "' is not a param of the model; ignored\n";
+  }
+
+  ReferenceEngine engine(module, params);
+  RunResult result = engine.run(inputs, o.entry);
+
+  if (!o.output.empty()) {
+    nlohmann::json out;
+    out["model"] = o.model;
+    out["engine"] = engine.name();
+    out["outputs"] = nlohmann::json::array();
+    for (const auto& v : result.outputs) out["outputs"].push_back(value_to_json(v, output_type));
+    io::write_file(o.output, out.dump() + "\n");
+  }
+  size_t show = o.show ? *o.show : (o.output.empty() ? result.outputs.size() : 0);
+  for (size_t i = 0; i < result.outputs.size() && i < show; ++i)
+    std::cout << fmt::format("#{:<5} {}\n", i, brief(result.outputs[i], output_type));
+  const RunStats& s = result.stats;
+  std::cout << fmt::format(
+      "{} instances in {:.3f} s: {:.1f} instances/s, {:.2f} useful GFLOP/s ({} engine, {} kernel "
+      "calls, params from {})\n",
+      s.instances, s.wall_seconds, s.instances_per_second(), s.useful_gflops(), engine.name(),
+      s.kernel_calls, params->source);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"acrobat: an auto-batching compiler and runtime for dynamic deep learning"};
+  app.require_subcommand(1);
+
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "Run a model's `main` on every input instance");
+  run_cmd->add_option("model", run.model, "Model file (.acr)")->required();
+  run_cmd->add_option("--params", run.params, "Parameters (safetensors); default: random from --seed");
+  run_cmd->add_option("--seed", run.seed, "Seed for random parameters (default 0)");
+  run_cmd->add_option("--input", run.input, "KIND:FILE with KIND sst, sst-tokens, tokens or json")
+      ->required();
+  run_cmd->add_option("--vocab", run.vocab, "Vocabulary for sst inputs (default: vocab.txt beside the data)");
+  run_cmd->add_option("--set", run.sets, "Override a dim: NAME=VALUE (repeatable)");
+  run_cmd->add_option("--limit", run.limit, "Run only the first N instances");
+  run_cmd->add_option("--output", run.output, "Write all outputs as JSON to this file");
+  run_cmd->add_option("--show", run.show, "Print the first N outputs (default: all, or none with --output)");
+  run_cmd->add_option("--entry", run.entry, "Function to run (default main)");
+
+  std::string emit_stage, emit_model;
+  std::vector<std::string> emit_sets;
+  auto* emit_cmd = app.add_subcommand("emit", "Print a stage of the compiler: ast or ir");
+  emit_cmd->add_option("stage", emit_stage, "ast (checked syntax tree) or ir (A-normal form)")
+      ->required()
+      ->check(CLI::IsMember({"ast", "ir"}));
+  emit_cmd->add_option("model", emit_model, "Model file (.acr)")->required();
+  emit_cmd->add_option("--set", emit_sets, "Override a dim: NAME=VALUE (repeatable)");
+
+  std::string check_model;
+  std::vector<std::string> check_sets;
+  auto* check_cmd = app.add_subcommand("check", "Parse and type-check a model; report every error");
+  check_cmd->add_option("model", check_model, "Model file (.acr)")->required();
+  check_cmd->add_option("--set", check_sets, "Override a dim: NAME=VALUE (repeatable)");
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*run_cmd) return run_command(run);
+    if (*emit_cmd) {
+      CompileOptions o;
+      o.dims = parse_sets(emit_sets);
+      o.print_after = emit_stage == "ast" ? "parse" : "lower";
+      o.dump = &std::cout;
+      compile_model(emit_model, o);
+      return 0;
+    }
+    if (*check_cmd) {
+      auto module = compile_model(check_model, CompileOptions{parse_sets(check_sets), "", nullptr});
+      std::cout << check_model << ": ok (" << module->functions.size() << " functions, "
+                << module->params.size() << " params)\n";
+      return 0;
+    }
+  } catch (const UserError& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
