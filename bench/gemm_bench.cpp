@@ -1,5 +1,5 @@
-// Measures every GEMM path against plain OpenBLAS sgemm, and the fast transcendental kernels against
-// libm, on this machine. choose_gemm_path's thresholds come from the table this prints.
+// Measures every GEMM path against plain OpenBLAS sgemm, and the fast transcendental kernels
+// against libm, on this machine. choose_gemm_path's thresholds come from the table this prints.
 #include <cblas.h>
 
 #include <algorithm>
@@ -37,8 +37,8 @@ void escape(const void* p) { asm volatile("" : : "g"(p) : "memory"); }
 // each per round, so that load from other processes on a shared machine hits all of them alike and
 // their ratios stay meaningful even when absolute numbers drift.
 std::vector<double> time_calls(const Timing& timing, const std::vector<std::function<void()>>& fs) {
-  // Calibrate how many calls of each fill min_time, so short calls are not dominated by clock reads.
-  // The first calls also warm up JIT dispatch, page faults and caches.
+  // Calibrate how many calls of each fill min_time, so short calls are not dominated by clock
+  // reads. The first calls also warm up JIT dispatch, page faults and caches.
   std::vector<int> iters;
   for (const auto& f : fs) {
     int n = 1;
@@ -109,33 +109,45 @@ GemmRow bench_gemm(const Timing& timing, int M, int K, int N) {
   const std::vector<double> seconds = time_calls(timing, fs);
   auto gflops = [&](size_t k) { return 2.0 * M * N * K / seconds[k] * 1e-9; };
 
-  GemmRow row{M, K, N, std::nullopt, gflops(0), gflops(1), gflops(2), gflops(3),
+  GemmRow row{M,
+              K,
+              N,
+              std::nullopt,
+              gflops(0),
+              gflops(1),
+              gflops(2),
+              gflops(3),
               kernels::choose_gemm_path(M, N, K)};
   if (M == 1) row.gemv = gflops(4);
   return row;
 }
+
+struct UnaryCase {
+  const char* name;
+  void (*fast)(const float*, float*, size_t);
+  float (*libm)(float);
+  float lo, hi;  // input range
+};
 
 struct UnaryRow {
   const char* name;
   double fast_ns, libm_ns;  // per element
 };
 
-UnaryRow bench_unary(const Timing& timing, const char* name,
-                     void (*fast)(const float*, float*, size_t), float (*libm)(float), float lo,
-                     float hi) {
+UnaryRow bench_unary(const Timing& timing, const UnaryCase& c) {
   constexpr size_t kN = size_t(1) << 16;
-  const auto x = random_floats(kN, lo, hi, 3);
+  const auto x = random_floats(kN, c.lo, c.hi, 3);
   std::vector<float> y(kN);
-  const std::vector<double> seconds = time_calls(
-      timing, {[&] {
-                 fast(x.data(), y.data(), kN);
-                 escape(y.data());
-               },
-               [&] {
-                 for (size_t i = 0; i < kN; ++i) y[i] = libm(x[i]);
-                 escape(y.data());
-               }});
-  return {name, seconds[0] * 1e9 / kN, seconds[1] * 1e9 / kN};
+  auto run_fast = [&] {
+    c.fast(x.data(), y.data(), kN);
+    escape(y.data());
+  };
+  auto run_libm = [&] {
+    for (size_t i = 0; i < kN; ++i) y[i] = c.libm(x[i]);
+    escape(y.data());
+  };
+  const std::vector<double> seconds = time_calls(timing, {run_fast, run_libm});
+  return {c.name, seconds[0] * 1e9 / kN, seconds[1] * 1e9 / kN};
 }
 
 std::string cell(std::optional<double> v) { return v ? fmt::format("{:7.1f}", *v) : "      -"; }
@@ -150,8 +162,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
 
-  const Timing timing = quick ? Timing{5, std::chrono::milliseconds(2)}
-                              : Timing{11, std::chrono::milliseconds(10)};
+  const Timing timing =
+      quick ? Timing{5, std::chrono::milliseconds(2)} : Timing{11, std::chrono::milliseconds(10)};
   fmt::print("{}; single thread; median of {} runs\n\n", kernels::backend_description(),
              timing.reps);
 
@@ -162,6 +174,10 @@ int main(int argc, char** argv) {
     }
   }
   shapes.push_back({1024, 1024, 1024});
+  // Deep K, where a K x 128 panel no longer fits comfortably in L2 and the Xsmm/Blas crossover lies.
+  for (int M : {16, 64, 256}) {
+    for (int K : {2048, 3072, 4096}) shapes.push_back({M, K, 1024});
+  }
 
   nlohmann::json json;
   fmt::print("GEMM GFLOP/s, C[M,N] = A[M,K] W[K,N]; paths on packed W, cblas_sgemm on plain W\n");
@@ -171,23 +187,28 @@ int main(int argc, char** argv) {
     fmt::print("{:5} {:5} {:5} | {} {:7.1f} {:7.1f} | {:<4} {:7.1f}   | {:7.1f}\n", r.M, r.K, r.N,
                cell(r.gemv), r.xsmm, r.blas, kernels::gemm_path_name(r.chosen_path), r.chosen,
                r.cblas);
-    nlohmann::json j = {{"M", r.M}, {"K", r.K}, {"N", r.N}, {"xsmm", r.xsmm}, {"blas", r.blas},
+    nlohmann::json j = {{"M", r.M},
+                        {"K", r.K},
+                        {"N", r.N},
+                        {"xsmm", r.xsmm},
+                        {"blas", r.blas},
                         {"chosen_path", kernels::gemm_path_name(r.chosen_path)},
-                        {"chosen", r.chosen}, {"cblas_sgemm", r.cblas}};
+                        {"chosen", r.chosen},
+                        {"cblas_sgemm", r.cblas}};
     if (r.gemv) j["gemv"] = *r.gemv;
     json["gemm_gflops"].push_back(j);
   }
 
   fmt::print("\nElementwise ns/element on 1<<16 random floats in [-10, 10] ((0, 10] for log)\n");
   fmt::print("  function |  acrobat |     libm\n");
-  const UnaryRow unary[] = {
-      bench_unary(timing, "tanh", kernels::tanh, [](float x) { return std::tanh(x); }, -10, 10),
-      bench_unary(timing, "sigmoid", kernels::sigmoid,
-                  [](float x) { return 1.0f / (1.0f + std::exp(-x)); }, -10, 10),
-      bench_unary(timing, "exp", kernels::exp, [](float x) { return std::exp(x); }, -10, 10),
-      bench_unary(timing, "log", kernels::log, [](float x) { return std::log(x); }, 1e-6f, 10),
+  const UnaryCase unary_cases[] = {
+      {"tanh", kernels::tanh, [](float x) { return std::tanh(x); }, -10, 10},
+      {"sigmoid", kernels::sigmoid, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }, -10, 10},
+      {"exp", kernels::exp, [](float x) { return std::exp(x); }, -10, 10},
+      {"log", kernels::log, [](float x) { return std::log(x); }, 1e-6f, 10},
   };
-  for (const UnaryRow& r : unary) {
+  for (const UnaryCase& c : unary_cases) {
+    const UnaryRow r = bench_unary(timing, c);
     fmt::print("  {:>8} | {:8.3f} | {:8.3f}\n", r.name, r.fast_ns, r.libm_ns);
     json["elementwise_ns_per_element"].push_back(
         {{"function", r.name}, {"acrobat", r.fast_ns}, {"libm", r.libm_ns}});

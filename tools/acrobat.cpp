@@ -69,11 +69,19 @@ struct RunOptions {
   std::string output;
   std::optional<size_t> show;
   std::string entry = "main";
+  std::string emit;  // "ast" or "ir": print that stage instead of running
 };
 
 int run_command(const RunOptions& o) {
   CompileOptions copts;
   copts.dims = parse_sets(o.sets);
+  if (!o.emit.empty()) {
+    copts.print_after = o.emit == "ast" ? "parse" : "lower";
+    copts.dump = &std::cout;
+    compile_model(o.model, copts);
+    return 0;
+  }
+  if (o.input.empty()) throw UserError("run: --input KIND:FILE is required");
   auto module = compile_model(o.model, copts);
   int entry = entry_function(*module, o.entry);
   const Type& input_type = module->functions[entry].vars[module->functions[entry].params[0]].type;
@@ -129,14 +137,15 @@ int main(int argc, char** argv) {
   run_cmd->add_option("model", run.model, "Model file (.acr)")->required();
   run_cmd->add_option("--params", run.params, "Parameters (safetensors); default: random from --seed");
   run_cmd->add_option("--seed", run.seed, "Seed for random parameters (default 0)");
-  run_cmd->add_option("--input", run.input, "KIND:FILE with KIND sst, sst-tokens, tokens or json")
-      ->required();
+  run_cmd->add_option("--input", run.input, "KIND:FILE with KIND sst, sst-tokens, tokens or json");
   run_cmd->add_option("--vocab", run.vocab, "Vocabulary for sst inputs (default: vocab.txt beside the data)");
   run_cmd->add_option("--set", run.sets, "Override a dim: NAME=VALUE (repeatable)");
   run_cmd->add_option("--limit", run.limit, "Run only the first N instances");
   run_cmd->add_option("--output", run.output, "Write all outputs as JSON to this file");
   run_cmd->add_option("--show", run.show, "Print the first N outputs (default: all, or none with --output)");
   run_cmd->add_option("--entry", run.entry, "Function to run (default main)");
+  run_cmd->add_option("--emit", run.emit, "Print a compiler stage (ast or ir) instead of running")
+      ->check(CLI::IsMember({"ast", "ir"}));
 
   std::string emit_stage, emit_model;
   std::vector<std::string> emit_sets;

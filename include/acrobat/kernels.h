@@ -18,9 +18,9 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
 // The ways a GEMM can be carried out; the dispatcher picks one from M, N, K by rules measured on this
 // machine (bench/gemm_bench prints the table the rules come from).
 enum class GemmPath {
-  Gemv,  // M == 1: cblas_sgemv on the packed-free weights
-  Xsmm,  // small/medium M: libxsmm JIT micro-kernels over pre-packed K x 128 weight panels
-  Blas,  // large M: single-threaded OpenBLAS sgemm
+  Gemv,  // cblas_sgemv on the row-major weights, one call per row of A (meant for M == 1)
+  Xsmm,  // libxsmm JIT micro-kernels over pre-packed K x 128 weight panels (small and medium K)
+  Blas,  // single-threaded OpenBLAS sgemm on the row-major weights (large K and M)
 };
 const char* gemm_path_name(GemmPath path);
 GemmPath choose_gemm_path(int M, int N, int K);
@@ -35,7 +35,8 @@ class PackedWeights {
 };
 std::shared_ptr<const PackedWeights> pack_weights(int K, int N, const float* B, int ldb);
 
-// C[M,N] = A[M,K] * W (+ C). Uses choose_gemm_path(M, N, K).
+// C[M,N] = A[M,K] * W (+ C). Uses choose_gemm_path(M, N, K). The first Xsmm call for a new
+// (M, N, K, lda, ldc, accumulate) on a thread JIT-compiles its kernels and caches them.
 void gemm_packed(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,
                  bool accumulate);
 // The same with the path forced (for benchmarks and tests of every path).

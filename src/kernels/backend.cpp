@@ -1,5 +1,5 @@
-// Process-wide setup of OpenBLAS and libxsmm: single-threaded BLAS, a usable OpenBLAS core on CPUs it
-// does not recognise, and libxsmm's JIT initialised up front.
+// Process-wide setup of OpenBLAS and libxsmm: single-threaded BLAS, a usable OpenBLAS core on CPUs
+// it does not recognise, and libxsmm's JIT initialised up front.
 #include "kernels/backend.h"
 
 #include <cblas.h>
@@ -66,8 +66,7 @@ void ensure_backend_ready() {
 
 std::string backend_description() {
   ensure_backend_ready();
-  return fmt::format("OpenBLAS {} core, libxsmm {} target",
-                     openblas_get_corename(),
+  return fmt::format("OpenBLAS {} core, libxsmm {} target", openblas_get_corename(),
                      libxsmm_get_target_arch());
 }
 

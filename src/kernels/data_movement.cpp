@@ -1,5 +1,5 @@
-// Data movement kernels: strided block copies (concat, slice, split), row gathers (embedding lookups)
-// and transposes.
+// Data movement kernels: strided block copies (concat, slice, split), row gathers (embedding
+// lookups) and transposes.
 #include <algorithm>
 #include <cstring>
 

@@ -118,7 +118,8 @@ void binary(BinaryOp op, const float* a, const float* b, float* y, size_t n) {
 }
 
 void binary_broadcast(BinaryOp op, int rank, const int64_t* out_dims, const float* a,
-                      const int64_t* a_strides, const float* b, const int64_t* b_strides, float* y) {
+                      const int64_t* a_strides, const float* b, const int64_t* b_strides,
+                      float* y) {
   switch (op) {
     case BinaryOp::Add:
       return binary_broadcast_impl<BinaryOp::Add>(rank, out_dims, a, a_strides, b, b_strides, y);

@@ -1,5 +1,6 @@
 // GEMM: weight packing, the three execution paths (OpenBLAS sgemv, libxsmm JIT kernels over packed
-// column panels, OpenBLAS sgemm) and the dispatcher that picks one by rules measured with gemm_bench.
+// column panels, OpenBLAS sgemm) and the dispatcher that picks one by rules measured with
+// gemm_bench.
 #include <cblas.h>
 #include <libxsmm.h>
 
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <new>
 #include <unordered_map>
 
@@ -29,7 +31,8 @@ using AlignedFloats = std::unique_ptr<float[], FreeDeleter>;
 
 AlignedFloats allocate_aligned(size_t count) {
   // aligned_alloc wants a size that is a multiple of the alignment, and a non-zero one.
-  const size_t bytes = std::max(kAlignment, (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment);
+  const size_t bytes =
+      std::max(kAlignment, (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment);
   void* p = std::aligned_alloc(kAlignment, bytes);
   if (p == nullptr) throw std::bad_alloc();
   return AlignedFloats(static_cast<float*>(p));
@@ -38,14 +41,17 @@ AlignedFloats allocate_aligned(size_t count) {
 class CpuPackedWeights final : public PackedWeights {
  public:
   CpuPackedWeights(int K, int N, const float* B, int ldb)
-      : k_(K), n_(N), row_major_(allocate_aligned(size_t(K) * N)), panels_(allocate_aligned(size_t(K) * N)) {
+      : k_(K),
+        n_(N),
+        row_major_(allocate_aligned(size_t(K) * N)),
+        panels_(allocate_aligned(size_t(K) * N)) {
     for (int k = 0; k < K; ++k) {
       std::memcpy(row_major_.get() + size_t(k) * N, B + size_t(k) * ldb, sizeof(float) * N);
     }
-    // Panel p holds columns [128p, 128p + width) as a contiguous row-major K x width block, which is
-    // exactly a column-major width x K matrix (Bpanel^T) with leading dimension width.
+    // Panel p holds columns [128p, 128p + width) as a contiguous row-major K x width block, which
+    // is exactly a column-major width x K matrix (Bpanel^T) with leading dimension width.
     for (int p = 0; p < num_panels(); ++p) {
-      float* dst = panel_data(p);
+      float* dst = panels_.get() + panel_offset(p);
       const int width = panel_width(p);
       for (int k = 0; k < K; ++k) {
         std::memcpy(dst + size_t(k) * width, B + size_t(k) * ldb + size_t(p) * kPanelWidth,
@@ -60,12 +66,12 @@ class CpuPackedWeights final : public PackedWeights {
   const float* row_major() const { return row_major_.get(); }  // K x N, row stride N
   int num_panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
   int panel_width(int p) const { return std::min(kPanelWidth, n_ - p * kPanelWidth); }
-  // Every panel but the last is full width, so panel p starts at p full panels; K * 128 floats is a
-  // multiple of 64 bytes, so each panel stays aligned.
-  const float* panel(int p) const { return panels_.get() + size_t(p) * k_ * kPanelWidth; }
+  const float* panel(int p) const { return panels_.get() + panel_offset(p); }
 
  private:
-  float* panel_data(int p) { return panels_.get() + size_t(p) * k_ * kPanelWidth; }
+  // Every panel but the last is full width, so panel p starts after p full panels; K * 128 floats
+  // is a multiple of 64 bytes, so every panel stays aligned.
+  size_t panel_offset(int p) const { return size_t(p) * k_ * kPanelWidth; }
 
   int k_;
   int n_;
@@ -150,8 +156,9 @@ libxsmm_smmfunction dispatch_xsmm(int width, const XsmmKey& key) {
   return libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
 }
 
-// libxsmm's own registry lookup hashes a full GEMM descriptor on every call; this per-thread map in
-// front of it costs one small hash, and needs no lock since each thread has its own.
+// libxsmm_smmdispatch builds and hashes a GEMM descriptor for its registry on every call (33 ns
+// here, for each of the two kernels); this per-thread map in front of it costs one small hash and
+// needs no lock since each thread has its own.
 const XsmmKernels& xsmm_kernels(const XsmmKey& key) {
   thread_local std::unordered_map<XsmmKey, XsmmKernels, XsmmKeyHash> cache;
   auto [it, inserted] = cache.try_emplace(key);
@@ -174,7 +181,8 @@ void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float*
     return;
   }
   for (int p = 0; p < W.num_panels(); ++p) {
-    const libxsmm_smmfunction kernel = W.panel_width(p) == kPanelWidth ? kernels.full : kernels.last;
+    const libxsmm_smmfunction kernel =
+        W.panel_width(p) == kPanelWidth ? kernels.full : kernels.last;
     kernel(W.panel(p), A, C + size_t(p) * kPanelWidth);
   }
 }
@@ -190,10 +198,29 @@ const char* gemm_path_name(GemmPath path) {
   return "?";
 }
 
+// Thresholds measured with gemm_bench and finer sweeps of M and K on the 2-core Xeon this was
+// tuned on (family 6 model 207, 2 MiB L2 per core), single-threaded, best-of-15 GFLOP/s.
+//  - M == 1 is bound by reading W. Once W exceeds 1 MiB it comes from L3 in any real model, and
+//    sgemv is 4-5% ahead (K,N = 512,2048: 14.2 vs 13.5 for Xsmm; 1024,4096: 12.5 vs 11.9). A
+//    W of <= 1 MiB can stay in L2 across the steps of a recurrent model, where Xsmm is 10-45% ahead
+//    (512,512: 52 vs 38) and loses at most 4% when W is cold after all (13.4 vs 12.9).
+//  - Xsmm keeps one K x 128 panel of W in L2 while all of A streams past it. Up to K = 2048 (a
+//    1 MiB panel, half of L2) it beats OpenBLAS on the same weights at every M measured: 2-3x at
+//    M = 2..16, 1.3x at M = 64, 1.03-1.2x at M = 256..2048 (1024^3: 133 vs 115), since OpenBLAS
+//    re-packs W on every call.
+//  - For K > 2048 the panel crowds L2 and OpenBLAS's blocking wins from M = 64 on (K = 3072:
+//    0.88x at M = 64, 0.72x at M = 256; K = 4096: 0.6-0.8x), while Xsmm still wins at M <= 32
+//    (K = 3072, M = 16: 1.24x).
+constexpr size_t kGemvMinWeightBytes = size_t(1) << 20;
+constexpr int kXsmmMaxK = 2048;
+constexpr int kXsmmMaxMForLargeK = 32;
+
 GemmPath choose_gemm_path(int M, int N, int K) {
-  if (M == 1) return GemmPath::Gemv;
-  // TODO(measure): crossover from gemm_bench.
-  if (M <= 64) return GemmPath::Xsmm;
+  if (M == 1) {
+    const size_t weight_bytes = size_t(K) * N * sizeof(float);
+    return weight_bytes > kGemvMinWeightBytes ? GemmPath::Gemv : GemmPath::Xsmm;
+  }
+  if (K <= kXsmmMaxK || M <= kXsmmMaxMForLargeK) return GemmPath::Xsmm;
   return GemmPath::Blas;
 }
 
@@ -219,8 +246,8 @@ void gemm_packed(int M, const float* A, int lda, const PackedWeights& W, float* 
   gemm_packed_via(choose_gemm_path(M, W.N(), W.K()), M, A, lda, W, C, ldc, accumulate);
 }
 
-void gemm_packed_via(GemmPath path, int M, const float* A, int lda, const PackedWeights& W, float* C,
-                     int ldc, bool accumulate) {
+void gemm_packed_via(GemmPath path, int M, const float* A, int lda, const PackedWeights& W,
+                     float* C, int ldc, bool accumulate) {
   const CpuPackedWeights& w = cpu_weights(W);
   const int N = w.N();
   const int K = w.K();
@@ -228,12 +255,9 @@ void gemm_packed_via(GemmPath path, int M, const float* A, int lda, const Packed
   if (trivial_gemm(M, N, K, C, ldc, accumulate)) return;
   ensure_backend_ready();
   switch (path) {
-    case GemmPath::Gemv:
-      return gemm_gemv(M, N, K, A, lda, w.row_major(), N, C, ldc, accumulate);
-    case GemmPath::Xsmm:
-      return gemm_xsmm(M, A, lda, w, C, ldc, accumulate);
-    case GemmPath::Blas:
-      return gemm_blas(M, N, K, A, lda, w.row_major(), N, C, ldc, accumulate);
+    case GemmPath::Gemv: return gemm_gemv(M, N, K, A, lda, w.row_major(), N, C, ldc, accumulate);
+    case GemmPath::Xsmm: return gemm_xsmm(M, A, lda, w, C, ldc, accumulate);
+    case GemmPath::Blas: return gemm_blas(M, N, K, A, lda, w.row_major(), N, C, ldc, accumulate);
   }
   ACROBAT_ASSERT(false, "unknown GemmPath");
 }

@@ -1,5 +1,5 @@
-// Row-wise kernels (softmax, log_softmax, layer_norm): each row is reduced, then rewritten, with the
-// reductions vectorised across simd lanes and the max subtracted before exp for stability.
+// Row-wise kernels (softmax, log_softmax, layer_norm): each row is reduced, then rewritten, with
+// the reductions vectorised across simd lanes and the max subtracted before exp for stability.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -67,8 +67,8 @@ void log_softmax(const float* x, float* y, int rows, int cols) {
   }
 }
 
-void layer_norm(const float* x, const float* gamma, const float* beta, float eps, float* y, int rows,
-                int cols) {
+void layer_norm(const float* x, const float* gamma, const float* beta, float eps, float* y,
+                int rows, int cols) {
   if (cols <= 0) return;
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<ptrdiff_t>(r) * cols;
@@ -82,10 +82,11 @@ void layer_norm(const float* x, const float* gamma, const float* beta, float eps
     const float shift = row_sum(xr, cols, [&](Vec v) { return v - pivot; }) / cols;  // mean - x[0]
     const Vec shift_v = simd::splat(shift);
     auto centered = [&](Vec v) { return (v - pivot) - shift_v; };
-    const float var = row_sum(xr, cols, [&](Vec v) {
-                        const Vec d = centered(v);
-                        return d * d;
-                      }) / cols;
+    auto squared_deviation = [&](Vec v) {
+      const Vec d = centered(v);
+      return d * d;
+    };
+    const float var = row_sum(xr, cols, squared_deviation) / cols;
     const Vec rstd = simd::splat(1.0f / std::sqrt(var + eps));
     int i = 0;
     for (; i + kLanes <= cols; i += kLanes) {

@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -18,14 +19,18 @@
 
 namespace acrobat::kernels::simd {
 
-// min/max follow the x86 rule on NaN: when either operand is NaN the second one is returned. Kernels
-// rely on it to keep or drop NaN deliberately, so the scalar fallback does the same.
+// min/max follow the x86 rule on NaN: when either operand is NaN the second one is returned.
+// Kernels rely on it to keep or drop NaN deliberately, so the scalar fallback does the same.
 
 #if defined(__AVX512F__)
 
 inline constexpr int kLanes = 16;
-struct Vec { __m512 v; };
-struct Mask { __mmask16 m; };
+struct Vec {
+  __m512 v;
+};
+struct Mask {
+  __mmask16 m;
+};
 
 inline Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
 inline void store(float* p, Vec a) { _mm512_storeu_ps(p, a.v); }
@@ -46,9 +51,9 @@ inline Vec abs(Vec a) { return {_mm512_abs_ps(a.v)}; }
 // |magnitude| with the sign of `sign`.
 inline Vec copysign(Vec magnitude, Vec sign) {
   const __m512i sign_bit = _mm512_set1_epi32(INT32_MIN);
-  return {_mm512_castsi512_ps(_mm512_or_si512(
-      _mm512_andnot_si512(sign_bit, _mm512_castps_si512(magnitude.v)),
-      _mm512_and_si512(sign_bit, _mm512_castps_si512(sign.v))))};
+  return {_mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_andnot_si512(sign_bit, _mm512_castps_si512(magnitude.v)),
+                      _mm512_and_si512(sign_bit, _mm512_castps_si512(sign.v))))};
 }
 // Nearest integer, ties to even.
 inline Vec round(Vec a) {
@@ -79,8 +84,12 @@ inline float reduce_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
 #elif defined(__AVX2__) && defined(__FMA__)
 
 inline constexpr int kLanes = 8;
-struct Vec { __m256 v; };
-struct Mask { __m256 m; };
+struct Vec {
+  __m256 v;
+};
+struct Mask {
+  __m256 m;
+};
 
 inline Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
 inline void store(float* p, Vec a) { _mm256_storeu_ps(p, a.v); }
@@ -116,8 +125,10 @@ inline Vec ldexp(Vec a, Vec n) {
 inline Vec frexp(Vec x, Vec& e) {
   // Subnormals have no implicit leading bit; scaling them into the normal range first makes the
   // exponent field meaningful.
-  const __m256 subnormal = _mm256_cmp_ps(x.v, _mm256_set1_ps(std::numeric_limits<float>::min()), _CMP_LT_OQ);
-  const __m256 scaled = _mm256_blendv_ps(x.v, _mm256_mul_ps(x.v, _mm256_set1_ps(0x1p25f)), subnormal);
+  const __m256 subnormal =
+      _mm256_cmp_ps(x.v, _mm256_set1_ps(std::numeric_limits<float>::min()), _CMP_LT_OQ);
+  const __m256 scaled =
+      _mm256_blendv_ps(x.v, _mm256_mul_ps(x.v, _mm256_set1_ps(0x1p25f)), subnormal);
   const __m256i bits = _mm256_castps_si256(scaled);
   const __m256i biased = _mm256_srli_epi32(bits, 23);
   e = {_mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(biased, _mm256_set1_epi32(126))),
@@ -134,7 +145,9 @@ inline Mask is_nan(Vec a) { return {_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q)}; }
 inline Mask operator|(Mask a, Mask b) { return {_mm256_or_ps(a.m, b.m)}; }
 inline Vec select(Mask m, Vec a, Vec b) { return {_mm256_blendv_ps(b.v, a.v, m.m)}; }
 inline bool any(Mask m) { return _mm256_movemask_ps(m.m) != 0; }
-inline int first_set(Mask m) { return std::countr_zero(static_cast<unsigned>(_mm256_movemask_ps(m.m))); }
+inline int first_set(Mask m) {
+  return std::countr_zero(static_cast<unsigned>(_mm256_movemask_ps(m.m)));
+}
 
 inline float reduce_add(Vec a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
@@ -152,8 +165,12 @@ inline float reduce_max(Vec a) {
 #else
 
 inline constexpr int kLanes = 1;
-struct Vec { float v; };
-struct Mask { bool m; };
+struct Vec {
+  float v;
+};
+struct Mask {
+  bool m;
+};
 
 inline Vec load(const float* p) { return {*p}; }
 inline void store(float* p, Vec a) { *p = a.v; }

@@ -1,5 +1,6 @@
-// Vectorised exp, log, tanh and sigmoid on simd::Vec, shared by the elementwise and row-wise kernels.
-// Range reductions and polynomials follow Cephes' single-precision functions (expf, logf, tanhf).
+// Vectorised exp, log, tanh and sigmoid on simd::Vec, shared by the elementwise and row-wise
+// kernels. Range reductions and polynomials follow Cephes' single-precision functions (expf, logf,
+// tanhf).
 #pragma once
 
 #include <limits>

@@ -47,14 +47,20 @@ TEST(DataMovement, GatherRows) {
 }
 
 TEST(DataMovement, Transpose) {
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {1, 9}, {9, 1}, {32, 32}, {33, 65},
-                            {100, 3}, {70, 130}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
+                            {1, 9},
+                            {9, 1},
+                            {32, 32},
+                            {33, 65},
+                            {100, 3},
+                            {70, 130}}) {
     const auto x = random_floats(size_t(rows * cols), -1, 1, unsigned(rows * cols));
     std::vector<float> y(size_t(rows * cols) + 1, kSentinel);
     transpose_2d(x.data(), y.data(), rows, cols);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
-        ASSERT_EQ(y[c * rows + r], x[r * cols + c]) << rows << "x" << cols << " at " << r << "," << c;
+        ASSERT_EQ(y[c * rows + r], x[r * cols + c])
+            << rows << "x" << cols << " at " << r << "," << c;
       }
     }
     EXPECT_EQ(y.back(), kSentinel);

@@ -1,6 +1,6 @@
 // Elementwise kernels: the accuracy of the fast transcendental functions measured against libm in
-// double precision over dense sweeps and special values, and binary ops with broadcasting against an
-// index-by-index reference.
+// double precision over dense sweeps and special values, and binary ops with broadcasting against
+// an index-by-index reference.
 #include <bit>
 #include <cmath>
 #include <cstdint>

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything acrobat needs to build, test and benchmark on Debian 12 (bookworm).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+packages=(
+  build-essential cmake ninja-build pkg-config   # toolchain
+  libopenblas-dev libxsmm-dev                     # GEMM: OpenBLAS and libxsmm JIT kernels
+  libfmt-dev nlohmann-json3-dev libcli11-dev      # formatting, JSON, command line
+  libgtest-dev libgmock-dev                       # tests
+  python3 python3-torch python3-numpy             # the PyTorch oracle (tests/reference)
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
