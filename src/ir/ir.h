@@ -92,6 +92,7 @@ struct Rhs {
   std::vector<Atom> args;          // operands of Op, Host, Call, Construct, MakeTuple, MakeClosure
   OpId op = OpId::Add;             // Op
   OpAttrs attrs;                   // Op
+  int64_t flops = 0;               // Op: FLOPs of one execution (shapes are static)
   HostOp host_op = HostOp::Add;    // Host
   int callee_func = -1;            // Call of a known function; MakeClosure's lifted function
   Atom callee;                     // Call through a variable (closure or function value)

@@ -66,9 +66,20 @@ class Lowering {
   }
 
   Atom emit(Block& b, RhsPtr rhs, const std::string& name = "") {
+    if (rhs->kind == RhsKind::Op) rhs = with_flops(rhs);
     int v = new_var(name, rhs->type, rhs->span);
     b.bindings.push_back(Binding{v, std::move(rhs)});
     return Atom::variable(v);
+  }
+
+  // Counts an operator's FLOPs once, here, where its operand shapes are known.
+  RhsPtr with_flops(const RhsPtr& rhs) {
+    std::vector<std::vector<int64_t>> shapes;
+    for (const Atom& a : rhs->args) shapes.push_back(ctx_->fn->vars[a.var].type->shape);
+    std::vector<int64_t> out = is_tensor(rhs->type) ? rhs->type->shape : std::vector<int64_t>{1};
+    auto copy = std::make_shared<Rhs>(*rhs);
+    copy->flops = op_info(rhs->op).flops(shapes, out, rhs->attrs);
+    return copy;
   }
 
   void lower_function(const A::FuncDecl& decl, int index) {

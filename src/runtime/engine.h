@@ -15,14 +15,25 @@ namespace acrobat {
 
 struct RunStats {
   int64_t instances = 0;
-  int64_t kernel_calls = 0;   // tensor operator executions (batched engines: batched launches)
-  int64_t tensor_ops = 0;     // tensor operators recorded by the host program, over all instances
+  int64_t kernel_calls = 0;   // kernel launches (batched engines: one per operator per batch)
+  int64_t tensor_ops = 0;     // tensor operators the host program asked for, over all instances
   int64_t flops = 0;          // useful FLOPs, from the operator registry
+  int64_t nodes = 0;          // dataflow-graph nodes recorded (batched engines)
+  int64_t batches = 0;        // node batches executed: each is one (depth, segment) bucket
+  int64_t peak_bytes = 0;     // peak arena memory (batched engines)
   double wall_seconds = 0;
-  double kernel_seconds = 0;  // time inside kernels (0 where not measured)
+  double host_seconds = 0;      // host program and graph construction
+  double schedule_seconds = 0;  // forming batches
+  double kernel_seconds = 0;    // executing batches, gathers included
 
   double instances_per_second() const { return wall_seconds > 0 ? instances / wall_seconds : 0; }
   double useful_gflops() const { return wall_seconds > 0 ? flops / wall_seconds * 1e-9 : 0; }
+  double mean_batch_size() const { return batches > 0 ? double(nodes) / double(batches) : 0; }
+  double overhead_fraction() const {
+    return wall_seconds > 0 ? (host_seconds + schedule_seconds) / wall_seconds : 0;
+  }
+  // Sums counters and times of consecutive runs (peak memory: the largest).
+  void add(const RunStats& other);
 };
 
 struct RunResult {

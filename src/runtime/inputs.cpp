@@ -186,6 +186,7 @@ nlohmann::json value_to_json(const Value& v, const Type& type) {
     }
     case Value::Kind::Closure:
       throw UserError("the model returned a function value, which has no JSON form");
+    case Value::Kind::Lazy: ACROBAT_ASSERT(false, "an engine returned an uncomputed tensor");
   }
   return nullptr;
 }

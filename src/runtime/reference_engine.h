@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/engine.h"
+#include "runtime/interpreter.h"
 
 namespace acrobat {
 
@@ -12,9 +13,7 @@ class ReferenceEngine : public Engine {
   const char* name() const override { return "reference"; }
   RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main") override;
 
-  // Nested calls allowed before an instance fails with "recursion too deep" (the interpreter recurses
-  // on the machine stack, so this bound keeps it within the stack).
-  static constexpr int kMaxCallDepth = 4000;
+  static constexpr int kMaxCallDepth = Interpreter::kMaxCallDepth;
 
  private:
   std::shared_ptr<const ir::Module> module_;

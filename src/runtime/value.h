@@ -29,9 +29,12 @@ struct Value;
 struct Aggregate;
 
 struct Value {
-  enum class Kind : uint8_t { Unit, Int, Float, Bool, Tensor, Tuple, Adt, Closure };
+  // Lazy: a tensor a batched engine has recorded but not yet computed: output `slot` of DFG node
+  // `i`. Engines turn every Lazy into a Tensor before they hand values back.
+  enum class Kind : uint8_t { Unit, Int, Float, Bool, Tensor, Tuple, Adt, Closure, Lazy };
   Kind kind = Kind::Unit;
-  int64_t i = 0;   // Int
+  int32_t slot = 0;  // Lazy
+  int64_t i = 0;   // Int; Lazy: the node
   double f = 0;    // Float
   bool b = false;  // Bool
   std::shared_ptr<const Tensor> tensor;
@@ -45,6 +48,7 @@ struct Value {
   static Value tuple(std::vector<Value> fields);
   static Value adt(const CtorDef* ctor, std::vector<Value> fields);
   static Value closure(int func, std::vector<Value> captures);
+  static Value lazy(int64_t node, int32_t slot) { Value x; x.kind = Kind::Lazy; x.i = node; x.slot = slot; return x; }
 };
 
 struct Aggregate {

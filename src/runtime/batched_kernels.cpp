@@ -1,0 +1,225 @@
+#include "runtime/batched_kernels.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "acrobat/kernels.h"
+#include "runtime/reference_kernels.h"
+#include "runtime/value.h"
+
+namespace acrobat {
+
+namespace {
+
+namespace k = kernels;
+using In = std::span<const BatchOperand>;
+using Shape = std::vector<int64_t>;
+
+int64_t prod(const Shape& s, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= s[i];
+  return n;
+}
+
+// The B tensors lie back to back (a single instance always does).
+bool dense(const BatchOperand& op, int64_t batch) {
+  return batch == 1 || op.stride == num_elements(*op.shape);
+}
+
+// Operators without a batched formulation run instance by instance with the reference kernels.
+void per_instance(OpId id, const OpAttrs& attrs, int64_t batch, In in, const Shape& out_shape,
+                  float* out) {
+  std::vector<Tensor> views(in.size());
+  std::vector<const Tensor*> ptrs(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    views[i].shape = *in[i].shape;
+    ptrs[i] = &views[i];
+  }
+  Tensor result;
+  result.shape = out_shape;
+  int64_t n = num_elements(out_shape);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (size_t i = 0; i < in.size(); ++i)
+      views[i].data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(),
+                                               const_cast<float*>(in[i].data + b * in[i].stride));
+    result.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), out + b * n);
+    reference_kernel(id)(attrs, ptrs, result);
+  }
+}
+
+void kernel_MatMul(const OpAttrs& attrs, int64_t batch, In in, const Shape& out_shape, float* out) {
+  const BatchOperand& a = in[0];
+  const BatchOperand& w = in[1];
+  int M = static_cast<int>((*a.shape)[0]), K = static_cast<int>((*a.shape)[1]),
+      N = static_cast<int>((*w.shape)[1]);
+  if (w.stride == 0 && dense(a, batch)) {
+    // Shared weights: the instances' rows form one [B*M, K] panel and one GEMM.
+    int rows = static_cast<int>(batch) * M;
+    if (w.packed)
+      k::gemm_packed(rows, a.data, K, *w.packed, out, N, false);
+    else
+      k::gemm(rows, N, K, a.data, K, w.data, N, out, N, false);
+    return;
+  }
+  for (int64_t b = 0; b < batch; ++b)
+    k::gemm(M, N, K, a.data + b * a.stride, K, w.data + b * w.stride, N, out + b * M * N, N, false);
+}
+
+void binary(k::BinaryOp op, int64_t batch, In in, const Shape& out_shape, float* out) {
+  const BatchOperand& a = in[0];
+  const BatchOperand& b = in[1];
+  int64_t n = num_elements(out_shape);
+  if (*a.shape == out_shape && *b.shape == out_shape && dense(a, batch) && dense(b, batch)) {
+    k::binary(op, a.data, b.data, out, static_cast<size_t>(batch * n));
+    return;
+  }
+  // Broadcast over [batch, out_shape...]: the batch dimension has the operand's stride (0 when
+  // shared), the others NumPy's right-aligned broadcasting strides.
+  size_t rank = out_shape.size() + 1;
+  Shape dims(rank), as(rank, 0), bs(rank, 0);
+  dims[0] = batch;
+  std::copy(out_shape.begin(), out_shape.end(), dims.begin() + 1);
+  auto strides = [&](const BatchOperand& x, Shape& st) {
+    st[0] = x.stride;
+    int64_t stride = 1;
+    const Shape& s = *x.shape;
+    for (size_t i = s.size(); i-- > 0;) {
+      st[rank - s.size() + i] = s[i] == 1 ? 0 : stride;
+      stride *= s[i];
+    }
+  };
+  strides(a, as);
+  strides(b, bs);
+  k::binary_broadcast(op, static_cast<int>(rank), dims.data(), a.data, as.data(), b.data, bs.data(),
+                      out);
+}
+void kernel_Add(const OpAttrs&, int64_t batch, In in, const Shape& s, float* out) {
+  binary(k::BinaryOp::Add, batch, in, s, out);
+}
+void kernel_Sub(const OpAttrs&, int64_t batch, In in, const Shape& s, float* out) {
+  binary(k::BinaryOp::Sub, batch, in, s, out);
+}
+void kernel_Mul(const OpAttrs&, int64_t batch, In in, const Shape& s, float* out) {
+  binary(k::BinaryOp::Mul, batch, in, s, out);
+}
+void kernel_Div(const OpAttrs&, int64_t batch, In in, const Shape& s, float* out) {
+  binary(k::BinaryOp::Div, batch, in, s, out);
+}
+
+template <void (*fn)(const float*, float*, size_t)>
+void unary(int64_t batch, In in, const Shape& s, float* out) {
+  int64_t n = num_elements(s);
+  if (dense(in[0], batch)) {
+    fn(in[0].data, out, static_cast<size_t>(batch * n));
+    return;
+  }
+  for (int64_t b = 0; b < batch; ++b) fn(in[0].data + b * in[0].stride, out + b * n, n);
+}
+void kernel_Neg(const OpAttrs&, int64_t B, In in, const Shape& s, float* out) { unary<k::neg>(B, in, s, out); }
+void kernel_Sigmoid(const OpAttrs&, int64_t B, In in, const Shape& s, float* out) { unary<k::sigmoid>(B, in, s, out); }
+void kernel_Tanh(const OpAttrs&, int64_t B, In in, const Shape& s, float* out) { unary<k::tanh>(B, in, s, out); }
+void kernel_Relu(const OpAttrs&, int64_t B, In in, const Shape& s, float* out) { unary<k::relu>(B, in, s, out); }
+void kernel_Exp(const OpAttrs&, int64_t B, In in, const Shape& s, float* out) { unary<k::exp>(B, in, s, out); }
+void kernel_Log(const OpAttrs&, int64_t B, In in, const Shape& s, float* out) { unary<k::log>(B, in, s, out); }
+
+void kernel_Softmax(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  if (!dense(in[0], B)) return per_instance(OpId::Softmax, a, B, in, s, out);
+  int cols = static_cast<int>(s.back());
+  k::softmax(in[0].data, out, static_cast<int>(B * num_elements(s) / cols), cols);
+}
+void kernel_LogSoftmax(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  if (!dense(in[0], B)) return per_instance(OpId::LogSoftmax, a, B, in, s, out);
+  int cols = static_cast<int>(s.back());
+  k::log_softmax(in[0].data, out, static_cast<int>(B * num_elements(s) / cols), cols);
+}
+void kernel_LayerNorm(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  if (!dense(in[0], B) || in[1].stride != 0 || in[2].stride != 0)
+    return per_instance(OpId::LayerNorm, a, B, in, s, out);
+  int cols = static_cast<int>(s.back());
+  k::layer_norm(in[0].data, in[1].data, in[2].data, 1e-5f, out,
+                static_cast<int>(B * num_elements(s) / cols), cols);
+}
+
+void reduce(OpId id, k::ReduceOp op, const OpAttrs& attrs, int64_t B, In in, const Shape& s,
+            float* out) {
+  if (!dense(in[0], B)) return per_instance(id, attrs, B, in, s, out);
+  const Shape& x = *in[0].shape;
+  size_t axis = static_cast<size_t>(normalize_axis(attrs.ints[0], x.size()));
+  k::reduce(op, in[0].data, out, B * prod(x, 0, axis), x[axis], prod(x, axis + 1, x.size()));
+}
+void kernel_Sum(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  reduce(OpId::Sum, k::ReduceOp::Sum, a, B, in, s, out);
+}
+void kernel_Mean(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  reduce(OpId::Mean, k::ReduceOp::Mean, a, B, in, s, out);
+}
+void kernel_Max(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  reduce(OpId::Max, k::ReduceOp::Max, a, B, in, s, out);
+}
+
+void kernel_Concat(const OpAttrs& attrs, int64_t B, In in, const Shape& s, float* out) {
+  size_t axis = static_cast<size_t>(normalize_axis(attrs.ints[0], s.size()));
+  int64_t outer = prod(s, 0, axis);
+  int64_t out_cols = prod(s, axis, s.size());
+  int64_t out_n = num_elements(s);
+  int64_t offset = 0;
+  for (const BatchOperand& x : in) {
+    int64_t cols = prod(*x.shape, axis, x.shape->size());
+    if (dense(x, B)) {
+      // The B instances' [outer, cols] blocks stack into one [B*outer, cols] copy.
+      k::copy_2d(x.data, cols, out + offset, out_cols, B * outer, cols);
+    } else {
+      for (int64_t b = 0; b < B; ++b)
+        k::copy_2d(x.data + b * x.stride, cols, out + b * out_n + offset, out_cols, outer, cols);
+    }
+    offset += cols;
+  }
+}
+
+void kernel_Slice(const OpAttrs& attrs, int64_t B, In in, const Shape& s, float* out) {
+  const Shape& x = *in[0].shape;
+  size_t axis = static_cast<size_t>(normalize_axis(attrs.ints[2], x.size()));
+  int64_t inner = prod(x, axis + 1, x.size());
+  int64_t begin = attrs.ints[0], end = attrs.ints[1];
+  int64_t outer = prod(x, 0, axis);
+  int64_t cols = (end - begin) * inner;
+  if (dense(in[0], B)) {
+    k::copy_2d(in[0].data + begin * inner, x[axis] * inner, out, cols, B * outer, cols);
+    return;
+  }
+  int64_t out_n = num_elements(s);
+  for (int64_t b = 0; b < B; ++b)
+    k::copy_2d(in[0].data + b * in[0].stride + begin * inner, x[axis] * inner, out + b * out_n, cols,
+               outer, cols);
+}
+
+void kernel_Transpose(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  per_instance(OpId::Transpose, a, B, in, s, out);
+}
+
+void fill(int64_t B, const Shape& s, float* out, float v) { std::fill_n(out, B * num_elements(s), v); }
+void kernel_Zeros(const OpAttrs&, int64_t B, In, const Shape& s, float* out) { fill(B, s, out, 0.0f); }
+void kernel_Ones(const OpAttrs&, int64_t B, In, const Shape& s, float* out) { fill(B, s, out, 1.0f); }
+void kernel_Constant(const OpAttrs& a, int64_t B, In, const Shape& s, float* out) {
+  fill(B, s, out, static_cast<float>(a.value));
+}
+void kernel_Argmax(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  per_instance(OpId::Argmax, a, B, in, s, out);
+}
+void kernel_Item(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  per_instance(OpId::Item, a, B, in, s, out);
+}
+
+constexpr std::array<BatchedKernel, kNumOps> kKernels = {
+#define ACROBAT_OP(id, name, arity, attrs, cls) &kernel_##id,
+#include "ir/ops.def"
+#undef ACROBAT_OP
+};
+static_assert(kKernels.size() == static_cast<size_t>(kNumOps), "one kernel per registry operator");
+
+}  // namespace
+
+BatchedKernel batched_kernel(OpId op) { return kKernels[static_cast<size_t>(op)]; }
+
+}  // namespace acrobat

@@ -1,0 +1,33 @@
+// One batched kernel per registry operator (src/ir/ops.def): it computes the operator for B instances
+// in one call. Each operand is B per-instance tensors at a fixed stride: stride 0 means every
+// instance uses the same tensor (a shared parameter: `reuse`), otherwise the instances' tensors lie
+// `stride` floats apart (the engine gathers scattered rows into such a panel first). The output is
+// one contiguous [B, ...] block.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ir/ops.h"
+
+namespace acrobat::kernels {
+class PackedWeights;
+}
+
+namespace acrobat {
+
+struct BatchOperand {
+  const float* data = nullptr;
+  int64_t stride = 0;                                  // floats between instances; 0: shared
+  const std::vector<int64_t>* shape = nullptr;         // per-instance shape
+  const kernels::PackedWeights* packed = nullptr;      // shared matrix prepared for GEMM, if any
+};
+
+using BatchedKernel = void (*)(const OpAttrs& attrs, int64_t batch,
+                               std::span<const BatchOperand> in,
+                               const std::vector<int64_t>& out_shape, float* out);
+
+BatchedKernel batched_kernel(OpId op);
+
+}  // namespace acrobat

@@ -1,0 +1,203 @@
+#include "runtime/interpreter.h"
+
+#include "runtime/reference_kernels.h"
+
+namespace acrobat {
+
+UserError for_instance(const UserError& e, size_t i) {
+  std::vector<Diagnostic> ds = e.diagnostics();
+  for (auto& d : ds) d.message = "instance " + std::to_string(i) + ": " + d.message;
+  return UserError(std::move(ds));
+}
+
+Interpreter::Interpreter(const ir::Module& module, const ParamStore& params, RunStats& stats)
+    : m_(module), params_(params), stats_(stats) {}
+
+Value Interpreter::call(int func, std::vector<Value> args, const Span& site) {
+  if (++depth_ > kMaxCallDepth)
+    throw UserError(site.begin, "recursion deeper than " + std::to_string(kMaxCallDepth) +
+                                    " calls (in '" + m_.functions[func].name + "')");
+  const ir::Function& f = m_.functions[func];
+  std::vector<Value> frame(f.vars.size());
+  for (size_t i = 0; i < f.params.size(); ++i) frame[f.params[i]] = std::move(args[i]);
+  Value result = block(f.body, frame);
+  --depth_;
+  return result;
+}
+
+Value Interpreter::block(const ir::Block& b, std::vector<Value>& frame) {
+  for (size_t i = 0; i < b.bindings.size();) {
+    const ir::Binding& bind = b.bindings[i];
+    if (bind.rhs->kind == ir::RhsKind::Op &&
+        op_info(bind.rhs->op).op_class != OpClass::HostRead) {
+      i += tensor_ops(b, i, frame);
+    } else {
+      frame[bind.var] = host_binding(*bind.rhs, frame);
+      ++i;
+    }
+  }
+  return atom(b.result, frame);
+}
+
+Value Interpreter::atom(const ir::Atom& a, const std::vector<Value>& frame) {
+  switch (a.kind) {
+    case ir::Atom::Var: return frame[a.var];
+    case ir::Atom::Int: return Value::of_int(a.int_value);
+    case ir::Atom::Float: return Value::of_float(a.float_value);
+    case ir::Atom::Bool: return Value::of_bool(a.bool_value);
+    case ir::Atom::Unit: return Value::unit();
+    case ir::Atom::Func: return Value::closure(a.func, {});
+  }
+  return Value::unit();
+}
+
+std::vector<Value> Interpreter::atoms(const std::vector<ir::Atom>& as,
+                                      const std::vector<Value>& frame) {
+  std::vector<Value> out;
+  out.reserve(as.size());
+  for (const auto& a : as) out.push_back(atom(a, frame));
+  return out;
+}
+
+Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame) {
+  switch (r.kind) {
+    case ir::RhsKind::Copy: return atom(r.args[0], frame);
+    case ir::RhsKind::Op:
+      if (op_info(r.op).op_class == OpClass::HostRead) return host_read(r, frame);
+      return run_op(r, frame);
+    case ir::RhsKind::Host: return host_op(r, frame);
+    case ir::RhsKind::Call: {
+      auto args = atoms(r.args, frame);
+      if (r.callee_func >= 0) return call(r.callee_func, std::move(args), r.span);
+      Value callee = atom(r.callee, frame);
+      // A closure's captured values come before the call's arguments.
+      std::vector<Value> full = callee.agg->fields;
+      full.insert(full.end(), std::make_move_iterator(args.begin()),
+                  std::make_move_iterator(args.end()));
+      return call(callee.agg->func, std::move(full), r.span);
+    }
+    case ir::RhsKind::Construct: return Value::adt(r.ctor, atoms(r.args, frame));
+    case ir::RhsKind::MakeTuple: return Value::tuple(atoms(r.args, frame));
+    case ir::RhsKind::Proj: return atom(r.args[0], frame).agg->fields[r.index];
+    case ir::RhsKind::ParamLoad: return Value::of_tensor(params_.params[r.index].tensor);
+    case ir::RhsKind::ParamIndex: {
+      int64_t i = atom(r.args[0], frame).i;
+      const auto& p = params_.params[r.index];
+      if (i < 0 || i >= p.count)
+        throw UserError(r.span.begin, "index " + std::to_string(i) +
+                                          " is out of range for param '" +
+                                          m_.params[r.index].name + "' of " +
+                                          std::to_string(p.count) + " entries");
+      return Value::of_tensor(p.row(i));
+    }
+    case ir::RhsKind::MakeClosure: return Value::closure(r.callee_func, atoms(r.args, frame));
+    case ir::RhsKind::If:
+      return block(atom(r.args[0], frame).b ? r.then_block : r.else_block, frame);
+    case ir::RhsKind::Match: {
+      Value scrut = atom(r.args[0], frame);
+      for (const auto& c : r.clauses)
+        if (match(*c.pattern, scrut, frame)) return block(c.body, frame);
+      throw UserError(r.span.begin,
+                      "no match clause matches the value (the match is not exhaustive for "
+                      "nested patterns)");
+    }
+  }
+  return Value::unit();
+}
+
+bool Interpreter::match(const ir::Pattern& p, const Value& v, std::vector<Value>& frame) {
+  switch (p.kind) {
+    case ir::Pattern::Wildcard: return true;
+    case ir::Pattern::Bind: frame[p.var] = v; return true;
+    case ir::Pattern::Ctor:
+      if (v.agg->ctor != p.ctor) return false;
+      [[fallthrough]];
+    case ir::Pattern::Tuple:
+      for (size_t i = 0; i < p.subs.size(); ++i)
+        if (!match(*p.subs[i], v.agg->fields[i], frame)) return false;
+      return true;
+  }
+  return false;
+}
+
+Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
+  Value a = atom(r.args[0], frame);
+  if (r.host_op == ir::HostOp::Not) return Value::of_bool(!a.b);
+  if (r.host_op == ir::HostOp::Neg)
+    return a.kind == Value::Kind::Int ? Value::of_int(-a.i) : Value::of_float(-a.f);
+  Value b = atom(r.args[1], frame);
+  if (a.kind == Value::Kind::Int) return int_op(r, a.i, b.i);
+  if (a.kind == Value::Kind::Bool)
+    return Value::of_bool(r.host_op == ir::HostOp::Eq ? a.b == b.b : a.b != b.b);
+  double x = a.f, y = b.f;
+  switch (r.host_op) {
+    case ir::HostOp::Add: return Value::of_float(x + y);
+    case ir::HostOp::Sub: return Value::of_float(x - y);
+    case ir::HostOp::Mul: return Value::of_float(x * y);
+    case ir::HostOp::Div: return Value::of_float(x / y);
+    case ir::HostOp::Lt: return Value::of_bool(x < y);
+    case ir::HostOp::Le: return Value::of_bool(x <= y);
+    case ir::HostOp::Gt: return Value::of_bool(x > y);
+    case ir::HostOp::Ge: return Value::of_bool(x >= y);
+    case ir::HostOp::Eq: return Value::of_bool(x == y);
+    case ir::HostOp::Ne: return Value::of_bool(x != y);
+    default: break;
+  }
+  ACROBAT_ASSERT(false, "host float op");
+  return Value::unit();
+}
+
+Value Interpreter::int_op(const ir::Rhs& r, int64_t x, int64_t y) {
+  // Wrapping arithmetic: signed overflow must not be undefined behaviour in the interpreter.
+  auto wrap = [](uint64_t v) { return Value::of_int(static_cast<int64_t>(v)); };
+  auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+  switch (r.host_op) {
+    case ir::HostOp::Add: return wrap(ux + uy);
+    case ir::HostOp::Sub: return wrap(ux - uy);
+    case ir::HostOp::Mul: return wrap(ux * uy);
+    case ir::HostOp::Div:
+    case ir::HostOp::Mod:
+      if (y == 0) throw UserError(r.span.begin, "integer division by zero");
+      if (x == INT64_MIN && y == -1) throw UserError(r.span.begin, "integer division overflows");
+      return Value::of_int(r.host_op == ir::HostOp::Div ? x / y : x % y);
+    case ir::HostOp::Lt: return Value::of_bool(x < y);
+    case ir::HostOp::Le: return Value::of_bool(x <= y);
+    case ir::HostOp::Gt: return Value::of_bool(x > y);
+    case ir::HostOp::Ge: return Value::of_bool(x >= y);
+    case ir::HostOp::Eq: return Value::of_bool(x == y);
+    case ir::HostOp::Ne: return Value::of_bool(x != y);
+    default: break;
+  }
+  ACROBAT_ASSERT(false, "host int op");
+  return Value::unit();
+}
+
+Value Interpreter::host_read(const ir::Rhs& r, const std::vector<Value>& frame) {
+  const Tensor* t = &tensor_contents(frame[r.args[0].var]);
+  Tensor out = Tensor::allocate({1});
+  reference_kernel(r.op)(r.attrs, std::span<const Tensor* const>(&t, 1), out);
+  stats_.kernel_calls++;
+  stats_.tensor_ops++;
+  stats_.flops += r.flops;
+  if (r.type->kind == TypeKind::Int) return Value::of_int(static_cast<int64_t>(out.data[0]));
+  return Value::of_float(out.data[0]);
+}
+
+Value Interpreter::run_op(const ir::Rhs& r, const std::vector<Value>& frame) {
+  const Tensor* small[8];
+  std::vector<const Tensor*> many;
+  const Tensor** inputs = small;
+  if (r.args.size() > 8) {
+    many.resize(r.args.size());
+    inputs = many.data();
+  }
+  for (size_t i = 0; i < r.args.size(); ++i) inputs[i] = frame[r.args[i].var].tensor.get();
+  Tensor out = Tensor::allocate(r.type->shape);
+  reference_kernel(r.op)(r.attrs, std::span<const Tensor* const>(inputs, r.args.size()), out);
+  stats_.kernel_calls++;
+  stats_.tensor_ops++;
+  stats_.flops += r.flops;
+  return Value::of_tensor(std::move(out));
+}
+
+}  // namespace acrobat

@@ -1,0 +1,57 @@
+// The host-program interpreter shared by the engines: it walks the IR of one instance (calls,
+// matches, ifs, closures, host arithmetic) and hands tensor work to the engine through two hooks,
+// so the reference engine can execute operators eagerly while the batched engine records them.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "ir/ir.h"
+#include "runtime/engine.h"
+
+namespace acrobat {
+
+class Interpreter {
+ public:
+  Interpreter(const ir::Module& module, const ParamStore& params, RunStats& stats);
+  virtual ~Interpreter() = default;
+
+  // Calls function `func` with `args`; `site` is where the call is made (for error positions).
+  Value call(int func, std::vector<Value> args, const Span& site);
+
+  // Nested calls allowed before an instance fails with "recursion too deep": the interpreter recurses
+  // on the machine stack, and this bound keeps it well within the default 8 MiB.
+  static constexpr int kMaxCallDepth = 4000;
+
+ protected:
+  // Executes (or records) the tensor operator bound at `block.bindings[index]`, and possibly the
+  // bindings after it; stores their values in `frame` and returns how many bindings it consumed.
+  virtual size_t tensor_ops(const ir::Block& block, size_t index, std::vector<Value>& frame) = 0;
+  // Gives a tensor-to-host read its operand's contents (a batched engine runs pending work first).
+  virtual const Tensor& tensor_contents(const Value& v) = 0;
+
+  // Evaluates one binding's right-hand side on the host (everything but tensor operators).
+  Value host_binding(const ir::Rhs& r, std::vector<Value>& frame);
+  static Value atom(const ir::Atom& a, const std::vector<Value>& frame);
+  // Runs a tensor operator eagerly with the reference kernels (also used for constants).
+  Value run_op(const ir::Rhs& r, const std::vector<Value>& frame);
+
+  const ir::Module& m_;
+  const ParamStore& params_;
+  RunStats& stats_;
+
+ private:
+  Value block(const ir::Block& b, std::vector<Value>& frame);
+  std::vector<Value> atoms(const std::vector<ir::Atom>& as, const std::vector<Value>& frame);
+  bool match(const ir::Pattern& p, const Value& v, std::vector<Value>& frame);
+  Value host_op(const ir::Rhs& r, const std::vector<Value>& frame);
+  Value int_op(const ir::Rhs& r, int64_t x, int64_t y);
+  Value host_read(const ir::Rhs& r, const std::vector<Value>& frame);
+
+  int depth_ = 0;
+};
+
+// Marks a UserError as belonging to instance `i` ("instance 7: ...").
+UserError for_instance(const UserError& e, size_t i);
+
+}  // namespace acrobat
