@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include "ir/pipeline.h"
 #include "lang/frontend.h"
 #include "runtime/inputs.h"
+#include "bench.h"
 #include "runtime/batched_engine.h"
 #include "runtime/reference_engine.h"
 
@@ -76,37 +78,55 @@ struct RunOptions {
   size_t batch = 64;
 };
 
-int run_command(const RunOptions& o) {
+// A compiled model with its parameters and input instances: what run and bench start from.
+struct Prepared {
+  std::shared_ptr<const ir::Module> module;
+  std::shared_ptr<const ParamStore> params;
+  std::vector<Value> inputs;
+  InputSpec spec;
+  std::string vocab;
+  Type output_type;
+};
+
+Prepared prepare(const RunOptions& o) {
+  Prepared p;
   CompileOptions copts;
   copts.dims = parse_sets(o.sets);
+  if (o.input.empty()) throw UserError("--input KIND:FILE is required");
+  p.module = compile_model(o.model, copts);
+  int entry = entry_function(*p.module, o.entry);
+  const ir::Function& f = p.module->functions[entry];
+  p.output_type = f.ret;
+  p.spec = parse_input_spec(o.input);
+  p.vocab = o.vocab.empty() ? default_vocab(p.spec) : o.vocab;
+  p.inputs = load_inputs(p.spec, f.vars[f.params[0]].type, p.vocab, o.limit);
+  if (o.params.empty()) {
+    std::cerr << "note: no --params given; parameters initialised from seed " << o.seed << "\n";
+    p.params = std::make_shared<ParamStore>(init_params(*p.module, o.seed));
+  } else {
+    std::vector<std::string> unused;
+    p.params = std::make_shared<ParamStore>(load_params(*p.module, o.params, &unused));
+    for (const auto& name : unused)
+      std::cerr << "warning: " << o.params << ": tensor '" << name
+                << "' is not a param of the model; ignored\n";
+  }
+  return p;
+}
+
+int run_command(const RunOptions& o) {
   if (!o.emit.empty()) {
+    CompileOptions copts;
+    copts.dims = parse_sets(o.sets);
     copts.print_after = o.emit == "ast" ? "parse" : "lower";
     copts.dump = &std::cout;
     compile_model(o.model, copts);
     return 0;
   }
-  if (o.input.empty()) throw UserError("run: --input KIND:FILE is required");
-  auto module = compile_model(o.model, copts);
-  int entry = entry_function(*module, o.entry);
-  const Type& input_type = module->functions[entry].vars[module->functions[entry].params[0]].type;
-  const Type& output_type = module->functions[entry].ret;
-
-  InputSpec spec = parse_input_spec(o.input);
-  std::string vocab = o.vocab.empty() ? default_vocab(spec) : o.vocab;
-  std::vector<Value> inputs = load_inputs(spec, input_type, vocab, o.limit);
-
-  std::shared_ptr<const ParamStore> params;
-  if (o.params.empty()) {
-    std::cerr << "note: no --params given; parameters initialised from seed " << o.seed << "\n";
-    params = std::make_shared<ParamStore>(init_params(*module, o.seed));
-  } else {
-    std::vector<std::string> unused;
-    params = std::make_shared<ParamStore>(load_params(*module, o.params, &unused));
-    for (const auto& name : unused)
-      std::cerr << "warning: " << o.params << ": tensor '" << name
-                << "' is not a param of the model; ignored\n";
-  }
-
+  Prepared p = prepare(o);
+  const auto& module = p.module;
+  const auto& params = p.params;
+  const auto& inputs = p.inputs;
+  const Type& output_type = p.output_type;
   std::unique_ptr<Engine> engine;
   if (o.engine == "reference")
     engine = std::make_unique<ReferenceEngine>(module, params);
@@ -156,6 +176,47 @@ int run_command(const RunOptions& o) {
   return 0;
 }
 
+std::vector<size_t> parse_batches(const std::string& list) {
+  std::vector<size_t> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v <= 0)
+      throw UserError("--batch '" + list + "': expected a comma-separated list of positive sizes");
+    out.push_back(static_cast<size_t>(v));
+  }
+  return out;
+}
+
+int bench(const RunOptions& o, const std::string& batches, const std::string& schedulers,
+          int reps, const std::string& json, size_t pytorch_limit) {
+  Prepared p = prepare(o);
+  BenchOptions b;
+  b.model = o.model;
+  b.batches = parse_batches(batches);
+  b.schedulers.clear();
+  std::stringstream ss(schedulers);
+  std::string item;
+  while (std::getline(ss, item, ',')) b.schedulers.push_back(scheduler_name(parse_scheduler(item)));
+  b.sets = o.sets;
+  b.reps = reps;
+  b.json_path = json;
+  // The PyTorch oracle implements the models of models/ by their file name.
+  std::string stem = o.model.substr(o.model.find_last_of('/') + 1);
+  stem = stem.substr(0, stem.find('.'));
+  if (pytorch_limit > 0 && (stem == "treelstm" || stem == "mvrnn" || stem == "birnn") &&
+      (p.spec.kind == InputKind::Sst || p.spec.kind == InputKind::SstTokens) && o.params.empty()) {
+    b.pytorch_model = stem;
+    b.pytorch_script = std::string(ACROBAT_SOURCE_DIR) + "/tests/reference/bench_eager.py";
+    b.data_path = p.spec.path;
+    b.vocab_path = p.vocab;
+    b.pytorch_limit = pytorch_limit;
+  }
+  return bench_command(b, p.module, p.params, p.inputs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,10 +258,33 @@ int main(int argc, char** argv) {
   check_cmd->add_option("model", check_model, "Model file (.acr)")->required();
   check_cmd->add_option("--set", check_sets, "Override a dim: NAME=VALUE (repeatable)");
 
+  RunOptions bench_opts;
+  std::string bench_batches = "1,8,64", bench_schedulers = "inline-depth,depth,agenda", bench_json;
+  int bench_reps = 3;
+  size_t bench_pytorch = 300;
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "Throughput of the reference engine, the batched engine (each scheduler and batch "
+               "size) and eager PyTorch, side by side, with the sgemm yardstick");
+  bench_cmd->add_option("model", bench_opts.model, "Model file (.acr)")->required();
+  bench_cmd->add_option("--input", bench_opts.input, "KIND:FILE")->required();
+  bench_cmd->add_option("--vocab", bench_opts.vocab, "Vocabulary for sst inputs");
+  bench_cmd->add_option("--set", bench_opts.sets, "Override a dim: NAME=VALUE (repeatable)");
+  bench_cmd->add_option("--limit", bench_opts.limit, "Use only the first N instances");
+  bench_cmd->add_option("--params", bench_opts.params, "Parameters (default: random, seed 0)");
+  bench_cmd->add_option("--batch", bench_batches, "Batch sizes, comma-separated (default 1,8,64)");
+  bench_cmd->add_option("--schedulers", bench_schedulers, "Schedulers, comma-separated");
+  bench_cmd->add_option("--reps", bench_reps, "Repetitions per figure (median; default 3)")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--json", bench_json, "Write the results as JSON to this file");
+  bench_cmd->add_option("--pytorch-limit", bench_pytorch,
+                        "Instances for the eager PyTorch row (default 300; 0: no PyTorch row)");
+
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (*run_cmd) return run_command(run);
+    if (*bench_cmd)
+      return bench(bench_opts, bench_batches, bench_schedulers, bench_reps, bench_json, bench_pytorch);
     if (*emit_cmd) {
       CompileOptions o;
       o.dims = parse_sets(emit_sets);

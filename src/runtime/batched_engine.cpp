@@ -88,6 +88,15 @@ struct SegmentOp {
   std::vector<int64_t> shape;
   int64_t size;
   bool escapes;
+  // A slice whose per-instance result is one contiguous run of its operand's (an operator of the
+  // same segment) is not copied: its output is a view into the operand's rows.
+  bool view = false;
+};
+
+// Where a batch left an operator's outputs: instance r at data + r * stride.
+struct Rows {
+  float* data = nullptr;
+  int64_t stride = 0;
 };
 
 struct Segment {
@@ -108,7 +117,7 @@ struct Node {
 
 struct Batch {
   int segment;
-  std::vector<float*> outputs;  // per segment operator; valid for escaping ones
+  std::vector<Rows> outputs;  // per segment operator; valid for escaping ones
 };
 
 }  // namespace
@@ -168,8 +177,8 @@ struct BatchedEngine::State {
 
   float* output_of(const Value& v) const {
     const Node& n = nodes[v.i];
-    const Segment& s = *segments[n.segment];
-    return batches[n.batch].outputs[v.slot] + n.row * s.ops[v.slot].size;
+    const Rows& rows = batches[n.batch].outputs[v.slot];
+    return rows.data + n.row * rows.stride;
   }
 };
 
@@ -218,6 +227,7 @@ class RecordingInterpreter : public Interpreter {
       stats_.flops += r.flops;
       ++k;
     }
+    if (!s.built) mark_views(s);
     s.built = true;
     if (!s.ops.empty()) {
       Node n{s.id, depth + 1, external_begin};
@@ -242,6 +252,22 @@ class RecordingInterpreter : public Interpreter {
   }
 
  private:
+  // Slices of a leading-1 axis region (the common [1, H] rows) become views; a view that escapes
+  // keeps the operator it views alive too.
+  static void mark_views(Segment& s) {
+    for (size_t k = s.ops.size(); k-- > 0;) {
+      SegmentOp& op = s.ops[k];
+      if (op.rhs->op != OpId::Slice || !op.operands[0].local) continue;
+      const auto& in = s.ops[op.operands[0].index].shape;
+      int axis = normalize_axis(op.rhs->attrs.ints[2], in.size());
+      int64_t outer = 1;
+      for (int d = 0; d < axis; ++d) outer *= in[d];
+      if (outer != 1) continue;
+      op.view = true;
+      if (op.escapes) s.ops[op.operands[0].index].escapes = true;
+    }
+  }
+
   const std::vector<int64_t>& lazy_shape(const Value& v) const {
     return st_.segments[st_.nodes[v.i].segment]->ops[v.slot].shape;
   }
@@ -272,7 +298,7 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
     st.nodes[node_ids[r]].batch = batch_id;
     st.nodes[node_ids[r]].row = static_cast<int>(r);
   }
-  st.batches.push_back(Batch{segment, std::vector<float*>(s.ops.size(), nullptr)});
+  st.batches.push_back(Batch{segment, std::vector<Rows>(s.ops.size())});
   st.scratch.reset();
 
   // External slots: shared, strided in place, or gathered into a panel.
@@ -313,20 +339,30 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
   }
 
   std::vector<BatchOperand> in;
-  std::vector<float*>& outputs = st.batches[batch_id].outputs;
+  std::vector<Rows>& outputs = st.batches[batch_id].outputs;
   for (size_t k = 0; k < s.ops.size(); ++k) {
     const SegmentOp& op = s.ops[k];
+    if (op.view) {
+      const Rows& src = outputs[op.operands[0].index];
+      const auto& in_shape = s.ops[op.operands[0].index].shape;
+      int axis = normalize_axis(op.rhs->attrs.ints[2], in_shape.size());
+      int64_t inner = 1;
+      for (size_t d = axis + 1; d < in_shape.size(); ++d) inner *= in_shape[d];
+      outputs[k] = Rows{src.data + op.rhs->attrs.ints[0] * inner, src.stride};
+      continue;
+    }
     in.clear();
     for (const Operand& o : op.operands) {
       if (o.local) {
         const SegmentOp& src = s.ops[o.index];
-        in.push_back(BatchOperand{outputs[o.index], src.size, &src.shape, nullptr});
+        in.push_back(BatchOperand{outputs[o.index].data, outputs[o.index].stride, &src.shape, nullptr});
       } else {
         in.push_back(externals[o.index]);
       }
     }
-    outputs[k] = (op.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
-    batched_kernel(op.rhs->op)(op.rhs->attrs, B, in, op.shape, outputs[k]);
+    float* out = (op.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
+    batched_kernel(op.rhs->op)(op.rhs->attrs, B, in, op.shape, out);
+    outputs[k] = Rows{out, op.size};
     stats.kernel_calls++;
   }
   stats.batches++;

@@ -53,13 +53,15 @@ void kernel_MatMul(const OpAttrs& attrs, int64_t batch, In in, const Shape& out_
   const BatchOperand& w = in[1];
   int M = static_cast<int>((*a.shape)[0]), K = static_cast<int>((*a.shape)[1]),
       N = static_cast<int>((*w.shape)[1]);
-  if (w.stride == 0 && dense(a, batch)) {
-    // Shared weights: the instances' rows form one [B*M, K] panel and one GEMM.
+  if (w.stride == 0 && (dense(a, batch) || (M == 1 && a.stride >= K))) {
+    // Shared weights: the instances' rows form one [B*M, K] panel (rows of one-row operands may lie
+    // at any stride) and one GEMM.
     int rows = static_cast<int>(batch) * M;
+    int lda = M == 1 && batch > 1 ? static_cast<int>(a.stride) : K;
     if (w.packed)
-      k::gemm_packed(rows, a.data, K, *w.packed, out, N, false);
+      k::gemm_packed(rows, a.data, lda, *w.packed, out, N, false);
     else
-      k::gemm(rows, N, K, a.data, K, w.data, N, out, N, false);
+      k::gemm(rows, N, K, a.data, lda, w.data, N, out, N, false);
     return;
   }
   for (int64_t b = 0; b < batch; ++b)

@@ -1,0 +1,182 @@
+// `acrobat bench`: runs a model side by side in one process under the reference engine and the
+// batched engine (each scheduler, each batch size), next to this run's single-thread sgemm
+// throughput as the machine's yardstick and eager PyTorch per instance; prints a table and writes
+// JSON. Every figure is the median of --reps repetitions.
+#include "bench.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "acrobat/kernels.h"
+#include "io/files.h"
+#include "runtime/batched_engine.h"
+#include "runtime/reference_engine.h"
+
+namespace acrobat {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// GFLOP/s of a 1024^3 single-thread GEMM on this machine now: OpenBLAS cblas_sgemm (`packed`
+// false; the yardstick for useful GFLOP/s) or acrobat's dispatcher on pre-packed weights.
+double gemm_gflops(int reps, bool packed) {
+  const int n = 1024;
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  auto weights = kernels::pack_weights(n, n, b.data(), n);
+  auto once = [&] {
+    if (packed)
+      kernels::gemm_packed(n, a.data(), n, *weights, c.data(), n, false);
+    else
+      kernels::gemm(n, n, n, a.data(), n, b.data(), n, c.data(), n, false);
+  };
+  once();  // warm up (and JIT)
+  std::vector<double> rates;
+  for (int r = 0; r < std::max(reps, 3); ++r) {
+    auto t0 = Clock::now();
+    once();
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    rates.push_back(2.0 * n * n * n / s * 1e-9);
+  }
+  return median(rates);
+}
+
+struct Row {
+  std::string engine;
+  size_t batch;
+  RunStats stats;  // of the median repetition
+};
+
+// Runs all inputs through `engine` in batches of `batch`, `reps` times; keeps the median run.
+RunStats measure(Engine& engine, const std::vector<Value>& inputs, size_t batch, int reps,
+                 const std::string& label) {
+  std::vector<RunStats> runs;
+  for (int r = 0; r < reps; ++r) {
+    std::cerr << fmt::format("\rbench: {:<28} repetition {}/{}   ", label, r + 1, reps) << std::flush;
+    RunStats total;
+    for (size_t begin = 0; begin < inputs.size(); begin += batch) {
+      std::vector<Value> chunk(inputs.begin() + begin,
+                               inputs.begin() + std::min(inputs.size(), begin + batch));
+      total.add(engine.run(chunk).stats);
+    }
+    runs.push_back(total);
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const RunStats& a, const RunStats& b) { return a.wall_seconds < b.wall_seconds; });
+  return runs[runs.size() / 2];
+}
+
+std::string run_capture(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return status == 0 ? out : "";
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+int bench_command(const BenchOptions& o, std::shared_ptr<const ir::Module> module,
+                  std::shared_ptr<const ParamStore> params, const std::vector<Value>& inputs) {
+  std::cerr << "bench: measuring the sgemm yardstick\n";
+  double yardstick = gemm_gflops(o.reps, false);
+  double packed_gemm = gemm_gflops(o.reps, true);
+  std::vector<Row> rows;
+
+  ReferenceEngine reference(module, params);
+  rows.push_back(Row{"reference", 1, measure(reference, inputs, inputs.size(), o.reps, "reference")});
+  for (const auto& name : o.schedulers) {
+    BatchedEngine engine(module, params, parse_scheduler(name));
+    for (size_t batch : o.batches)
+      rows.push_back(Row{name, batch,
+                         measure(engine, inputs, batch, o.reps, fmt::format("{} batch {}", name, batch))});
+  }
+
+  // Eager PyTorch, per instance, on the same data (the FLOPs per instance are acrobat's count).
+  if (!o.pytorch_model.empty()) {
+    std::cerr << "\rbench: PyTorch eager (" << o.pytorch_limit << " instances)                  \n";
+    std::string cmd = "/usr/bin/python3 " + shell_quote(o.pytorch_script) + " --model " +
+                      shell_quote(o.pytorch_model) + " --data " + shell_quote(o.data_path) +
+                      " --vocab " + shell_quote(o.vocab_path) + " --limit " +
+                      std::to_string(o.pytorch_limit) + " --reps " + std::to_string(o.reps);
+    for (const auto& s : o.sets) cmd += " --set " + shell_quote(s);
+    std::string out = run_capture(cmd + " 2>/dev/null");
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    if (j.is_object() && j.contains("instances_per_s")) {
+      RunStats s;
+      double ips = j["instances_per_s"].get<double>();
+      s.instances = 1;
+      s.wall_seconds = ips > 0 ? 1.0 / ips : 0;
+      s.flops = rows[0].stats.instances ? rows[0].stats.flops / rows[0].stats.instances : 0;
+      rows.push_back(Row{"pytorch", 1, s});
+    } else {
+      std::cerr << "bench: PyTorch eager run failed; no pytorch row (command: " << cmd << ")\n";
+    }
+  }
+  std::cerr << "\r" << std::string(60, ' ') << "\r";
+
+  double ref_ips = rows[0].stats.instances_per_second();
+  std::cout << fmt::format("{} on {} instances, medians of {} repetitions; one thread: OpenBLAS "
+                           "sgemm 1024^3 {:.1f} GFLOP/s (the yardstick), packed-weight GEMM {:.1f}\n",
+                           o.model, inputs.size(), o.reps, yardstick, packed_gemm);
+  std::cout << fmt::format("{:<13} {:>6} {:>11} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10}\n", "engine",
+                           "batch", "inst/s", "vs ref", "GFLOP/s", "% sgemm", "overhead",
+                           "mean batch", "peak MiB");
+  nlohmann::json results = nlohmann::json::array();
+  for (const Row& r : rows) {
+    const RunStats& s = r.stats;
+    bool batched = r.engine != "reference" && r.engine != "pytorch";
+    std::cout << fmt::format(
+        "{:<13} {:>6} {:>11.1f} {:>8.2f}x {:>8.2f} {:>8.1f}% {:>9} {:>10} {:>10}\n", r.engine,
+        r.engine == "reference" || r.engine == "pytorch" ? std::string("1") : std::to_string(r.batch),
+        s.instances_per_second(), ref_ips > 0 ? s.instances_per_second() / ref_ips : 0,
+        s.useful_gflops(), 100 * s.useful_gflops() / yardstick,
+        batched ? fmt::format("{:.1f}%", 100 * s.overhead_fraction()) : "-",
+        batched ? fmt::format("{:.1f}", s.mean_batch_size()) : "-",
+        batched ? fmt::format("{:.1f}", s.peak_bytes / 1048576.0) : "-");
+    nlohmann::json e = {{"engine", r.engine},
+                        {"batch", r.engine == "reference" || r.engine == "pytorch" ? 1 : r.batch},
+                        {"instances_per_s", s.instances_per_second()},
+                        {"useful_gflops", s.useful_gflops()}};
+    e["overhead_fraction"] = batched ? nlohmann::json(s.overhead_fraction()) : nlohmann::json();
+    e["mean_batch_size"] = batched ? nlohmann::json(s.mean_batch_size()) : nlohmann::json(1.0);
+    e["peak_bytes"] = batched ? nlohmann::json(s.peak_bytes) : nlohmann::json();
+    results.push_back(e);
+  }
+  if (!o.json_path.empty()) {
+    nlohmann::json out = {{"model", o.model},
+                          {"dims", o.sets},
+                          {"instances", inputs.size()},
+                          {"reps", o.reps},
+                          {"sgemm_gflops", yardstick},
+                          {"packed_gemm_gflops", packed_gemm},
+                          {"results", results}};
+    io::write_file(o.json_path, out.dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace acrobat

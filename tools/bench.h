@@ -1,0 +1,28 @@
+// `acrobat bench`: side-by-side throughput of the engines on one model and data set.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "runtime/params.h"
+
+namespace acrobat {
+
+struct BenchOptions {
+  std::string model;
+  std::vector<size_t> batches = {1, 8, 64};
+  std::vector<std::string> schedulers = {"inline-depth", "depth", "agenda"};
+  std::vector<std::string> sets;  // K=V, passed on to PyTorch too
+  int reps = 3;
+  std::string json_path;
+  // Eager PyTorch row (empty model: none).
+  std::string pytorch_model, pytorch_script, data_path, vocab_path;
+  size_t pytorch_limit = 300;
+};
+
+int bench_command(const BenchOptions& options, std::shared_ptr<const ir::Module> module,
+                  std::shared_ptr<const ParamStore> params, const std::vector<Value>& inputs);
+
+}  // namespace acrobat
