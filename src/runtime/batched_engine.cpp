@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "runtime/arena.h"
 #include "runtime/batched_kernels.h"
@@ -91,6 +93,10 @@ struct SegmentOp {
   // A slice whose per-instance result is one contiguous run of its operand's (an operator of the
   // same segment) is not copied: its output is a view into the operand's rows.
   bool view = false;
+  // A matmul by shared weights whose only use is the next operator, an add of a shared row (a
+  // bias): the matmul accumulates onto the broadcast bias and the add is skipped.
+  int bias_slot = -1;     // on the matmul: the add's external slot holding the bias
+  bool fused = false;     // on the add: computed by the matmul before it
 };
 
 // Where a batch left an operator's outputs: instance r at data + r * stride.
@@ -123,7 +129,7 @@ struct Batch {
 }  // namespace
 
 struct BatchedEngine::State {
-  std::map<std::pair<const ir::Block*, size_t>, std::unique_ptr<Segment>> segments_by_site;
+  std::unordered_map<const ir::Binding*, std::unique_ptr<Segment>> segments_by_site;
   std::vector<Segment*> segments;
   std::map<const ir::Rhs*, Value> constants;
   Arena arena;    // outputs that outlive their batch: one run
@@ -148,7 +154,7 @@ struct BatchedEngine::State {
   }
 
   Segment& segment_at(const ir::Block& block, size_t begin) {
-    auto& slot = segments_by_site[{&block, begin}];
+    auto& slot = segments_by_site[&block.bindings[begin]];
     if (slot) return *slot;
     slot = std::make_unique<Segment>();
     Segment& s = *slot;
@@ -227,7 +233,10 @@ class RecordingInterpreter : public Interpreter {
       stats_.flops += r.flops;
       ++k;
     }
-    if (!s.built) mark_views(s);
+    if (!s.built) {
+      mark_views(s);
+      mark_bias_fusion(s);
+    }
     s.built = true;
     if (!s.ops.empty()) {
       Node n{s.id, depth + 1, external_begin};
@@ -252,6 +261,33 @@ class RecordingInterpreter : public Interpreter {
   }
 
  private:
+  // Matmul + bias-add pairs (see SegmentOp::bias_slot), decided on the first recording: the
+  // operands' kinds are known then, and whether the bias is one row for all instances is checked
+  // again for every batch.
+  static void mark_bias_fusion(Segment& s) {
+    std::vector<int> uses(s.ops.size(), 0);
+    for (const auto& op : s.ops)
+      for (const auto& o : op.operands)
+        if (o.local) uses[o.index]++;
+    for (size_t k = 0; k + 1 < s.ops.size(); ++k) {
+      SegmentOp& mm = s.ops[k];
+      SegmentOp& add = s.ops[k + 1];
+      if (mm.rhs->op != OpId::MatMul || mm.escapes || uses[k] != 1 || mm.operands[1].local ||
+          add.rhs->op != OpId::Add || add.shape != mm.shape || mm.shape.size() != 2)
+        continue;
+      for (int side = 0; side < 2; ++side) {
+        const Operand& self = add.operands[side];
+        const Operand& bias = add.operands[1 - side];
+        if (!self.local || self.index != static_cast<int>(k) || bias.local) continue;
+        const auto& bshape = s.external_shapes[bias.index];
+        if (num_elements(bshape) != mm.shape[1] || bshape.back() != mm.shape[1]) continue;
+        mm.bias_slot = bias.index;
+        add.fused = true;
+        break;
+      }
+    }
+  }
+
   // Slices of a leading-1 axis region (the common [1, H] rows) become views; a view that escapes
   // keeps the operator it views alive too.
   static void mark_views(Segment& s) {
@@ -351,6 +387,7 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
       outputs[k] = Rows{src.data + op.rhs->attrs.ints[0] * inner, src.stride};
       continue;
     }
+    if (op.fused && outputs[k].data) continue;  // fused  // computed with the matmul before it
     in.clear();
     for (const Operand& o : op.operands) {
       if (o.local) {
@@ -359,6 +396,19 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
       } else {
         in.push_back(externals[o.index]);
       }
+    }
+    if (std::getenv("NOFUSE") == nullptr && op.bias_slot >= 0 && externals[op.bias_slot].stride == 0 && in[1].stride == 0) {
+      // out = bias broadcast to every row, then += a @ w; the add that follows is done.
+      const SegmentOp& add = s.ops[k + 1];
+      float* out = (add.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
+      int64_t n = op.shape[1], rows_total = B * op.shape[0];
+      for (int64_t r = 0; r < rows_total; ++r)
+        std::memcpy(out + r * n, externals[op.bias_slot].data, n * sizeof(float));
+      batched_matmul(B, in[0], in[1], op.shape, out, true);
+      outputs[k] = Rows{out, op.size};
+      outputs[k + 1] = Rows{out, op.size};
+      stats.kernel_calls++;
+      continue;
     }
     float* out = (op.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
     batched_kernel(op.rhs->op)(op.rhs->attrs, B, in, op.shape, out);
@@ -520,8 +570,8 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
 
   std::vector<Value> outputs;
   outputs.reserve(inputs.size());
+  RecordingInterpreter interp(*module_, *params_, stats, st, scheduler_, flush);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    RecordingInterpreter interp(*module_, *params_, stats, st, scheduler_, flush);
     try {
       outputs.push_back(interp.call(func, {inputs[i]}, module_->functions[func].span));
     } catch (const UserError& e) {

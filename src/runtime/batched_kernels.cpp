@@ -48,9 +48,14 @@ void per_instance(OpId id, const OpAttrs& attrs, int64_t batch, In in, const Sha
   }
 }
 
-void kernel_MatMul(const OpAttrs& attrs, int64_t batch, In in, const Shape& out_shape, float* out) {
-  const BatchOperand& a = in[0];
-  const BatchOperand& w = in[1];
+void kernel_MatMul(const OpAttrs&, int64_t batch, In in, const Shape& out_shape, float* out) {
+  batched_matmul(batch, in[0], in[1], out_shape, out, false);
+}
+
+}  // namespace
+
+void batched_matmul(int64_t batch, const BatchOperand& a, const BatchOperand& w,
+                    const std::vector<int64_t>& out_shape, float* out, bool accumulate) {
   int M = static_cast<int>((*a.shape)[0]), K = static_cast<int>((*a.shape)[1]),
       N = static_cast<int>((*w.shape)[1]);
   if (w.stride == 0 && (dense(a, batch) || (M == 1 && a.stride >= K))) {
@@ -59,14 +64,17 @@ void kernel_MatMul(const OpAttrs& attrs, int64_t batch, In in, const Shape& out_
     int rows = static_cast<int>(batch) * M;
     int lda = M == 1 && batch > 1 ? static_cast<int>(a.stride) : K;
     if (w.packed)
-      k::gemm_packed(rows, a.data, lda, *w.packed, out, N, false);
+      k::gemm_packed(rows, a.data, lda, *w.packed, out, N, accumulate);
     else
-      k::gemm(rows, N, K, a.data, lda, w.data, N, out, N, false);
+      k::gemm(rows, N, K, a.data, lda, w.data, N, out, N, accumulate);
     return;
   }
   for (int64_t b = 0; b < batch; ++b)
-    k::gemm(M, N, K, a.data + b * a.stride, K, w.data + b * w.stride, N, out + b * M * N, N, false);
+    k::gemm(M, N, K, a.data + b * a.stride, K, w.data + b * w.stride, N, out + b * M * N, N,
+            accumulate);
 }
+
+namespace {
 
 void binary(k::BinaryOp op, int64_t batch, In in, const Shape& out_shape, float* out) {
   const BatchOperand& a = in[0];

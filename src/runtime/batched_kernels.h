@@ -30,4 +30,9 @@ using BatchedKernel = void (*)(const OpAttrs& attrs, int64_t batch,
 
 BatchedKernel batched_kernel(OpId op);
 
+// out[b] = a[b] @ w (+ out[b] when `accumulate`), for the matmul kernel and for a matmul whose bias
+// the engine has already written into `out` (one pass fewer over the output).
+void batched_matmul(int64_t batch, const BatchOperand& a, const BatchOperand& w,
+                    const std::vector<int64_t>& out_shape, float* out, bool accumulate);
+
 }  // namespace acrobat

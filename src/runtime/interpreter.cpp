@@ -18,9 +18,17 @@ Value Interpreter::call(int func, std::vector<Value> args, const Span& site) {
     throw UserError(site.begin, "recursion deeper than " + std::to_string(kMaxCallDepth) +
                                     " calls (in '" + m_.functions[func].name + "')");
   const ir::Function& f = m_.functions[func];
-  std::vector<Value> frame(f.vars.size());
+  // Frames come from a pool: a call allocates nothing once the pool is warm.
+  std::vector<Value> frame;
+  if (!frame_pool_.empty()) {
+    frame.swap(frame_pool_.back());
+    frame_pool_.pop_back();
+  }
+  frame.resize(f.vars.size());
   for (size_t i = 0; i < f.params.size(); ++i) frame[f.params[i]] = std::move(args[i]);
   Value result = block(f.body, frame);
+  frame.clear();
+  frame_pool_.push_back(std::move(frame));
   --depth_;
   return result;
 }
@@ -79,7 +87,7 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame) {
     case ir::RhsKind::Construct: return Value::adt(r.ctor, atoms(r.args, frame));
     case ir::RhsKind::MakeTuple: return Value::tuple(atoms(r.args, frame));
     case ir::RhsKind::Proj: return atom(r.args[0], frame).agg->fields[r.index];
-    case ir::RhsKind::ParamLoad: return Value::of_tensor(params_.params[r.index].tensor);
+    case ir::RhsKind::ParamLoad: return params_.params[r.index].value;
     case ir::RhsKind::ParamIndex: {
       int64_t i = atom(r.args[0], frame).i;
       const auto& p = params_.params[r.index];

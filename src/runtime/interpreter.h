@@ -49,6 +49,7 @@ class Interpreter {
   Value host_read(const ir::Rhs& r, const std::vector<Value>& frame);
 
   int depth_ = 0;
+  std::vector<std::vector<Value>> frame_pool_;
 };
 
 // Marks a UserError as belonging to instance `i` ("instance 7: ...").

@@ -41,6 +41,7 @@ ParamValue make_value(const ir::Param& p, Tensor t) {
     t.packed = kernels::pack_weights(static_cast<int>(p.shape[0]), static_cast<int>(p.shape[1]),
                                      t.data.get(), static_cast<int>(p.shape[1]));
   v.tensor = std::move(t);
+  v.value = Value::of_tensor(v.tensor);
   return v;
 }
 

@@ -15,6 +15,7 @@ struct ParamValue {
   // A plain param: the tensor itself. An indexed param `p[N]: f32[...]`: all N tensors in one
   // buffer of shape [N, ...], and `row(i)` views one of them.
   Tensor tensor;
+  Value value;  // `tensor` as a host value, shared by every load of the param
   int64_t count = 0;
   std::vector<int64_t> elem_shape;
 

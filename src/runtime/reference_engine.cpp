@@ -43,8 +43,8 @@ RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::stri
   RunResult result;
   result.outputs.reserve(inputs.size());
   auto start = std::chrono::steady_clock::now();
+  EagerInterpreter interp(*module_, *params_, result.stats);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    EagerInterpreter interp(*module_, *params_, result.stats);
     try {
       result.outputs.push_back(interp.call(func, {inputs[i]}, module_->functions[func].span));
     } catch (const UserError& e) {

@@ -21,6 +21,8 @@ struct ModelCase {
   int64_t hidden;
 };
 
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.model << " H=" << c.hidden; }
+
 struct Loaded {
   std::shared_ptr<const ir::Module> module;
   std::shared_ptr<const ParamStore> params;
@@ -60,6 +62,12 @@ void expect_close(const Value& actual, const Value& expected, size_t instance) {
 }
 
 using Param = std::tuple<ModelCase, Scheduler>;
+
+}  // namespace
+
+void PrintTo(Scheduler s, std::ostream* os) { *os << scheduler_name(s); }
+
+namespace {
 
 class BatchedEqualsReference : public ::testing::TestWithParam<Param> {};
 
