@@ -138,14 +138,7 @@ int run_command(const RunOptions& o) {
   for (size_t begin = 0; begin < inputs.size(); begin += step) {
     std::vector<Value> chunk(inputs.begin() + begin,
                              inputs.begin() + std::min(inputs.size(), begin + step));
-    RunResult part;
-    try {
-      part = engine->run(chunk, o.entry);
-    } catch (const UserError& e) {
-      // Instance numbers within the batch become numbers within the whole input.
-      std::string msg = e.what();
-      throw UserError("batch starting at instance " + std::to_string(begin) + ": " + msg);
-    }
+    RunResult part = engine->run(chunk, o.entry, begin);
     result.stats.add(part.stats);
     for (auto& v : part.outputs) result.outputs.push_back(std::move(v));
   }

@@ -111,6 +111,32 @@ std::string trim_parse_error(const std::string& what) {
   return out;
 }
 
+// The length of the well-formed UTF-8 sequence starting at text[i] (a byte >= 0x80), or 0.
+size_t utf8_sequence_length(std::string_view text, size_t i) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  size_t n = 0;
+  unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    n = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    n = 3;
+    if (lead == 0xE0) low = 0xA0;   // no overlong forms
+    if (lead == 0xED) high = 0x9F;  // no surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    n = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;  // nothing above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    const auto c = static_cast<unsigned char>(text[i + k]);
+    if (c < (k == 1 ? low : 0x80) || c > (k == 1 ? high : 0xBF)) return 0;
+  }
+  return n;
+}
+
 }  // namespace
 
 std::string read_file(const std::string& path) {
@@ -188,11 +214,29 @@ SourceLoc line_loc(const std::string& file, const TextLine& line, size_t offset)
 
 std::string quote(std::string_view text) {
   constexpr size_t kMax = 40;
-  if (text.size() <= kMax) return fmt::format("'{}'", text);
-  size_t cut = kMax;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
-    --cut;  // continuation byte
-  return fmt::format("'{}...'", text.substr(0, cut));
+  std::string out = "'";
+  size_t i = 0;
+  while (i < text.size() && i < kMax) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      if (size_t n = utf8_sequence_length(text, i); n > 0) {
+        if (i + n > kMax) break;  // do not cut a character in half
+        out.append(text.substr(i, n));
+        i += n;
+        continue;
+      }
+    }
+    if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c >= 0x7F) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+    ++i;
+  }
+  if (i < text.size()) out += "...";
+  return out + "'";
 }
 
 std::optional<JsonError> parse_json_strict(std::string_view text, nlohmann::json& out,

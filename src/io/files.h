@@ -16,7 +16,7 @@
 namespace acrobat::io {
 
 // Reads the whole file as raw bytes. Throws UserError "cannot open PATH: <strerror>" when the file
-// does not exist, is a directory or cannot be read.
+// does not exist, is a directory or cannot be opened, and "cannot read PATH: ..." if reading fails.
 std::string read_file(const std::string& path);
 
 // Replaces the file with `bytes` (written to PATH.tmp, then renamed). Throws UserError on failure.
@@ -46,8 +46,9 @@ inline bool is_blank(std::string_view text) {
   return true;
 }
 
-// `text` in single quotes for an error message, cut to 40 bytes (at a UTF-8 character boundary)
-// with "..." if it is longer.
+// `text` in single quotes for an error message: at most 40 bytes of it (then "..."), with control
+// characters and bytes that are not valid UTF-8 escaped (\t, \x01, \xFF) so that the message stays
+// readable.
 std::string quote(std::string_view text);
 
 // Why parse_json_strict rejected its input.

@@ -23,6 +23,9 @@ std::string quote(const std::string& s) { return "'" + s + "'"; }
 class DimScope {
  public:
   void define(const std::string& name, int64_t value) { values_[name] = value; }
+  // A dim whose declaration was reported as wrong: its uses report nothing more.
+  void define_broken(const std::string& name) { broken_.insert(name); }
+  bool broken(const std::string& name) const { return broken_.count(name) > 0; }
   const int64_t* find(const std::string& name) const {
     auto it = values_.find(name);
     return it == values_.end() ? nullptr : &it->second;
@@ -32,6 +35,7 @@ class DimScope {
       case DimExpr::Lit: return d.value;
       case DimExpr::Name: {
         if (const int64_t* v = find(d.name)) return *v;
+        if (broken(d.name)) return std::nullopt;
         sink.error(d.span.begin, "unknown size " + quote(d.name) +
                                      ": expected an integer or a dim declared earlier");
         return std::nullopt;
@@ -58,6 +62,7 @@ class DimScope {
 
  private:
   std::unordered_map<std::string, int64_t> values_;
+  std::set<std::string> broken_;
 };
 
 class Checker {
@@ -82,6 +87,7 @@ class Checker {
     if (!inserted) {
       sink_.error(span.begin, std::string("redefinition of ") + quote(name) + " as a " + what +
                                   "; it was first defined at " + it->second.str());
+      redefined_.insert(name);
     } else if (find_op(name) || name == kSplit) {
       sink_.error(span.begin, quote(name) + " is a built-in operator and cannot be redefined as a " +
                                   what);
@@ -101,10 +107,14 @@ class Checker {
       } else {
         v = dims_.eval(*d->value, sink_);
       }
-      if (!v) continue;
+      if (!v) {
+        dims_.define_broken(d->name);
+        continue;
+      }
       if (*v <= 0) {
         sink_.error(d->span.begin, "dim " + quote(d->name) + " must be positive, found " +
                                        std::to_string(*v));
+        dims_.define_broken(d->name);
         continue;
       }
       d->resolved = *v;
@@ -127,19 +137,21 @@ class Checker {
       t->def->name = t->name;
       t->def->type_params = t->type_params;
       t->def->span = t->span;
-      adts_[t->name] = t->def.get();
+      adts_.emplace(t->name, t->def.get());  // a redefinition must not capture earlier uses
     }
     for (auto& t : m_.types) {
       int tag = 0;
       for (auto& c : t->ctors) {
-        claim_name(c.name, c.span, "constructor");
+        // `type Pair[a] = Pair(a, a)`: a constructor may share its own type's name (types and
+        // constructors never appear in the same position).
+        if (c.name != t->name || ctors_.count(c.name)) claim_name(c.name, c.span, "constructor");
         auto ctor = std::make_unique<CtorDef>();
         ctor->name = c.name;
         ctor->adt = t->def.get();
         ctor->tag = tag++;
         ctor->span = c.span;
         for (auto& f : c.fields) ctor->fields.push_back(resolve_type(*f, t->type_params));
-        ctors_[c.name] = ctor.get();
+        ctors_.emplace(c.name, ctor.get());
         t->def->ctors.push_back(std::move(ctor));
       }
     }
@@ -163,10 +175,11 @@ class Checker {
           sink_.error(p->type_expr->span.begin, "param " + quote(p->name) +
                                                     " must have a tensor type f32[...], found " +
                                                     type_str(t));
+        broken_params_.insert(p->name);
         continue;
       }
       p->shape = t->shape;
-      params_[p->name] = p.get();
+      params_.emplace(p->name, p.get());
     }
   }
 
@@ -185,7 +198,7 @@ class Checker {
         params.push_back(p.var->type);
       }
       f->type = func_type(params, resolve_type(*f->ret_expr, f->type_params));
-      funcs_[f->name] = f.get();
+      funcs_.emplace(f->name, f.get());  // the first definition keeps its callers (the prelude's)
     }
   }
 
@@ -227,6 +240,7 @@ class Checker {
             sink_.error(t.span.begin, "type parameter " + quote(t.name) + " takes no arguments");
           return param_type(t.name);
         }
+        if (redefined_.count(t.name)) return error_type();  // reported
         auto it = adts_.find(t.name);
         if (it == adts_.end()) {
           std::string hint = t.name == "Tensor" || t.name == "tensor" || t.name == "f64" ||
@@ -266,6 +280,11 @@ class Checker {
     return t;
   }
 
+  bool is_error(const Type& t) const {
+    Type s = shallow(t);
+    return s->kind == TypeKind::Var && error_vars_.count(s->var) > 0;
+  }
+
   bool mentions_error(const Type& t) const {
     Type s = shallow(t);
     if (s->kind == TypeKind::Var) return error_vars_.count(s->var) > 0;
@@ -301,6 +320,9 @@ class Checker {
   bool unify(const Type& a0, const Type& b0) {
     Type a = shallow(a0), b = shallow(b0);
     if (a == b) return true;
+    // An error type stays one: binding it would let what it meets be reported against later.
+    if (a->kind == TypeKind::Var && error_vars_.count(a->var)) return true;
+    if (b->kind == TypeKind::Var && error_vars_.count(b->var)) return true;
     if (a->kind == TypeKind::Var) {
       if (b->kind == TypeKind::Var && b->var == a->var) return true;
       if (occurs(a->var, b)) return false;
@@ -482,6 +504,8 @@ class Checker {
       n.dim_value = *v;
       return int_type();
     }
+    if (dims_.broken(n.name) || broken_params_.count(n.name) || redefined_.count(n.name))
+      return error_type();  // reported
     if (auto it = params_.find(n.name); it != params_.end()) {
       n.ref = NameRef::Param;
       n.param = it->second;
@@ -603,6 +627,7 @@ class Checker {
     if (callee->kind == TypeKind::Var) {
       for (size_t i = 0; i < c.args.size(); ++i)
         if (!arg_types[i]) arg_types[i] = infer(*c.args[i]);
+      if (is_error(callee)) return error_type();  // reported
       Type ret = fresh();
       unify(callee, func_type(arg_types, ret));
       return ret;
@@ -623,10 +648,15 @@ class Checker {
         if (!arg_types[i]) infer(*c.args[i]);
       return callee->ret ? callee->ret : error_type();
     }
-    for (size_t i = 0; i < c.args.size(); ++i) {
-      if (!arg_types[i]) arg_types[i] = infer(*c.args[i], zonk(callee->args[i]));
-      expect(callee->args[i], arg_types[i], c.args[i]->span.begin,
-             "argument " + std::to_string(i + 1) + " of " + what);
+    // Unify the other arguments first: they fix the type parameters the lambdas' parameters use
+    // (foldl(fn(h, x) { ... }, h0, xs) learns h from h0 and x from xs).
+    for (bool lambdas : {false, true}) {
+      for (size_t i = 0; i < c.args.size(); ++i) {
+        if ((c.args[i]->kind == ExprKind::Lambda) != lambdas) continue;
+        if (!arg_types[i]) arg_types[i] = infer(*c.args[i], zonk(callee->args[i]));
+        expect(callee->args[i], arg_types[i], c.args[i]->span.begin,
+               "argument " + std::to_string(i + 1) + " of " + what);
+      }
     }
     return callee->ret;
   }
@@ -645,17 +675,19 @@ class Checker {
   bool bind_attrs(Call& c, const OpInfo& op, size_t tensor_args, OpAttrs& attrs) {
     const auto& specs = op.attrs;
     std::vector<std::optional<int64_t>> values(specs.size());
+    std::vector<bool> given(specs.size());  // given, though perhaps not as a constant
     bool ok = true;
     size_t spec_i = 0;
     for (size_t i = tensor_args; i < c.args.size(); ++i) {
       auto v = const_int(*c.args[i]);
       if (!v) {
-        infer(*c.args[i]);
+        ok = false;
+        if (spec_i < specs.size() && !specs[spec_i].variadic) given[spec_i++] = true;
+        if (is_error(infer(*c.args[i]))) continue;  // reported already
         sink_.error(c.args[i]->span.begin,
                     std::string("argument ") + std::to_string(i + 1) + " of " + op.name +
                         ": expected a constant integer (a literal or a dim), found an expression "
                         "computed at run time");
-        ok = false;
         continue;
       }
       c.args[i]->type = int_type();
@@ -670,6 +702,7 @@ class Checker {
                                                std::to_string(c.args.size()));
         return false;
       }
+      given[spec_i] = true;
       values[spec_i++] = *v;
     }
     for (auto& named : c.named) {
@@ -685,6 +718,7 @@ class Checker {
         ok = false;
         continue;
       }
+      given[it - specs.begin()] = true;
       auto v = const_int(*named.value);
       named.value->type = int_type();
       if (!v) {
@@ -702,7 +736,7 @@ class Checker {
         attrs.ints.push_back(*values[i]);
       } else if (specs[i].has_default) {
         attrs.ints.push_back(specs[i].default_value);
-      } else {
+      } else if (!given[i]) {
         sink_.error(c.span.begin, std::string(op.name) + " needs its " + quote(specs[i].name) +
                                       " argument");
         ok = false;
@@ -766,7 +800,9 @@ class Checker {
     c.attrs = attrs.ints;
     ShapeResult r = op.shape(shapes, attrs);
     if (!r.type) {
-      sink_.error(c.span.begin, std::string(op.name) + ": " + r.error);
+      // Some shape rules name their operator already ("matmul inner dimensions differ: ...").
+      bool named = r.error.rfind(std::string(op.name) + " ", 0) == 0;
+      sink_.error(c.span.begin, named ? r.error : std::string(op.name) + ": " + r.error);
       return error_type();
     }
     return r.type;
@@ -833,7 +869,7 @@ class Checker {
         }
       }
     }
-    infer(*ix.base);
+    if (is_error(infer(*ix.base))) return error_type();  // reported already
     sink_.error(ix.span.begin,
                 "only an indexed param can be indexed with [...] (e.g. emb[w]); use match to take "
                 "a list apart and .N to take a tuple apart");
@@ -842,6 +878,7 @@ class Checker {
 
   Type infer_proj(Proj& p) {
     Type base = shallow(infer(*p.base));
+    if (is_error(base)) return error_type();  // reported already
     if (base->kind != TypeKind::Tuple) {
       sink_.error(p.span.begin, "." + std::to_string(p.index) +
                                     " takes a field of a tuple, found a value of type " +
@@ -886,6 +923,14 @@ class Checker {
         unify(l, bool_type());
         unify(r, bool_type());
         return bool_type();
+      }
+      if (b.op == BinOp::MatMul) {  // equal types would be a wrong guess for all but square ones
+        if (is_error(l) || is_error(r)) return error_type();
+        const Expr& unknown = l->kind == TypeKind::Var ? *b.lhs : *b.rhs;
+        sink_.error(unknown.span.begin, std::string(l->kind == TypeKind::Var ? "left" : "right") +
+                                            " operand of '@': its type is not known here; "
+                                            "annotate it (e.g. fn(x: f32[1, H]))");
+        return error_type();
       }
       unify(l, r);
       bool cmp = b.op >= BinOp::Lt && b.op <= BinOp::Ne;
@@ -967,8 +1012,11 @@ class Checker {
       return res.type;
     }
     if (l->kind == TypeKind::Int && r->kind == TypeKind::Int) return int_type();
-    if (l->kind == TypeKind::Float && r->kind == TypeKind::Float && b.op != BinOp::Mod)
-      return float_type();
+    if (l->kind == TypeKind::Float && r->kind == TypeKind::Float) {
+      if (b.op != BinOp::Mod) return float_type();
+      sink_.error(b.span.begin, "'%' is defined on host ints only, found float % float");
+      return error_type();
+    }
     if ((l->kind == TypeKind::Int && r->kind == TypeKind::Float) ||
         (l->kind == TypeKind::Float && r->kind == TypeKind::Int)) {
       sink_.error(b.span.begin, "operands of " + sym + " mix int and float (" + type_str(l) + " " +
@@ -1030,16 +1078,33 @@ class Checker {
     return false;
   }
 
+  // A constructor pattern naming no constructor (reported by bind_pattern).
+  static bool has_unknown_ctor(const Pattern& p) {
+    if (p.kind == Pattern::Ctor && !p.ctor) return true;
+    return std::any_of(p.subs.begin(), p.subs.end(), [](auto& s) { return has_unknown_ctor(*s); });
+  }
+
   void check_exhaustive(const Match& m, const Type& scrut) {
     std::set<int> covered;
     for (auto& c : m.clauses) {
       if (irrefutable(*c.pattern)) return;
+      if (has_unknown_ctor(*c.pattern)) return;  // what the clause meant to cover is unknown
       if (c.pattern->kind == Pattern::Ctor && c.pattern->ctor &&
           std::all_of(c.pattern->subs.begin(), c.pattern->subs.end(),
                       [](auto& s) { return irrefutable(*s); }))
         covered.insert(c.pattern->ctor->tag);
     }
-    if (scrut->kind != TypeKind::Adt) return;
+    if (scrut->kind == TypeKind::Var) return;  // unknown: reported, or nothing to say
+    for (auto& c : m.clauses)  // a constructor of another type: a type error, reported
+      if (c.pattern->kind == Pattern::Ctor &&
+          (scrut->kind != TypeKind::Adt || c.pattern->ctor->adt != scrut->adt))
+        return;
+    if (scrut->kind != TypeKind::Adt) {  // e.g. a tuple of data types: only a catch-all covers all
+      sink_.error(m.span.begin, "match on " + type_str(zonk(scrut)) +
+                                    " is not exhaustive: add a clause that matches every value, "
+                                    "e.g. `_ => ...`");
+      return;
+    }
     std::string missing;
     for (auto& ctor : scrut->adt->ctors) {
       if (covered.count(ctor->tag)) continue;
@@ -1068,6 +1133,10 @@ class Checker {
       }
       case Pattern::Tuple: {
         Type s = shallow(t);
+        if (is_error(s)) {  // reported already
+          for (auto& sub : p.subs) bind_pattern(*sub, error_type(), refutable_ok);
+          return;
+        }
         if (s->kind == TypeKind::Var) {
           std::vector<Type> elems;
           for (size_t i = 0; i < p.subs.size(); ++i) elems.push_back(fresh());
@@ -1085,6 +1154,10 @@ class Checker {
         return;
       }
       case Pattern::Ctor: {
+        if (redefined_.count(p.name)) {  // reported; p.ctor stays null
+          for (auto& sub : p.subs) bind_pattern(*sub, fresh(), refutable_ok);
+          return;
+        }
         auto it = ctors_.find(p.name);
         if (it == ctors_.end() && !p.has_parens) {
           // An upper-case name that is no constructor binds a variable (e.g. a matrix `A`).
@@ -1134,10 +1207,10 @@ class Checker {
       Type t = p.type_expr ? resolve_type(*p.type_expr, current_func_->type_params)
                            : exp ? exp->args[i]
                                  : fresh();
-      if (p.type_expr && exp)
-        expect(exp->args[i], t, p.span.begin, "lambda parameter " + quote(p.name));
+      bool fits = !(p.type_expr && exp) ||
+                  expect(exp->args[i], t, p.span.begin, "lambda parameter " + quote(p.name));
       p.var = std::make_shared<LocalVar>(LocalVar{p.name, t, p.span});
-      params.push_back(t);
+      params.push_back(fits ? t : error_type());  // reported: the call reports nothing more
     }
     scope_.lambdas.emplace_back(&l, mark);
     for (auto& p : l.params) scope_.vars.push_back(p.var);
@@ -1267,8 +1340,9 @@ class Checker {
       for (auto* g : reaches[f.get()])
         if (reaches[g].count(f.get())) group.insert(g);
       if (must_call(*f->body, group)) {
-        std::string names;
-        for (auto* g : group) names += (names.empty() ? "" : ", ") + quote(g->name);
+        std::string names;  // in declaration order
+        for (auto& g : m_.funcs)
+          if (group.count(g.get())) names += (names.empty() ? "" : ", ") + quote(g->name);
         sink_.error(f->span.begin, "function " + quote(f->name) +
                                        " never returns: every path through its body calls " +
                                        names + " again; add a base case (a branch that returns "
@@ -1282,9 +1356,12 @@ class Checker {
   DiagnosticSink& sink_;
   DimScope dims_;
   std::unordered_map<std::string, SourceLoc> top_names_;
+  // Names defined twice (reported): which definition a use means is unknown, so uses report nothing.
+  std::set<std::string> redefined_;
   std::unordered_map<std::string, const AdtDef*> adts_;
   std::unordered_map<std::string, const CtorDef*> ctors_;
   std::unordered_map<std::string, const ParamDecl*> params_;
+  std::set<std::string> broken_params_;  // params whose declaration was reported as wrong
   std::unordered_map<std::string, const FuncDecl*> funcs_;
   std::vector<Type> subst_;
   std::set<int> error_vars_;

@@ -11,6 +11,7 @@ const char* tok_name(Tok kind) {
     case Tok::Ident: return "identifier";
     case Tok::Int: return "integer";
     case Tok::Float: return "float";
+    case Tok::Error: return "invalid token";
     case Tok::KwDim: return "'dim'";
     case Tok::KwParam: return "'param'";
     case Tok::KwType: return "'type'";
@@ -94,7 +95,7 @@ class Lexer {
       }
       size_t begin = pos_;
       Tok kind;
-      if (!next_token(kind)) continue;
+      if (!next_token(kind)) kind = Tok::Error;  // reported already
       out.push_back(Token{kind, text_.substr(begin, pos_ - begin), start, line_, col_});
     }
   }
@@ -202,9 +203,11 @@ class Lexer {
   bool number(Tok& kind) {
     SourceLoc start = here();
     size_t begin = pos_;
+    // After a '.', a number is a tuple field: `t.0.1` is t.0 then .1, not t. then 0.1.
+    bool field = begin > 0 && text_[begin - 1] == '.';
     while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
     kind = Tok::Int;
-    if (peek() == '.' && std::isdigit(static_cast<unsigned char>(peek(1)))) {
+    if (!field && peek() == '.' && std::isdigit(static_cast<unsigned char>(peek(1)))) {
       kind = Tok::Float;
       advance();
       while (std::isdigit(static_cast<unsigned char>(peek()))) advance();

@@ -10,6 +10,7 @@ namespace acrobat {
 
 enum class Tok {
   End, Ident, Int, Float,
+  Error,  // a character or number the lexer already reported; the parser reports nothing more for it
   // keywords
   KwDim, KwParam, KwType, KwDef, KwLet, KwIf, KwElse, KwMatch, KwFn, KwTrue, KwFalse,
   // punctuation and operators
@@ -29,7 +30,7 @@ struct Token {
 };
 
 // Lexes `text` (named `file` in positions). Unknown characters and malformed numbers are reported to
-// `sink` and skipped so that later errors are still found.
+// `sink` and become Error tokens, so that later errors are still found but not errors they cause.
 std::vector<Token> lex(const std::string& file, const std::string& text, DiagnosticSink& sink);
 
 // "'+'", "identifier 'foo'", "integer 12", "end of file": how a found token is described.

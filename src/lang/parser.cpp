@@ -52,7 +52,9 @@ class Parser {
     return true;
   }
   [[noreturn]] void fail(const std::string& expected) {
-    sink_.error(cur().loc, "expected " + expected + ", found " + describe(cur()));
+    // An Error token was reported by the lexer; what the parser would say about it is a cascade.
+    if (cur().kind != Tok::Error)
+      sink_.error(cur().loc, "expected " + expected + ", found " + describe(cur()));
     throw SyntaxError{};
   }
   Token expect(Tok k, const std::string& context = "") {
@@ -77,16 +79,33 @@ class Parser {
       take();
     }
   }
+  [[noreturn]] void too_deep() {
+    sink_.error(cur().loc, "expressions nested deeper than " + std::to_string(kMaxNesting) +
+                               " levels; split the expression with let");
+    throw SyntaxError{};
+  }
   struct Nest {
     Parser& p;
     explicit Nest(Parser& parser) : p(parser) {
-      if (++p.depth_ > kMaxNesting) {
-        p.sink_.error(p.cur().loc, "expressions nested deeper than " + std::to_string(kMaxNesting) +
-                                       " levels; split the expression with let");
-        throw SyntaxError{};
-      }
+      if (++p.depth_ > kMaxNesting) p.too_deep();
+      p.peak_ = std::max(p.peak_, p.depth_);
     }
     ~Nest() { --p.depth_; }
+  };
+  // A left-associative chain (`a + b + c`, `f(x)(y)`, `t.0.1`) is built by a loop, not by recursion,
+  // yet each link puts everything parsed before it one level deeper in the tree, which the checker
+  // and lowering walk recursively. peak_ is the deepest level the tree parsed since the innermost
+  // open chain began reaches; a chain of n links lies n levels above its deepest operand.
+  struct Chain {
+    Parser& p;
+    int saved_peak;
+    int links = 0;
+    explicit Chain(Parser& parser) : p(parser), saved_peak(parser.peak_) { p.peak_ = p.depth_; }
+    // Called once a link (its operator and right operand) is parsed.
+    void link() {
+      if (p.peak_ + ++links > kMaxNesting) p.too_deep();
+    }
+    ~Chain() { p.peak_ = std::max(saved_peak, p.peak_ + links); }
   };
 
   // ---- declarations ----
@@ -262,6 +281,7 @@ class Parser {
 
   DimExprPtr dim_binary(int min_prec) {
     Nest nest(*this);
+    Chain chain(*this);
     auto lhs = dim_primary();
     while (dim_prec(cur().kind) > min_prec) {
       Token op = take();
@@ -271,6 +291,7 @@ class Parser {
       node->span = lhs->span;
       node->lhs = std::move(lhs);
       node->rhs = dim_binary(dim_prec(op.kind));
+      chain.link();
       node->span.end_line = last_.end_line;
       node->span.end_col = last_.end_col;
       lhs = std::move(node);
@@ -341,6 +362,7 @@ class Parser {
   }
 
   ExprPtr if_expr() {
+    Nest nest(*this);  // `else if` chains recurse here
     SourceLoc begin = take().loc;
     auto e = std::make_unique<If>();
     e->cond = binary(0);
@@ -450,6 +472,7 @@ class Parser {
 
   ExprPtr binary(int min_prec) {
     Nest nest(*this);
+    Chain chain(*this);
     auto lhs = unary();
     while (prec(cur().kind) > min_prec) {
       Token op = take();
@@ -459,6 +482,7 @@ class Parser {
       node->span = lhs->span;
       node->lhs = std::move(lhs);
       node->rhs = binary(p);
+      chain.link();
       if (p == 3 && prec(cur().kind) == 3)
         sink_.error(cur().loc, "comparisons do not chain; combine them with '&&'");
       node->span.end_line = last_.end_line;
@@ -493,6 +517,7 @@ class Parser {
   static bool is_postfix(Tok k) { return k == Tok::LParen || k == Tok::LBracket || k == Tok::Dot; }
 
   ExprPtr postfix() {
+    Chain chain(*this);
     auto e = primary();
     for (;;) {
       SourceLoc begin = e->span.begin;
@@ -519,6 +544,7 @@ class Parser {
         expect(Tok::RParen, " closing the argument list");
         call->span = span_from(begin);
         e = std::move(call);
+        chain.link();
       } else if (accept(Tok::LBracket)) {
         auto idx = std::make_unique<Index>();
         idx->base = std::move(e);
@@ -526,6 +552,7 @@ class Parser {
         expect(Tok::RBracket, " closing the index");
         idx->span = span_from(begin);
         e = std::move(idx);
+        chain.link();
       } else if (accept(Tok::Dot)) {
         auto proj = std::make_unique<Proj>();
         proj->base = std::move(e);
@@ -533,6 +560,7 @@ class Parser {
         proj->index = static_cast<int>(int_value(n));
         proj->span = span_from(begin);
         e = std::move(proj);
+        chain.link();
       } else {
         return e;
       }
@@ -602,6 +630,7 @@ class Parser {
   size_t pos_ = 0;
   Token last_{Tok::End, "", {}, 0, 0};
   int depth_ = 0;
+  int peak_ = 0;
 };
 
 }  // namespace

@@ -529,7 +529,8 @@ BatchedEngine::BatchedEngine(std::shared_ptr<const ir::Module> module,
 
 BatchedEngine::~BatchedEngine() = default;
 
-RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string& entry) {
+RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string& entry,
+                             size_t first_instance) {
   int func = entry_function(*module_, entry);
   State& st = *state_;
   st.reset_run();
@@ -575,7 +576,7 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
     try {
       outputs.push_back(interp.call(func, {inputs[i]}, module_->functions[func].span));
     } catch (const UserError& e) {
-      throw for_instance(e, i);
+      throw for_instance(e, first_instance + i);
     }
   }
   stats.host_seconds = seconds_since(start) - flush_seconds;

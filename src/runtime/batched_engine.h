@@ -41,7 +41,8 @@ class BatchedEngine : public Engine {
   ~BatchedEngine() override;
   const char* name() const override { return scheduler_name(scheduler_); }
   // All inputs form one batch.
-  RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main") override;
+  RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main",
+                size_t first_instance = 0) override;
 
   struct State;
 

@@ -46,8 +46,10 @@ class Engine {
   virtual ~Engine() = default;
   virtual const char* name() const = 0;
   // Runs the function `entry` on each input. A user error in any instance (an index out of range,
-  // recursion too deep, ...) throws UserError naming the instance; no partial result is returned.
-  virtual RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main") = 0;
+  // recursion too deep, ...) throws UserError naming the instance (numbered from `first_instance`,
+  // for a batch cut from a larger input); no partial result is returned.
+  virtual RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main",
+                        size_t first_instance = 0) = 0;
 };
 
 // Checks that `entry` exists and takes exactly one parameter; returns its index.

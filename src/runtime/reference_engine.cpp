@@ -38,7 +38,8 @@ ReferenceEngine::ReferenceEngine(std::shared_ptr<const ir::Module> module,
                                  std::shared_ptr<const ParamStore> params)
     : module_(std::move(module)), params_(std::move(params)) {}
 
-RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::string& entry) {
+RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::string& entry,
+                             size_t first_instance) {
   int func = entry_function(*module_, entry);
   RunResult result;
   result.outputs.reserve(inputs.size());
@@ -48,7 +49,7 @@ RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::stri
     try {
       result.outputs.push_back(interp.call(func, {inputs[i]}, module_->functions[func].span));
     } catch (const UserError& e) {
-      throw for_instance(e, i);
+      throw for_instance(e, first_instance + i);
     }
   }
   result.stats.instances = static_cast<int64_t>(inputs.size());

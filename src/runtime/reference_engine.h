@@ -11,7 +11,8 @@ class ReferenceEngine : public Engine {
  public:
   ReferenceEngine(std::shared_ptr<const ir::Module> module, std::shared_ptr<const ParamStore> params);
   const char* name() const override { return "reference"; }
-  RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main") override;
+  RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main",
+                size_t first_instance = 0) override;
 
   static constexpr int kMaxCallDepth = Interpreter::kMaxCallDepth;
 
