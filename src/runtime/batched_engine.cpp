@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include "acrobat/kernels.h"
 #include "runtime/arena.h"
 #include "runtime/batched_kernels.h"
 #include "runtime/interpreter.h"
@@ -110,6 +110,9 @@ struct Segment {
   size_t begin, end;  // bindings [begin, end) of the block
   std::vector<SegmentOp> ops;
   std::vector<std::vector<int64_t>> external_shapes;
+  // Slots read only as a matmul's right operand are never gathered: scattered weights (parameter
+  // slices chosen by a host int) are grouped by matrix instead.
+  std::vector<bool> weights_only;
   bool built = false;  // operands classified (on the first recording)
 };
 
@@ -236,6 +239,11 @@ class RecordingInterpreter : public Interpreter {
     if (!s.built) {
       mark_views(s);
       mark_bias_fusion(s);
+      s.weights_only.assign(s.external_shapes.size(), true);
+      for (const auto& op : s.ops)
+        for (size_t a = 0; a < op.operands.size(); ++a)
+          if (!op.operands[a].local && !(op.rhs->op == OpId::MatMul && a == 1))
+            s.weights_only[op.operands[a].index] = false;
     }
     s.built = true;
     if (!s.ops.empty()) {
@@ -324,6 +332,42 @@ class RecordingInterpreter : public Interpreter {
 
 namespace {
 
+// out[b] = a[b] @ W_b where the W_b are scattered matrices (parameter slices chosen by a host int,
+// or per-instance matrices): instances sharing a matrix form one GEMM over their gathered rows.
+void matmul_grouped(Arena& scratch, int64_t B, const BatchOperand& a,
+                    const std::vector<const float*>& weights, const std::vector<int64_t>& out_shape,
+                    float* out, RunStats& stats) {
+  int64_t M = (*a.shape)[0], K = (*a.shape)[1], N = out_shape[1];
+  int64_t a_stride = B == 1 ? M * K : a.stride;
+  std::unordered_map<const float*, std::vector<int64_t>> groups;
+  std::vector<const float*> order;
+  for (int64_t b = 0; b < B; ++b) {
+    auto& g = groups[weights[b]];
+    if (g.empty()) order.push_back(weights[b]);
+    g.push_back(b);
+  }
+  for (const float* w : order) {
+    const std::vector<int64_t>& members = groups[w];
+    int64_t g = static_cast<int64_t>(members.size());
+    stats.kernel_calls++;
+    if (g == 1) {
+      int64_t b = members[0];
+      kernels::gemm(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                    a.data + b * a_stride, static_cast<int>(K), w, static_cast<int>(N),
+                    out + b * M * N, static_cast<int>(N), false);
+      continue;
+    }
+    float* panel = scratch.alloc(static_cast<size_t>(g * M * K));
+    float* result = scratch.alloc(static_cast<size_t>(g * M * N));
+    for (int64_t i = 0; i < g; ++i)
+      std::memcpy(panel + i * M * K, a.data + members[i] * a_stride, M * K * sizeof(float));
+    kernels::gemm(static_cast<int>(g * M), static_cast<int>(N), static_cast<int>(K), panel,
+                  static_cast<int>(K), w, static_cast<int>(N), result, static_cast<int>(N), false);
+    for (int64_t i = 0; i < g; ++i)
+      std::memcpy(out + members[i] * M * N, result + i * M * N, M * N * sizeof(float));
+  }
+}
+
 // Executes one batch: the nodes (all of one segment, all ready) as one kernel call per operator.
 void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& node_ids,
                RunStats& stats) {
@@ -339,8 +383,10 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
 
   // External slots: shared, strided in place, or gathered into a panel.
   std::vector<BatchOperand> externals(s.external_shapes.size());
-  std::vector<const float*> rows(B);
+  std::vector<std::vector<const float*>> slot_rows(externals.size());
   for (size_t e = 0; e < externals.size(); ++e) {
+    std::vector<const float*>& rows = slot_rows[e];
+    rows.resize(B);
     int64_t n = num_elements(s.external_shapes[e]);
     const kernels::PackedWeights* packed = nullptr;
     for (int64_t b = 0; b < B; ++b) {
@@ -366,6 +412,9 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
     } else if (strided) {
       op.data = rows[0];
       op.stride = n;
+    } else if (s.weights_only[e]) {
+      op.data = nullptr;  // scattered weights: see matmul_grouped
+      op.stride = -1;
     } else {
       float* panel = st.scratch.alloc(static_cast<size_t>(B * n));
       for (int64_t b = 0; b < B; ++b) std::memcpy(panel + b * n, rows[b], n * sizeof(float));
@@ -387,7 +436,7 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
       outputs[k] = Rows{src.data + op.rhs->attrs.ints[0] * inner, src.stride};
       continue;
     }
-    if (op.fused && outputs[k].data) continue;  // fused  // computed with the matmul before it
+    if (op.fused && outputs[k].data) continue;  // computed with the matmul before it
     in.clear();
     for (const Operand& o : op.operands) {
       if (o.local) {
@@ -397,7 +446,13 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
         in.push_back(externals[o.index]);
       }
     }
-    if (std::getenv("NOFUSE") == nullptr && op.bias_slot >= 0 && externals[op.bias_slot].stride == 0 && in[1].stride == 0) {
+    if (op.rhs->op == OpId::MatMul && in[1].stride < 0) {
+      float* out = (op.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
+      matmul_grouped(st.scratch, B, in[0], slot_rows[op.operands[1].index], op.shape, out, stats);
+      outputs[k] = Rows{out, op.size};
+      continue;
+    }
+    if (op.bias_slot >= 0 && externals[op.bias_slot].stride == 0 && in[1].stride == 0) {
       // out = bias broadcast to every row, then += a @ w; the add that follows is done.
       const SegmentOp& add = s.ops[k + 1];
       float* out = (add.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
