@@ -76,6 +76,7 @@ struct RunOptions {
   std::string engine = "batched";
   std::string scheduler = "inline-depth";
   size_t batch = 64;
+  bool block_stats = false;
 };
 
 // A compiled model with its parameters and input instances: what run and bench start from.
@@ -166,6 +167,10 @@ int run_command(const RunOptions& o) {
         "s, kernels {:.3f} s (overhead {:.1f}%); peak arena {:.1f} MiB\n",
         s.nodes, s.batches, s.mean_batch_size(), s.host_seconds, s.schedule_seconds,
         s.kernel_seconds, 100 * s.overhead_fraction(), s.peak_bytes / 1048576.0);
+  if (o.block_stats)
+    for (const auto& [name, c] : s.blocks)
+      std::cout << fmt::format("  block at {}: {} nodes in {} batches (mean batch size {:.1f})\n", name,
+                               c.nodes, c.batches, double(c.nodes) / double(c.batches));
   return 0;
 }
 
@@ -233,6 +238,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--scheduler", run.scheduler, "inline-depth (default), depth or agenda")
       ->check(CLI::IsMember({"inline-depth", "depth", "agenda"}));
   run_cmd->add_option("--batch", run.batch, "Instances per batch (default 64; 0: all at once)");
+  run_cmd->add_flag("--block-stats", run.block_stats, "Print nodes and batches per block");
   run_cmd->add_option("--emit", run.emit, "Print a compiler stage (ast or ir) instead of running")
       ->check(CLI::IsMember({"ast", "ir"}));
 

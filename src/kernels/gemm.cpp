@@ -4,6 +4,14 @@
 #include <cblas.h>
 #include <libxsmm.h>
 
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_* helpers
+// (GCC bug 105593, fixed in 12.3 and 13); see also kernels/simd.h.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +31,16 @@ namespace {
 // operand, which stays in L2 (K = 512: 256 KiB) while the kernel streams the rows of A past it.
 constexpr int kPanelWidth = 128;
 constexpr size_t kAlignment = 64;  // a cache line, and an AVX-512 register
+
+// Weights with at most this many columns (a classifier's output layer, N = 5) get a dot-product
+// kernel instead of libxsmm panels, whose m = N micro-kernel would use N of 16 vector lanes.
+// Needs AVX-512; without it such weights take the panel kernels like any other.
+#if defined(__AVX512F__)
+constexpr int kDotMaxN = 8;
+#else
+constexpr int kDotMaxN = 0;
+#endif
+constexpr int kDotKStep = 16;  // floats per AVX-512 register
 
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
@@ -45,6 +63,15 @@ class CpuPackedWeights final : public PackedWeights {
         n_(N),
         row_major_(allocate_aligned(size_t(K) * N)),
         panels_(allocate_aligned(size_t(K) * N)) {
+    if (N <= kDotMaxN) {
+      // W^T, N rows of K zero-padded to a whole number of vectors (the dot-product kernel).
+      transposed_ld_ = (K + kDotKStep - 1) / kDotKStep * kDotKStep;
+      transposed_ = allocate_aligned(size_t(N) * transposed_ld_);
+      std::fill_n(transposed_.get(), size_t(N) * transposed_ld_, 0.0f);
+      for (int k = 0; k < K; ++k) {
+        for (int n = 0; n < N; ++n) transposed_[size_t(n) * transposed_ld_ + k] = B[size_t(k) * ldb + n];
+      }
+    }
     for (int k = 0; k < K; ++k) {
       std::memcpy(row_major_.get() + size_t(k) * N, B + size_t(k) * ldb, sizeof(float) * N);
     }
@@ -67,6 +94,9 @@ class CpuPackedWeights final : public PackedWeights {
   int num_panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
   int panel_width(int p) const { return std::min(kPanelWidth, n_ - p * kPanelWidth); }
   const float* panel(int p) const { return panels_.get() + panel_offset(p); }
+  // W^T (N x transposed_ld(), zero-padded rows, 64-byte aligned) when N <= kDotMaxN, else null.
+  const float* transposed() const { return transposed_.get(); }
+  int transposed_ld() const { return transposed_ld_; }
 
  private:
   // Every panel but the last is full width, so panel p starts after p full panels; K * 128 floats
@@ -77,6 +107,8 @@ class CpuPackedWeights final : public PackedWeights {
   int n_;
   AlignedFloats row_major_;
   AlignedFloats panels_;
+  AlignedFloats transposed_;
+  int transposed_ld_ = 0;
 };
 
 const CpuPackedWeights& cpu_weights(const PackedWeights& W) {
@@ -184,8 +216,7 @@ const XsmmKernels& xsmm_kernels(const XsmmKey& key) {
 // (every panel per row block) is 0-8% behind since all of W then streams from L3 per block.
 constexpr int kXsmmRowBlock = 64;
 
-// Runs the kernels for rows [0, M) of A and C over every panel; M is at most kXsmmRowBlock or the
-// kernels were dispatched for exactly M rows.
+// Runs the kernel for panel p on the rows of A and C the kernels were dispatched for.
 void run_xsmm_rows(const XsmmKernels& kernels, const float* A, const CpuPackedWeights& W, float* C,
                    int p) {
   const libxsmm_smmfunction kernel = W.panel_width(p) == kPanelWidth ? kernels.full : kernels.last;
@@ -202,8 +233,96 @@ void gemm_xsmm_unblocked(int M, const float* A, int lda, const CpuPackedWeights&
   for (int p = 0; p < W.num_panels(); ++p) run_xsmm_rows(kernels, A, W, C, p);
 }
 
+// ---- Dot-product kernel for N <= kDotMaxN ------------------------------------------------------
+// C[m, n] = A[m, :] . W^T[n, :]: R rows of A at a time against all N rows of W^T, R * N vector
+// accumulators, each reduced once at the end. W^T (5 KiB for K = 256, N = 5) stays in L1.
+#if defined(__AVX512F__)
+// Sum of the 16 lanes. Unlike _mm512_reduce_add_ps on an array element, this lets GCC 12 keep the
+// accumulator array in registers in the loop above instead of storing it to the stack each step.
+inline float sum_lanes(__m512 v) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+template <int N, int R>
+void dot_rows(const float* A, int lda, const float* Wt, int ldw, int K, float* C, int ldc,
+              bool accumulate) {
+  __m512 acc[R][N];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) acc[r][n] = _mm512_setzero_ps();
+  }
+  // One loop for whole and partial vectors. The unroll pragmas let GCC 12 keep acc in registers
+  // (without them it stores all R * N accumulators to the stack on every step).
+  for (int k = 0; k < K; k += kDotKStep) {
+    const __mmask16 mask = K - k >= kDotKStep ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
+    __m512 a[R];
+    // Masked loads never touch A past its row; W^T's padding is zero, so it needs no mask.
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) a[r] = _mm512_maskz_loadu_ps(mask, A + size_t(r) * lda + k);
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) {
+      const __m512 w = _mm512_load_ps(Wt + size_t(n) * ldw + k);
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][n] = _mm512_fmadd_ps(a[r], w, acc[r][n]);
+    }
+  }
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) {
+      const float sum = sum_lanes(acc[r][n]);
+      float& c = C[size_t(r) * ldc + n];
+      c = accumulate ? c + sum : sum;
+    }
+  }
+}
+
+template <int N>
+void gemm_dot_n(int M, const float* A, int lda, const float* Wt, int ldw, int K, float* C, int ldc,
+                bool accumulate) {
+  // R * N accumulators plus R rows of A must fit in 32 registers.
+  constexpr int R = N <= 6 ? 4 : 3;
+  int m = 0;
+  for (; m + R <= M; m += R) {
+    dot_rows<N, R>(A + size_t(m) * lda, lda, Wt, ldw, K, C + size_t(m) * ldc, ldc, accumulate);
+  }
+  for (; m < M; ++m) {
+    dot_rows<N, 1>(A + size_t(m) * lda, lda, Wt, ldw, K, C + size_t(m) * ldc, ldc, accumulate);
+  }
+}
+
+void gemm_dot(int M, const float* A, int lda, const CpuPackedWeights& W, float* C, int ldc,
+              bool accumulate) {
+  const float* Wt = W.transposed();
+  const int ldw = W.transposed_ld();
+  const int K = W.K();
+  switch (W.N()) {
+    case 1: return gemm_dot_n<1>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
+    case 2: return gemm_dot_n<2>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
+    case 3: return gemm_dot_n<3>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
+    case 4: return gemm_dot_n<4>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
+    case 5: return gemm_dot_n<5>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
+    case 6: return gemm_dot_n<6>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
+    case 7: return gemm_dot_n<7>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
+    case 8: return gemm_dot_n<8>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
+  }
+  ACROBAT_ASSERT(false, "gemm_dot: N out of range");
+}
+#else
+void gemm_dot(int, const float*, int, const CpuPackedWeights&, float*, int, bool) {
+  ACROBAT_ASSERT(false, "gemm_dot needs AVX-512");
+}
+#endif
+
 void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float* C, int ldc,
                bool accumulate) {
+  if (W.N() <= kDotMaxN) return gemm_dot(M, A, lda, W, C, ldc, accumulate);
   if (M <= kXsmmRowBlock) return gemm_xsmm_unblocked(M, A, lda, W, C, ldc, accumulate);
   const int N = W.N();
   const int K = W.K();
@@ -251,6 +370,14 @@ const char* gemm_path_name(GemmPath path) {
 //  - For K > 2048 the panel crowds L2 and OpenBLAS's blocking wins from M = 64 on (K = 3072:
 //    0.88x at M = 64, 0.72x at M = 256; K = 4096: 0.6-0.8x), while Xsmm still wins at M <= 32
 //    (K = 3072, M = 16: 1.24x).
+//  - Inside the Xsmm path (re-measured for the Tree-LSTM shapes, M = 4..2000, K,N = 256,768 /
+//    512,1280 / 256,5, old and new strategies interleaved, thread CPU time, median of 31-41):
+//    M > 64 runs in 64-row blocks (kXsmmRowBlock: bounds the JIT kernels per shape at 64, speed
+//    within noise of one kernel per M, +0..8% at M = 100..512); N <= 8 runs the dot-product kernel
+//    (N = 5: 72-77 vs 39-43 for the m = 5 libxsmm kernel at M = 4..1000, 42 vs 4 at M = 1; OpenBLAS
+//    is 46-64 at M = 16..256 and 20 at M >= 1000). Small M stays bound by reading W: K,N =
+//    512,1280 (2.5 MiB, over L2) at M = 4 moves ~23 GB/s from L3; software prefetch of the next
+//    panel (prefetcht1 before each K-chunk) lost 20-35% there, so there is none.
 constexpr size_t kGemvMinWeightBytes = size_t(1) << 20;
 constexpr int kXsmmMaxK = 2048;
 constexpr int kXsmmMaxMForLargeK = 32;

@@ -23,6 +23,10 @@ void RunStats::add(const RunStats& o) {
   nodes += o.nodes;
   batches += o.batches;
   peak_bytes = std::max(peak_bytes, o.peak_bytes);
+  for (const auto& [name, c] : o.blocks) {
+    blocks[name].nodes += c.nodes;
+    blocks[name].batches += c.batches;
+  }
   wall_seconds += o.wall_seconds;
   host_seconds += o.host_seconds;
   schedule_seconds += o.schedule_seconds;
@@ -107,6 +111,7 @@ struct Rows {
 
 struct Segment {
   int id;
+  std::string name;  // where its first operator is in the model
   size_t begin, end;  // bindings [begin, end) of the block
   std::vector<SegmentOp> ops;
   std::vector<std::vector<int64_t>> external_shapes;
@@ -162,6 +167,8 @@ struct BatchedEngine::State {
     slot = std::make_unique<Segment>();
     Segment& s = *slot;
     s.id = static_cast<int>(segments.size());
+    for (size_t j = begin; j < block.bindings.size() && s.name.empty(); ++j)
+      if (is_batched_op(*block.bindings[j].rhs)) s.name = block.bindings[j].rhs->span.begin.str();
     s.begin = begin;
     s.end = begin;
     for (size_t j = begin; j < block.bindings.size() && !ends_segment(*block.bindings[j].rhs); ++j)
@@ -471,6 +478,9 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
     stats.kernel_calls++;
   }
   stats.batches++;
+  auto& counts = stats.blocks[s.name];
+  counts.nodes += B;
+  counts.batches++;
   stats.peak_bytes = std::max<int64_t>(
       stats.peak_bytes, static_cast<int64_t>(st.arena.peak_bytes() + st.scratch.peak_bytes()));
 }

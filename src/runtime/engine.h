@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,14 @@ struct RunStats {
   double overhead_fraction() const {
     return wall_seconds > 0 ? (host_seconds + schedule_seconds) / wall_seconds : 0;
   }
+  // Batched engines, per block (a segment of tensor operators, named by where it starts in the
+  // model): nodes recorded and batches run.
+  struct BlockCounts {
+    int64_t nodes = 0;
+    int64_t batches = 0;
+  };
+  std::map<std::string, BlockCounts> blocks;
+
   // Sums counters and times of consecutive runs (peak memory: the largest).
   void add(const RunStats& other);
 };
