@@ -19,6 +19,13 @@
 #include "acrobat/kernels.h"
 #include "kernels/backend.h"
 
+namespace acrobat::kernels {
+// Defined in src/kernels/gemm.cpp, not in kernels.h: the Xsmm path as it was before row blocking
+// and the N <= 8 dot-product kernel (one libxsmm kernel over all M rows of every panel).
+void gemm_packed_xsmm_unblocked_for_bench(int M, const float* A, int lda, const PackedWeights& W,
+                                          float* C, int ldc, bool accumulate);
+}  // namespace acrobat::kernels
+
 namespace {
 
 namespace kernels = acrobat::kernels;
@@ -77,7 +84,7 @@ std::vector<float> random_floats(size_t n, float lo, float hi, unsigned seed) {
 struct GemmRow {
   int M, K, N;
   std::optional<double> gemv;  // only measured for M == 1
-  double xsmm, blas, chosen, cblas;
+  double xsmm_old, xsmm, blas, chosen, cblas;
   GemmPath chosen_path;
 };
 
@@ -93,6 +100,10 @@ GemmRow bench_gemm(const Timing& timing, int M, int K, int N) {
     };
   };
   std::vector<std::function<void()>> fs = {
+      [&] {
+        kernels::gemm_packed_xsmm_unblocked_for_bench(M, A.data(), K, *W, C.data(), N, false);
+        escape(C.data());
+      },
       via(GemmPath::Xsmm),
       via(GemmPath::Blas),
       [&] {
@@ -106,6 +117,7 @@ GemmRow bench_gemm(const Timing& timing, int M, int K, int N) {
       },
   };
   if (M == 1) fs.push_back(via(GemmPath::Gemv));
+  // The first call of a new M pays for the JIT; time_calls' calibration makes every call below warm.
   const std::vector<double> seconds = time_calls(timing, fs);
   auto gflops = [&](size_t k) { return 2.0 * M * N * K / seconds[k] * 1e-9; };
 
@@ -117,8 +129,9 @@ GemmRow bench_gemm(const Timing& timing, int M, int K, int N) {
               gflops(1),
               gflops(2),
               gflops(3),
+              gflops(4),
               kernels::choose_gemm_path(M, N, K)};
-  if (M == 1) row.gemv = gflops(4);
+  if (M == 1) row.gemv = gflops(5);
   return row;
 }
 
@@ -160,36 +173,51 @@ int main(int argc, char** argv) {
   std::string json_path;
   app.add_flag("--quick", quick, "fewer, shorter repetitions");
   app.add_option("--json", json_path, "also write the results as JSON to this file");
+  int reps = 0;
+  app.add_option("--reps", reps, "measurements per function (median reported; default 11, 5 quick)");
+  bool tree_only = false;
+  app.add_flag("--tree-only", tree_only, "only the Tree-LSTM GEMM shapes, no elementwise kernels");
   CLI11_PARSE(app, argc, argv);
 
   const Timing timing =
-      quick ? Timing{5, std::chrono::milliseconds(2)} : Timing{11, std::chrono::milliseconds(10)};
+      quick ? Timing{reps > 0 ? reps : 5, std::chrono::milliseconds(2)}
+            : Timing{reps > 0 ? reps : 11, std::chrono::milliseconds(10)};
   fmt::print("{}; single thread; median of {} runs\n\n", kernels::backend_description(),
              timing.reps);
 
   std::vector<std::array<int, 3>> shapes;  // M, K, N
   for (int M : {1, 8, 16, 32, 64, 128, 256, 512}) {
+    if (tree_only) break;
     for (auto [K, N] : {std::pair{256, 1024}, {512, 2048}, {256, 1280}, {512, 2560}, {512, 512}}) {
       shapes.push_back({M, K, N});
     }
   }
-  shapes.push_back({1024, 1024, 1024});
+  // The Tree-LSTM's shapes: every batch size occurs, gate GEMMs (K,N = 512,1280 and 256,768) and
+  // the classifier (N = 5).
+  for (int M : {4, 8, 16, 32, 64, 100, 128, 256, 512, 1000, 1300, 2000}) {
+    for (auto [K, N] : {std::pair{256, 768}, {512, 1280}, {256, 5}}) shapes.push_back({M, K, N});
+  }
+  if (!tree_only) shapes.push_back({1024, 1024, 1024});
   // Deep K, where a K x 128 panel no longer fits comfortably in L2 and the Xsmm/Blas crossover lies.
   for (int M : {16, 64, 256}) {
+    if (tree_only) break;
     for (int K : {2048, 3072, 4096}) shapes.push_back({M, K, 1024});
   }
 
   nlohmann::json json;
   fmt::print("GEMM GFLOP/s, C[M,N] = A[M,K] W[K,N]; paths on packed W, cblas_sgemm on plain W\n");
-  fmt::print("    M     K     N |    gemv    xsmm    blas | chosen         | cblas_sgemm\n");
+  fmt::print("xsmm-old: the Xsmm path before row blocking and the N <= 8 dot kernel; new/old = xsmm\n");
+  fmt::print("    M     K     N |    gemv xsmm-old    xsmm new/old    blas | chosen         | "
+             "cblas_sgemm\n");
   for (const auto& [M, K, N] : shapes) {
     const GemmRow r = bench_gemm(timing, M, K, N);
-    fmt::print("{:5} {:5} {:5} | {} {:7.1f} {:7.1f} | {:<4} {:7.1f}   | {:7.1f}\n", r.M, r.K, r.N,
-               cell(r.gemv), r.xsmm, r.blas, kernels::gemm_path_name(r.chosen_path), r.chosen,
-               r.cblas);
+    fmt::print("{:5} {:5} {:5} | {}  {:7.1f} {:7.1f}  {:5.2f}  {:7.1f} | {:<4} {:7.1f}   | {:7.1f}\n",
+               r.M, r.K, r.N, cell(r.gemv), r.xsmm_old, r.xsmm, r.xsmm / r.xsmm_old, r.blas,
+               kernels::gemm_path_name(r.chosen_path), r.chosen, r.cblas);
     nlohmann::json j = {{"M", r.M},
                         {"K", r.K},
                         {"N", r.N},
+                        {"xsmm_old", r.xsmm_old},
                         {"xsmm", r.xsmm},
                         {"blas", r.blas},
                         {"chosen_path", kernels::gemm_path_name(r.chosen_path)},
@@ -199,6 +227,7 @@ int main(int argc, char** argv) {
     json["gemm_gflops"].push_back(j);
   }
 
+  if (tree_only) return 0;
   fmt::print("\nElementwise ns/element on 1<<16 random floats in [-10, 10] ((0, 10] for log)\n");
   fmt::print("  function |  acrobat |     libm\n");
   const UnaryCase unary_cases[] = {

@@ -19,14 +19,16 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
 // machine (bench/gemm_bench prints the table the rules come from).
 enum class GemmPath {
   Gemv,  // cblas_sgemv on the row-major weights, one call per row of A (meant for M == 1)
-  Xsmm,  // libxsmm JIT micro-kernels over pre-packed K x 128 weight panels (small and medium K)
+  Xsmm,  // libxsmm JIT micro-kernels over pre-packed K x 128 weight panels (small and medium K),
+         // in 64-row blocks of A; for N <= 8, an AVX-512 dot-product kernel on a copy of W^T
   Blas,  // single-threaded OpenBLAS sgemm on the row-major weights (large K and M)
 };
 const char* gemm_path_name(GemmPath path);
 GemmPath choose_gemm_path(int M, int N, int K);
 
 // A weight matrix B[K,N] used by many GEMMs (a model parameter), prepared once for every path:
-// the original row-major copy (for Gemv/Blas) and column panels for the JIT kernels.
+// the original row-major copy (for Gemv/Blas) and column panels for the JIT kernels (plus W^T
+// when N <= 8).
 class PackedWeights {
  public:
   virtual ~PackedWeights() = default;
@@ -36,7 +38,8 @@ class PackedWeights {
 std::shared_ptr<const PackedWeights> pack_weights(int K, int N, const float* B, int ldb);
 
 // C[M,N] = A[M,K] * W (+ C). Uses choose_gemm_path(M, N, K). The first Xsmm call for a new
-// (M, N, K, lda, ldc, accumulate) on a thread JIT-compiles its kernels and caches them.
+// (min(M, 64) or M % 64, N, K, lda, ldc, accumulate) on a thread JIT-compiles its kernels and
+// caches them: at most 64 kernel pairs per (N, K, lda, ldc, accumulate) whatever the M.
 void gemm_packed(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,
                  bool accumulate);
 // The same with the path forced (for benchmarks and tests of every path).

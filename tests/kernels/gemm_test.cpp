@@ -131,6 +131,21 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmShapes,
                                           testing::Values(1, 17, 256, 300, 512)),
                          shape_name);
 
+// The Xsmm path runs M > 64 as 64-row blocks plus one remainder block: M around one and two
+// blocks, and a large M with several blocks and a remainder.
+INSTANTIATE_TEST_SUITE_P(RowBlocks, GemmShapes,
+                         testing::Combine(testing::Values(127, 128, 129, 2000),
+                                          testing::Values(5, 200), testing::Values(17, 256)),
+                         shape_name);
+
+// N <= 8 takes a dot-product kernel on the Xsmm path: every N it covers and the first it does
+// not, M around its 3- and 4-row groups, K around its 16-float vectors.
+INSTANTIATE_TEST_SUITE_P(SmallN, GemmShapes,
+                         testing::Combine(testing::Values(1, 3, 4, 5, 130),
+                                          testing::Values(1, 2, 3, 4, 6, 7, 8, 9),
+                                          testing::Values(1, 15, 16, 33)),
+                         shape_name);
+
 TEST(Gemm, ZeroKClearsOrKeepsC) {
   const int M = 3, N = 4;
   const auto W = pack_weights(0, N, nullptr, N);
