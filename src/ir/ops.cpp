@@ -145,8 +145,12 @@ ShapeResult shape_Transpose(Shapes in, const OpAttrs&) {
 }
 
 ShapeResult constant_shape(Shapes, const OpAttrs& attrs) {
-  for (int64_t d : attrs.ints)
+  int64_t elements = 1;
+  for (int64_t d : attrs.ints) {
     if (d <= 0) return fail("tensor sizes must be positive, found " + std::to_string(d));
+    if (__builtin_mul_overflow(elements, d, &elements))
+      return fail("shape " + shape_str(attrs.ints) + " has more elements than 64-bit integers count");
+  }
   return ok(attrs.ints);
 }
 ShapeResult shape_Zeros(Shapes in, const OpAttrs& a) { return constant_shape(in, a); }

@@ -44,17 +44,26 @@ class DimScope {
         auto l = eval(*d.lhs, sink);
         auto r = eval(*d.rhs, sink);
         if (!l || !r) return std::nullopt;
+        int64_t out = 0;
+        bool overflow = false;
         switch (d.op) {
-          case '+': return *l + *r;
-          case '-': return *l - *r;
-          case '*': return *l * *r;
+          case '+': overflow = __builtin_add_overflow(*l, *r, &out); break;
+          case '-': overflow = __builtin_sub_overflow(*l, *r, &out); break;
+          case '*': overflow = __builtin_mul_overflow(*l, *r, &out); break;
           case '/':
             if (*r == 0) {
               sink.error(d.rhs->span.begin, "division by zero in a size expression");
               return std::nullopt;
             }
-            return *l / *r;
+            overflow = *l == INT64_MIN && *r == -1;
+            if (!overflow) out = *l / *r;
+            break;
         }
+        if (overflow) {
+          sink.error(d.span.begin, "size expression overflows 64-bit integers");
+          return std::nullopt;
+        }
+        return out;
       }
     }
     return std::nullopt;
@@ -220,6 +229,14 @@ class Checker {
             ok = false;
           } else {
             shape.push_back(*v);
+          }
+        }
+        int64_t elements = 1;
+        for (int64_t d : shape) {
+          if (ok && __builtin_mul_overflow(elements, d, &elements)) {
+            sink_.error(t.span.begin, "tensor shape " + shape_str(shape) +
+                                          " has more elements than 64-bit integers count");
+            ok = false;
           }
         }
         return ok ? tensor_type(shape) : error_type();
@@ -394,7 +411,10 @@ class Checker {
     scope_ = Scope{};
     for (auto& p : f.params) scope_.vars.push_back(p.var);
     Type body = infer(*f.body);
-    expect(f.type->ret, body, f.body->span.begin,
+    // Point at the value the body returns: the expression after its lets, not the first let.
+    const Expr* result = f.body.get();
+    while (result->kind == ExprKind::Let) result = result->as<Let>().body.get();
+    expect(f.type->ret, body, result->span.begin,
            "the body of function " + quote(f.name) + " has the wrong type");
     zonk_expr(*f.body);
   }
@@ -581,23 +601,36 @@ class Checker {
   std::optional<int64_t> const_int(const Expr& e) {
     switch (e.kind) {
       case ExprKind::IntLit: return e.as<IntLit>().value;
-      case ExprKind::Name:
-        if (const int64_t* v = dims_.find(e.as<Name>().name)) return *v;
+      case ExprKind::Name: {
+        const std::string& name = e.as<Name>().name;
+        // A local that shadows a dim is a value computed at run time.
+        bool local = std::any_of(scope_.vars.begin(), scope_.vars.end(),
+                                 [&](const LocalVarPtr& v) { return v->name == name; });
+        if (const int64_t* v = dims_.find(name); v && !local) return *v;
         return std::nullopt;
+      }
       case ExprKind::Unary:
         if (e.as<Unary>().op == '-')
-          if (auto v = const_int(*e.as<Unary>().operand)) return -*v;
+          if (auto v = const_int(*e.as<Unary>().operand); v && *v != INT64_MIN) return -*v;
         return std::nullopt;
       case ExprKind::Binary: {
+        // Overflow, division by zero and INT64_MIN / -1 make no constant (and the argument is
+        // then reported as not constant).
         auto& b = e.as<Binary>();
         auto l = const_int(*b.lhs), r = const_int(*b.rhs);
         if (!l || !r) return std::nullopt;
+        int64_t out = 0;
         switch (b.op) {
-          case BinOp::Add: return *l + *r;
-          case BinOp::Sub: return *l - *r;
-          case BinOp::Mul: return *l * *r;
-          case BinOp::Div: return *r ? std::optional(*l / *r) : std::nullopt;
-          case BinOp::Mod: return *r ? std::optional(*l % *r) : std::nullopt;
+          case BinOp::Add:
+            return __builtin_add_overflow(*l, *r, &out) ? std::nullopt : std::optional(out);
+          case BinOp::Sub:
+            return __builtin_sub_overflow(*l, *r, &out) ? std::nullopt : std::optional(out);
+          case BinOp::Mul:
+            return __builtin_mul_overflow(*l, *r, &out) ? std::nullopt : std::optional(out);
+          case BinOp::Div:
+          case BinOp::Mod:
+            if (*r == 0 || (*l == INT64_MIN && *r == -1)) return std::nullopt;
+            return b.op == BinOp::Div ? *l / *r : *l % *r;
           default: return std::nullopt;
         }
       }
@@ -715,6 +748,12 @@ class Checker {
         sink_.error(named.span.begin, std::string(op.name) + " has no argument named " +
                                           quote(named.name) +
                                           (names.empty() ? "" : " (it takes: " + names + ")"));
+        ok = false;
+        continue;
+      }
+      if (given[it - specs.begin()]) {
+        sink_.error(named.span.begin, quote(named.name) + " of " + op.name +
+                                          " is given twice (by position and by name)");
         ok = false;
         continue;
       }

@@ -48,6 +48,18 @@ TEST(Quote, CutsLongTextAtCharacterBoundary) {
             fmt::format("'{}...'", std::string(39, 'x')));
 }
 
+TEST(Quote, EscapesControlCharactersAndInvalidUtf8) {
+  EXPECT_EQ(quote("caf\xC3\xA9 8\xC2\xA0"
+                  "1"),
+            "'caf\xC3\xA9 8\xC2\xA0"
+            "1'");  // valid UTF-8 stays
+  EXPECT_EQ(quote("a\tb\x01\x7F"), "'a\\tb\\x01\\x7F'");
+  EXPECT_EQ(
+      quote("\xFF\xC3(\xE0\x80\x80\xED\xA0\x80"),
+      "'\\xFF\\xC3(\\xE0\\x80\\x80\\xED\\xA0\\x80'");  // stray, truncated, overlong, surrogate
+  EXPECT_EQ(quote("\xF0\x9F\x98\x80"), "'\xF0\x9F\x98\x80'");  // U+1F600
+}
+
 TEST(ParseJsonStrict, ReportsSyntaxErrorOffsets) {
   auto where = [](size_t offset) { return std::to_string(offset); };
   nlohmann::json value;
