@@ -11,6 +11,7 @@
 #include "acrobat/kernels.h"
 #include "runtime/arena.h"
 #include "runtime/batched_kernels.h"
+#include "runtime/big_stack.h"
 #include "runtime/interpreter.h"
 
 namespace acrobat {
@@ -636,14 +637,16 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
 
   std::vector<Value> outputs;
   outputs.reserve(inputs.size());
-  RecordingInterpreter interp(*module_, *params_, stats, st, scheduler_, flush);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    try {
-      outputs.push_back(interp.call(func, {inputs[i]}, module_->functions[func].span));
-    } catch (const UserError& e) {
-      throw for_instance(e, first_instance + i);
+  run_with_stack(kInterpreterStackBytes, [&] {
+    RecordingInterpreter interp(*module_, *params_, stats, st, scheduler_, flush);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      try {
+        outputs.push_back(interp.call(func, {inputs[i]}, module_->functions[func].span));
+      } catch (const UserError& e) {
+        throw for_instance(e, first_instance + i);
+      }
     }
-  }
+  });
   stats.host_seconds = seconds_since(start) - flush_seconds;
   flush();
   result.outputs.reserve(outputs.size());

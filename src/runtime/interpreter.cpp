@@ -132,7 +132,8 @@ Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   Value a = atom(r.args[0], frame);
   if (r.host_op == ir::HostOp::Not) return Value::of_bool(!a.b);
   if (r.host_op == ir::HostOp::Neg)
-    return a.kind == Value::Kind::Int ? Value::of_int(-a.i) : Value::of_float(-a.f);
+    return a.kind == Value::Kind::Int ? Value::of_int(static_cast<int64_t>(0 - static_cast<uint64_t>(a.i)))
+                                      : Value::of_float(-a.f);
   Value b = atom(r.args[1], frame);
   if (a.kind == Value::Kind::Int) return int_op(r, a.i, b.i);
   if (a.kind == Value::Kind::Bool)

@@ -19,9 +19,10 @@ class Interpreter {
   // Calls function `func` with `args`; `site` is where the call is made (for error positions).
   Value call(int func, std::vector<Value> args, const Span& site);
 
-  // Nested calls allowed before an instance fails with "recursion too deep": the interpreter recurses
-  // on the machine stack, and this bound keeps it well within the default 8 MiB.
-  static constexpr int kMaxCallDepth = 4000;
+  // Nested calls allowed before an instance fails with "recursion too deep". The interpreter
+  // recurses on the machine stack; engines run it on a kInterpreterStackBytes stack (big_stack.h),
+  // where this depth fits with a wide margin, sanitizers included.
+  static constexpr int kMaxCallDepth = 10000;
 
  protected:
   // Executes (or records) the tensor operator bound at `block.bindings[index]`, and possibly the

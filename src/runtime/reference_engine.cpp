@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "runtime/big_stack.h"
 #include "runtime/interpreter.h"
 
 namespace acrobat {
@@ -44,14 +45,16 @@ RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::stri
   RunResult result;
   result.outputs.reserve(inputs.size());
   auto start = std::chrono::steady_clock::now();
-  EagerInterpreter interp(*module_, *params_, result.stats);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    try {
-      result.outputs.push_back(interp.call(func, {inputs[i]}, module_->functions[func].span));
-    } catch (const UserError& e) {
-      throw for_instance(e, first_instance + i);
+  run_with_stack(kInterpreterStackBytes, [&] {
+    EagerInterpreter interp(*module_, *params_, result.stats);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      try {
+        result.outputs.push_back(interp.call(func, {inputs[i]}, module_->functions[func].span));
+      } catch (const UserError& e) {
+        throw for_instance(e, first_instance + i);
+      }
     }
-  }
+  });
   result.stats.instances = static_cast<int64_t>(inputs.size());
   result.stats.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -272,7 +272,7 @@ TEST(RunErrors, DeepRecursionThroughClosures) {
   const std::string model = "def main(n: int) -> int { length(map(fn(x) { x + n }, build(n))) }\n"
                             "def build(n: int) -> List[int] {\n"
                             "  if n == 0 { Nil } else { Cons(n, build(n - 1)) }\n}\n";
-  auto e = run_error(model, {5000});
+  auto e = run_error(model, {ReferenceEngine::kMaxCallDepth + 1000});
   ASSERT_EQ(e.diagnostics().size(), 1u) << e.what();
   EXPECT_NE(e.diagnostics()[0].message.find("instance 0: recursion deeper than"), std::string::npos)
       << e.what();
