@@ -2,6 +2,7 @@
 // that a reader fails with a UserError at an exact position.
 #pragma once
 
+#include "testing/temp_dir.h"
 #include <stdlib.h>
 
 #include <filesystem>
@@ -19,33 +20,7 @@ inline std::string source_path(const std::string& relative) {
 }
 inline std::string bad_file(const std::string& name) { return source_path("tests/io/bad/" + name); }
 
-// A new empty directory, removed with its contents when the object goes away.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "acrobat_io_test.XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string path(const std::string& name) const { return path_ + "/" + name; }
-  // Writes `bytes` to a file `name` in the directory and returns its path.
-  std::string write(const std::string& name, const std::string& bytes) const {
-    std::ofstream out(path(name), std::ios::binary);
-    out << bytes;
-    if (!out.flush()) throw std::runtime_error("cannot write " + path(name));
-    return path(name);
-  }
-
- private:
-  std::string path_;
-};
+using TempDir = ::acrobat::test_support::TempDir;
 
 // Checks that f() throws a UserError whose message starts with "<where>: error: " (just "error: "
 // when `where` is empty) and contains `phrase`. Use as EXPECT_TRUE(fails_with(...)) so that a

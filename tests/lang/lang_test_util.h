@@ -2,6 +2,7 @@
 // text held in the test, reading values back, and a scratch directory.
 #pragma once
 
+#include "testing/temp_dir.h"
 #include <stdlib.h>
 
 #include <algorithm>
@@ -98,31 +99,6 @@ UserError user_error_of(F&& f) {
   return UserError("");
 }
 
-// A new empty directory, removed with its contents when the object goes away.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "acrobat_lang_test.XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string path(const std::string& name) const { return path_ + "/" + name; }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    std::ofstream out(path(name), std::ios::binary);
-    out << bytes;
-    if (!out.flush()) throw std::runtime_error("cannot write " + path(name));
-    return path(name);
-  }
-
- private:
-  std::string path_;
-};
+using TempDir = ::acrobat::test_support::TempDir;
 
 }  // namespace acrobat::test
