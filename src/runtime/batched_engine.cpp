@@ -201,6 +201,60 @@ struct BatchedEngine::State {
 
 namespace {
 
+// Matmul + bias-add pairs (see SegmentOp::bias_slot), decided on the first recording: the
+// operands' kinds are known then, and whether the bias is one row for all instances is checked
+// again for every batch.
+void mark_bias_fusion(Segment& s) {
+  std::vector<int> uses(s.ops.size(), 0);
+  for (const auto& op : s.ops)
+    for (const auto& o : op.operands)
+      if (o.local) uses[o.index]++;
+  for (size_t k = 0; k + 1 < s.ops.size(); ++k) {
+    SegmentOp& mm = s.ops[k];
+    SegmentOp& add = s.ops[k + 1];
+    if (mm.rhs->op != OpId::MatMul || mm.escapes || uses[k] != 1 || mm.operands[1].local ||
+        add.rhs->op != OpId::Add || add.shape != mm.shape || mm.shape.size() != 2)
+      continue;
+    for (int side = 0; side < 2; ++side) {
+      const Operand& self = add.operands[side];
+      const Operand& bias = add.operands[1 - side];
+      if (!self.local || self.index != static_cast<int>(k) || bias.local) continue;
+      const auto& bshape = s.external_shapes[bias.index];
+      if (num_elements(bshape) != mm.shape[1] || bshape.back() != mm.shape[1]) continue;
+      mm.bias_slot = bias.index;
+      add.fused = true;
+      break;
+    }
+  }
+}
+
+// Slices of a leading-1 axis region (the common [1, H] rows) become views; a view that escapes
+// keeps the operator it views alive too.
+void mark_views(Segment& s) {
+  for (size_t k = s.ops.size(); k-- > 0;) {
+    SegmentOp& op = s.ops[k];
+    if (op.rhs->op != OpId::Slice || !op.operands[0].local) continue;
+    const auto& in = s.ops[op.operands[0].index].shape;
+    int axis = normalize_axis(op.rhs->attrs.ints[2], in.size());
+    int64_t outer = 1;
+    for (int d = 0; d < axis; ++d) outer *= in[d];
+    if (outer != 1) continue;
+    op.view = true;
+    if (op.escapes) s.ops[op.operands[0].index].escapes = true;
+  }
+}
+
+// Completes a segment's plan once its operands are classified (after its first recording).
+void plan_segment(Segment& s) {
+  mark_views(s);
+  mark_bias_fusion(s);
+  s.weights_only.assign(s.external_shapes.size(), true);
+  for (const auto& op : s.ops)
+    for (size_t a = 0; a < op.operands.size(); ++a)
+      if (!op.operands[a].local && !(op.rhs->op == OpId::MatMul && a == 1))
+        s.weights_only[op.operands[a].index] = false;
+}
+
 // Runs one instance's host program, recording its tensor work into the engine state.
 class RecordingInterpreter : public Interpreter {
  public:
@@ -244,15 +298,7 @@ class RecordingInterpreter : public Interpreter {
       stats_.flops += r.flops;
       ++k;
     }
-    if (!s.built) {
-      mark_views(s);
-      mark_bias_fusion(s);
-      s.weights_only.assign(s.external_shapes.size(), true);
-      for (const auto& op : s.ops)
-        for (size_t a = 0; a < op.operands.size(); ++a)
-          if (!op.operands[a].local && !(op.rhs->op == OpId::MatMul && a == 1))
-            s.weights_only[op.operands[a].index] = false;
-    }
+    if (!s.built) plan_segment(s);
     s.built = true;
     if (!s.ops.empty()) {
       Node n{s.id, depth + 1, external_begin};
@@ -277,49 +323,6 @@ class RecordingInterpreter : public Interpreter {
   }
 
  private:
-  // Matmul + bias-add pairs (see SegmentOp::bias_slot), decided on the first recording: the
-  // operands' kinds are known then, and whether the bias is one row for all instances is checked
-  // again for every batch.
-  static void mark_bias_fusion(Segment& s) {
-    std::vector<int> uses(s.ops.size(), 0);
-    for (const auto& op : s.ops)
-      for (const auto& o : op.operands)
-        if (o.local) uses[o.index]++;
-    for (size_t k = 0; k + 1 < s.ops.size(); ++k) {
-      SegmentOp& mm = s.ops[k];
-      SegmentOp& add = s.ops[k + 1];
-      if (mm.rhs->op != OpId::MatMul || mm.escapes || uses[k] != 1 || mm.operands[1].local ||
-          add.rhs->op != OpId::Add || add.shape != mm.shape || mm.shape.size() != 2)
-        continue;
-      for (int side = 0; side < 2; ++side) {
-        const Operand& self = add.operands[side];
-        const Operand& bias = add.operands[1 - side];
-        if (!self.local || self.index != static_cast<int>(k) || bias.local) continue;
-        const auto& bshape = s.external_shapes[bias.index];
-        if (num_elements(bshape) != mm.shape[1] || bshape.back() != mm.shape[1]) continue;
-        mm.bias_slot = bias.index;
-        add.fused = true;
-        break;
-      }
-    }
-  }
-
-  // Slices of a leading-1 axis region (the common [1, H] rows) become views; a view that escapes
-  // keeps the operator it views alive too.
-  static void mark_views(Segment& s) {
-    for (size_t k = s.ops.size(); k-- > 0;) {
-      SegmentOp& op = s.ops[k];
-      if (op.rhs->op != OpId::Slice || !op.operands[0].local) continue;
-      const auto& in = s.ops[op.operands[0].index].shape;
-      int axis = normalize_axis(op.rhs->attrs.ints[2], in.size());
-      int64_t outer = 1;
-      for (int d = 0; d < axis; ++d) outer *= in[d];
-      if (outer != 1) continue;
-      op.view = true;
-      if (op.escapes) s.ops[op.operands[0].index].escapes = true;
-    }
-  }
-
   const std::vector<int64_t>& lazy_shape(const Value& v) const {
     return st_.segments[st_.nodes[v.i].segment]->ops[v.slot].shape;
   }
@@ -335,10 +338,6 @@ class RecordingInterpreter : public Interpreter {
   const std::function<void()>& flush_;
   Tensor read_;
 };
-
-}  // namespace
-
-namespace {
 
 // out[b] = a[b] @ W_b where the W_b are scattered matrices (parameter slices chosen by a host int,
 // or per-instance matrices): instances sharing a matrix form one GEMM over their gathered rows.
