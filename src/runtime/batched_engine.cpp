@@ -117,8 +117,10 @@ struct Segment {
   std::vector<SegmentOp> ops;
   std::vector<std::vector<int64_t>> external_shapes;
   // Slots read only as a matmul's right operand are never gathered: scattered weights (parameter
-  // slices chosen by a host int) are grouped by matrix instead.
+  // slices chosen by a host int) are grouped by matrix instead. Slots read only by concat are
+  // not gathered either: concat copies scattered instances from where they lie.
   std::vector<bool> weights_only;
+  std::vector<bool> concat_only;
   bool built = false;  // operands classified (on the first recording)
 };
 
@@ -249,10 +251,13 @@ void plan_segment(Segment& s) {
   mark_views(s);
   mark_bias_fusion(s);
   s.weights_only.assign(s.external_shapes.size(), true);
+  s.concat_only.assign(s.external_shapes.size(), true);
   for (const auto& op : s.ops)
-    for (size_t a = 0; a < op.operands.size(); ++a)
-      if (!op.operands[a].local && !(op.rhs->op == OpId::MatMul && a == 1))
-        s.weights_only[op.operands[a].index] = false;
+    for (size_t a = 0; a < op.operands.size(); ++a) {
+      if (op.operands[a].local) continue;
+      if (!(op.rhs->op == OpId::MatMul && a == 1)) s.weights_only[op.operands[a].index] = false;
+      if (op.rhs->op != OpId::Concat) s.concat_only[op.operands[a].index] = false;
+    }
 }
 
 // Runs one instance's host program, recording its tensor work into the engine state.
@@ -422,6 +427,8 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
     } else if (s.weights_only[e]) {
       op.data = nullptr;  // scattered weights: see matmul_grouped
       op.stride = -1;
+    } else if (s.concat_only[e]) {
+      op.rows = rows.data();
     } else {
       float* panel = st.scratch.alloc(static_cast<size_t>(B * n));
       for (int64_t b = 0; b < B; ++b) std::memcpy(panel + b * n, rows[b], n * sizeof(float));

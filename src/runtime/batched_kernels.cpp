@@ -176,7 +176,11 @@ void kernel_Concat(const OpAttrs& attrs, int64_t B, In in, const Shape& s, float
   int64_t offset = 0;
   for (const BatchOperand& x : in) {
     int64_t cols = prod(*x.shape, axis, x.shape->size());
-    if (dense(x, B)) {
+    if (x.rows) {
+      // Scattered operands are copied straight from where they lie: no gather first.
+      for (int64_t b = 0; b < B; ++b)
+        k::copy_2d(x.rows[b], cols, out + b * out_n + offset, out_cols, outer, cols);
+    } else if (dense(x, B)) {
       // The B instances' [outer, cols] blocks stack into one [B*outer, cols] copy.
       k::copy_2d(x.data, cols, out + offset, out_cols, B * outer, cols);
     } else {

@@ -22,6 +22,9 @@ struct BatchOperand {
   int64_t stride = 0;                                  // floats between instances; 0: shared
   const std::vector<int64_t>* shape = nullptr;         // per-instance shape
   const kernels::PackedWeights* packed = nullptr;      // shared matrix prepared for GEMM, if any
+  // Scattered instances read where they lie (instance b at rows[b]) instead of from a gathered
+  // panel; only the kernels that say so accept it (concat), and then `data` is unused.
+  const float* const* rows = nullptr;
 };
 
 using BatchedKernel = void (*)(const OpAttrs& attrs, int64_t batch,
