@@ -114,15 +114,18 @@ Prepared prepare(const RunOptions& o) {
   return p;
 }
 
+// Prints the checked syntax tree (`ast`) or the IR (`ir`) of a model.
+int emit(const std::string& model, const std::vector<std::string>& sets, const std::string& stage) {
+  CompileOptions options;
+  options.dims = parse_sets(sets);
+  options.print_after = stage == "ast" ? "parse" : "lower";
+  options.dump = &std::cout;
+  compile_model(model, options);
+  return 0;
+}
+
 int run_command(const RunOptions& o) {
-  if (!o.emit.empty()) {
-    CompileOptions copts;
-    copts.dims = parse_sets(o.sets);
-    copts.print_after = o.emit == "ast" ? "parse" : "lower";
-    copts.dump = &std::cout;
-    compile_model(o.model, copts);
-    return 0;
-  }
+  if (!o.emit.empty()) return emit(o.model, o.sets, o.emit);
   Prepared p = prepare(o);
   const auto& module = p.module;
   const auto& params = p.params;
@@ -284,14 +287,7 @@ int main(int argc, char** argv) {
     if (*run_cmd) return run_command(run);
     if (*bench_cmd)
       return bench(bench_opts, bench_batches, bench_schedulers, bench_reps, bench_json, bench_pytorch);
-    if (*emit_cmd) {
-      CompileOptions o;
-      o.dims = parse_sets(emit_sets);
-      o.print_after = emit_stage == "ast" ? "parse" : "lower";
-      o.dump = &std::cout;
-      compile_model(emit_model, o);
-      return 0;
-    }
+    if (*emit_cmd) return emit(emit_model, emit_sets, emit_stage);
     if (*check_cmd) {
       auto module = compile_model(check_model, CompileOptions{parse_sets(check_sets), "", nullptr});
       std::cout << check_model << ": ok (" << module->functions.size() << " functions, "
