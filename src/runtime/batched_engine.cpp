@@ -643,7 +643,8 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
 
   std::vector<Value> outputs;
   outputs.reserve(inputs.size());
-  run_with_stack(kInterpreterStackBytes, [&] {
+  if (!worker_) worker_ = std::make_unique<StackThread>();
+  worker_->run([&] {
     RecordingInterpreter interp(*module_, *params_, stats, st, scheduler_, flush);
     for (size_t i = 0; i < inputs.size(); ++i) {
       try {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/big_stack.h"
 #include "runtime/engine.h"
 
 namespace acrobat {
@@ -51,6 +52,7 @@ class BatchedEngine : public Engine {
   std::shared_ptr<const ParamStore> params_;
   Scheduler scheduler_;
   std::unique_ptr<State> state_;  // segments found so far and the arenas, kept across runs
+  std::unique_ptr<StackThread> worker_;  // runs the interpreter (deep recursion needs its stack)
 };
 
 }  // namespace acrobat

@@ -1,42 +1,60 @@
 #include "runtime/big_stack.h"
 
-#include <pthread.h>
-
 #include <cstring>
-#include <exception>
 #include <stdexcept>
 #include <string>
 
 namespace acrobat {
 
-namespace {
-struct Job {
-  const std::function<void()>* fn;
-  std::exception_ptr error;
-};
-
-void* trampoline(void* arg) {
-  auto* job = static_cast<Job*>(arg);
-  try {
-    (*job->fn)();
-  } catch (...) {
-    job->error = std::current_exception();
-  }
-  return nullptr;
-}
-}  // namespace
-
-void run_with_stack(size_t bytes, const std::function<void()>& fn) {
-  Job job{&fn, nullptr};
+StackThread::StackThread(size_t stack_bytes) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, bytes);
-  pthread_t thread;
-  int rc = pthread_create(&thread, &attr, trampoline, &job);
+  pthread_attr_setstacksize(&attr, stack_bytes);
+  int rc = pthread_create(&thread_, &attr, &StackThread::main_loop, this);
   pthread_attr_destroy(&attr);
-  if (rc != 0) throw std::runtime_error(std::string("cannot start the interpreter thread: ") + std::strerror(rc));
-  pthread_join(thread, nullptr);
-  if (job.error) std::rethrow_exception(job.error);
+  if (rc != 0)
+    throw std::runtime_error(std::string("cannot start the interpreter thread: ") + std::strerror(rc));
+}
+
+StackThread::~StackThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  pthread_join(thread_, nullptr);
+}
+
+void StackThread::run(const std::function<void()>& fn) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  job_ = &fn;
+  job_done_ = false;
+  error_ = nullptr;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return job_done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void* StackThread::main_loop(void* arg) {
+  auto* self = static_cast<StackThread*>(arg);
+  std::unique_lock<std::mutex> lock(self->mutex_);
+  for (;;) {
+    self->cv_.wait(lock, [self] { return self->stop_ || self->job_ != nullptr; });
+    if (self->stop_) return nullptr;
+    const std::function<void()>* job = self->job_;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      (*job)();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    self->error_ = error;
+    self->job_ = nullptr;
+    self->job_done_ = true;
+    self->cv_.notify_all();
+  }
 }
 
 }  // namespace acrobat

@@ -1,17 +1,40 @@
-// Runs a function on a thread with a large stack. The interpreters recurse on the machine stack
-// once per call of the model (a tree's depth, a list's length), so they run where that recursion
-// fits: the memory is reserved, not committed, until it is used.
+// A worker thread with a large stack. The interpreters recurse on the machine stack once per call of
+// the model (a tree's depth, a list's length), so they run where that recursion fits: the memory is
+// reserved, not committed, until it is used. An engine keeps one such thread for all its runs.
 #pragma once
 
+#include <pthread.h>
+
+#include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <functional>
+#include <mutex>
 
 namespace acrobat {
 
 inline constexpr size_t kInterpreterStackBytes = size_t{512} << 20;
 
-// Calls `fn` on a new thread with a stack of `bytes` and waits for it; an exception thrown by `fn`
-// is rethrown in the caller.
-void run_with_stack(size_t bytes, const std::function<void()>& fn);
+class StackThread {
+ public:
+  explicit StackThread(size_t stack_bytes = kInterpreterStackBytes);
+  ~StackThread();
+  StackThread(const StackThread&) = delete;
+  StackThread& operator=(const StackThread&) = delete;
+
+  // Runs `fn` on the thread and waits for it; an exception thrown by `fn` is rethrown here.
+  void run(const std::function<void()>& fn);
+
+ private:
+  static void* main_loop(void* self);
+
+  pthread_t thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  const std::function<void()>* job_ = nullptr;  // the function to run, null when idle
+  bool job_done_ = false;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
 
 }  // namespace acrobat

@@ -45,7 +45,8 @@ RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::stri
   RunResult result;
   result.outputs.reserve(inputs.size());
   auto start = std::chrono::steady_clock::now();
-  run_with_stack(kInterpreterStackBytes, [&] {
+  if (!worker_) worker_ = std::make_unique<StackThread>();
+  worker_->run([&] {
     EagerInterpreter interp(*module_, *params_, result.stats);
     for (size_t i = 0; i < inputs.size(); ++i) {
       try {

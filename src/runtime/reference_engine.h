@@ -2,6 +2,7 @@
 // with the CPU kernels. It is the correctness baseline the batched engines are compared against.
 #pragma once
 
+#include "runtime/big_stack.h"
 #include "runtime/engine.h"
 #include "runtime/interpreter.h"
 
@@ -19,6 +20,7 @@ class ReferenceEngine : public Engine {
  private:
   std::shared_ptr<const ir::Module> module_;
   std::shared_ptr<const ParamStore> params_;
+  std::unique_ptr<StackThread> worker_;  // runs the interpreter (deep recursion needs its stack)
 };
 
 }  // namespace acrobat
