@@ -137,15 +137,8 @@ int run_command(const RunOptions& o) {
   else
     engine = std::make_unique<BatchedEngine>(module, params, parse_scheduler(o.scheduler));
   // Batches of --batch instances, one engine run each; the reference engine takes them all.
-  RunResult result;
-  size_t step = o.engine == "reference" || o.batch == 0 ? std::max<size_t>(inputs.size(), 1) : o.batch;
-  for (size_t begin = 0; begin < inputs.size(); begin += step) {
-    std::vector<Value> chunk(inputs.begin() + begin,
-                             inputs.begin() + std::min(inputs.size(), begin + step));
-    RunResult part = engine->run(chunk, o.entry, begin);
-    result.stats.add(part.stats);
-    for (auto& v : part.outputs) result.outputs.push_back(std::move(v));
-  }
+  RunResult result =
+      run_in_batches(*engine, inputs, o.engine == "reference" ? 0 : o.batch, o.entry);
 
   if (!o.output.empty()) {
     nlohmann::json out;

@@ -67,13 +67,7 @@ RunStats measure(Engine& engine, const std::vector<Value>& inputs, size_t batch,
   std::vector<RunStats> runs;
   for (int r = 0; r < reps; ++r) {
     std::cerr << fmt::format("\rbench: {:<28} repetition {}/{}   ", label, r + 1, reps) << std::flush;
-    RunStats total;
-    for (size_t begin = 0; begin < inputs.size(); begin += batch) {
-      std::vector<Value> chunk(inputs.begin() + begin,
-                               inputs.begin() + std::min(inputs.size(), begin + batch));
-      total.add(engine.run(chunk).stats);
-    }
-    runs.push_back(total);
+    runs.push_back(run_in_batches(engine, inputs, batch).stats);
   }
   std::sort(runs.begin(), runs.end(),
             [](const RunStats& a, const RunStats& b) { return a.wall_seconds < b.wall_seconds; });

@@ -16,24 +16,6 @@
 
 namespace acrobat {
 
-void RunStats::add(const RunStats& o) {
-  instances += o.instances;
-  kernel_calls += o.kernel_calls;
-  tensor_ops += o.tensor_ops;
-  flops += o.flops;
-  nodes += o.nodes;
-  batches += o.batches;
-  peak_bytes = std::max(peak_bytes, o.peak_bytes);
-  for (const auto& [name, c] : o.blocks) {
-    blocks[name].nodes += c.nodes;
-    blocks[name].batches += c.batches;
-  }
-  wall_seconds += o.wall_seconds;
-  host_seconds += o.host_seconds;
-  schedule_seconds += o.schedule_seconds;
-  kernel_seconds += o.kernel_seconds;
-}
-
 const char* scheduler_name(Scheduler s) {
   switch (s) {
     case Scheduler::InlineDepth: return "inline-depth";

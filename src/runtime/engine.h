@@ -61,6 +61,11 @@ class Engine {
                         size_t first_instance = 0) = 0;
 };
 
+// Runs `inputs` through `engine` in consecutive batches of `batch` instances (0: one batch of all),
+// one engine run each; instance numbers in errors count from the start of `inputs`.
+RunResult run_in_batches(Engine& engine, const std::vector<Value>& inputs, size_t batch,
+                         const std::string& entry = "main");
+
 // Checks that `entry` exists and takes exactly one parameter; returns its index.
 int entry_function(const ir::Module& module, const std::string& entry);
 

@@ -7,17 +7,6 @@
 
 namespace acrobat {
 
-int entry_function(const ir::Module& module, const std::string& entry) {
-  int index = module.find_function(entry);
-  if (index < 0) throw UserError("the model has no function '" + entry + "' to run");
-  const auto& f = module.functions[index];
-  if (f.params.size() != 1)
-    throw UserError(f.span.begin, "entry function '" + entry +
-                                      "' must take exactly one parameter (the input instance), "
-                                      "found " + std::to_string(f.params.size()));
-  return index;
-}
-
 namespace {
 
 class EagerInterpreter : public Interpreter {
