@@ -1,5 +1,7 @@
 // The acrobat command line: run, check and emit models.
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -9,16 +11,37 @@
 #include <fmt/format.h>
 
 #include "io/files.h"
+#include "analysis/explain.h"
+#include "codegen/build.h"
+#include "codegen/emit_cpp.h"
 #include "ir/pipeline.h"
 #include "lang/frontend.h"
 #include "runtime/inputs.h"
 #include "bench.h"
+#include "runtime/aot_engine.h"
 #include "runtime/batched_engine.h"
+#include "runtime/thread_pool.h"
 #include "runtime/reference_engine.h"
 
 namespace {
 
 using namespace acrobat;
+
+// --disable NAME,...: the analyses to switch off, for ablation runs.
+analysis::AnalysisOptions parse_disable(const std::vector<std::string>& names) {
+  analysis::AnalysisOptions a;
+  for (const auto& n : names) {
+    if (n == "specialise") a.specialise = false;
+    else if (n == "reuse") a.reuse = false;
+    else if (n == "clone") a.clone = false;
+    else if (n == "ghosts") a.ghosts = false;
+    else if (n == "phases") a.phases = false;
+    else
+      throw UserError("--disable '" + n +
+                      "': expected specialise, reuse, clone, ghosts or phases");
+  }
+  return a;
+}
 
 DimOverrides parse_sets(const std::vector<std::string>& sets) {
   DimOverrides out;
@@ -77,6 +100,9 @@ struct RunOptions {
   std::string scheduler = "inline-depth";
   size_t batch = 64;
   bool block_stats = false;
+  std::vector<std::string> disable;  // analyses switched off (ablation)
+  int threads = 0;                   // aot: threads per kernel (0: every core)
+  std::string object;                // aot: a prebuilt shared object
 };
 
 // A compiled model with its parameters and input instances: what run and bench start from.
@@ -93,6 +119,7 @@ Prepared prepare(const RunOptions& o) {
   Prepared p;
   CompileOptions copts;
   copts.dims = parse_sets(o.sets);
+  copts.analysis = parse_disable(o.disable);
   if (o.input.empty()) throw UserError("--input KIND:FILE is required");
   p.module = compile_model(o.model, copts);
   int entry = entry_function(*p.module, o.entry);
@@ -114,28 +141,81 @@ Prepared prepare(const RunOptions& o) {
   return p;
 }
 
-// Prints the checked syntax tree (`ast`) or the IR (`ir`) of a model.
-int emit(const std::string& model, const std::vector<std::string>& sets, const std::string& stage) {
+// Prints a stage of the compiler: `ast` (the checked syntax tree), `ir` (after lowering), or the IR
+// after a later pass (`specialise`, `reuse`), or the blocks and their plan (`blocks`).
+int emit(const std::string& model, const std::vector<std::string>& sets, const std::string& stage,
+         const std::vector<std::string>& disable = {}) {
   CompileOptions options;
   options.dims = parse_sets(sets);
-  options.print_after = stage == "ast" ? "parse" : "lower";
+  options.analysis = parse_disable(disable);
+  options.print_after = stage == "ast" ? "parse" : stage == "ir" ? "lower" : stage;
   options.dump = &std::cout;
   compile_model(model, options);
   return 0;
 }
 
+int explain_command(const std::string& model, const std::vector<std::string>& sets,
+                    const std::vector<std::string>& disable) {
+  CompileOptions options;
+  options.dims = parse_sets(sets);
+  options.analysis = parse_disable(disable);
+  auto module = compile_model(model, options);
+  std::cout << model << "\n" << analysis::explain(*module);
+  return 0;
+}
+
+// `acrobat compile`: analyses, C++ generation, the system compiler; each timed.
+int compile_command(const std::string& model, const std::vector<std::string>& sets,
+                    const std::vector<std::string>& disable, const std::string& output,
+                    const std::string& cache_dir, const std::string& emit_cpp_path) {
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  CompileOptions options;
+  options.dims = parse_sets(sets);
+  options.analysis = parse_disable(disable);
+  auto t0 = Clock::now();
+  auto module = compile_model(model, options);
+  double analysis_seconds = since(t0);
+  auto t1 = Clock::now();
+  codegen::GeneratedCpp code = codegen::emit_cpp(*module);
+  double generate_seconds = since(t1);
+  if (!emit_cpp_path.empty()) io::write_file(emit_cpp_path, code.source);
+  codegen::BuiltObject built = codegen::build_shared_object(code, cache_dir);
+  std::error_code ec;
+  std::filesystem::copy_file(built.path, output, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) throw UserError("cannot write " + output + ": " + ec.message());
+  std::cout << fmt::format(
+      "{}: {} static blocks, {} lines of C++ (code {}); parse+check+analyses {:.3f} s, C++ "
+      "generation {:.3f} s, system compiler {}\n",
+      output, module->plan->blocks.size(), std::count(code.source.begin(), code.source.end(), '\n'),
+      code.hash, analysis_seconds, generate_seconds,
+      built.cached ? std::string("not run (cached)") : fmt::format("{:.2f} s", built.seconds));
+  return 0;
+}
+
 int run_command(const RunOptions& o) {
-  if (!o.emit.empty()) return emit(o.model, o.sets, o.emit);
+  if (!o.emit.empty()) return emit(o.model, o.sets, o.emit, o.disable);
   Prepared p = prepare(o);
   const auto& module = p.module;
   const auto& params = p.params;
   const auto& inputs = p.inputs;
   const Type& output_type = p.output_type;
   std::unique_ptr<Engine> engine;
-  if (o.engine == "reference")
+  if (o.engine == "reference") {
     engine = std::make_unique<ReferenceEngine>(module, params);
-  else
+  } else if (o.engine == "aot") {
+    AotOptions ao;
+    ao.object = o.object;
+    ao.threads = o.threads > 0 ? o.threads : default_threads();
+    auto aot = std::make_unique<AotEngine>(module, params, ao);
+    const AotBuildInfo& info = aot->build_info();
+    std::cerr << fmt::format("note: compiled model {} ({}; {} threads)\n", info.object_path,
+                             info.cached ? "from the cache" : fmt::format("built in {:.1f} s", info.compile_seconds),
+                             ao.threads);
+    engine = std::move(aot);
+  } else {
     engine = std::make_unique<BatchedEngine>(module, params, parse_scheduler(o.scheduler));
+  }
   // Batches of --batch instances, one engine run each; the reference engine takes them all.
   RunResult result =
       run_in_batches(*engine, inputs, o.engine == "reference" ? 0 : o.batch, o.entry);
@@ -185,7 +265,8 @@ std::vector<size_t> parse_batches(const std::string& list) {
 }
 
 int bench(const RunOptions& o, const std::string& batches, const std::string& schedulers,
-          int reps, const std::string& json, size_t pytorch_limit) {
+          int reps, const std::string& json, size_t pytorch_limit, const std::string& engines,
+          const std::string& threads) {
   Prepared p = prepare(o);
   BenchOptions b;
   b.model = o.model;
@@ -196,6 +277,15 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
   while (std::getline(ss, item, ',')) b.schedulers.push_back(scheduler_name(parse_scheduler(item)));
   b.sets = o.sets;
   b.reps = reps;
+  b.engines.clear();
+  std::stringstream es(engines);
+  while (std::getline(es, item, ',')) {
+    if (item != "batched" && item != "aot")
+      throw UserError("--engine '" + engines + "': expected batched, aot or batched,aot");
+    b.engines.push_back(item);
+  }
+  b.threads.clear();
+  for (size_t t : parse_batches(threads)) b.threads.push_back(static_cast<int>(t));
   b.json_path = json;
   // The PyTorch oracle implements the models of models/ by their file name.
   std::string stem = o.model.substr(o.model.find_last_of('/') + 1);
@@ -229,23 +319,58 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--output", run.output, "Write all outputs as JSON to this file");
   run_cmd->add_option("--show", run.show, "Print the first N outputs (default: all, or none with --output)");
   run_cmd->add_option("--entry", run.entry, "Function to run (default main)");
-  run_cmd->add_option("--engine", run.engine, "batched (default) or reference (one instance at a time)")
-      ->check(CLI::IsMember({"batched", "reference"}));
+  run_cmd->add_option("--engine", run.engine,
+                      "batched (default; the interpreter drives the batched runtime), aot (compiled "
+                      "C++, cached) or reference (one instance at a time)")
+      ->check(CLI::IsMember({"batched", "aot", "reference"}));
+  run_cmd->add_option("--threads", run.threads, "aot: threads splitting each batched kernel (default: all cores)")
+      ->check(CLI::PositiveNumber);
+  run_cmd->add_option("--object", run.object, "aot: use this shared object from `acrobat compile`");
   run_cmd->add_option("--scheduler", run.scheduler, "inline-depth (default), depth or agenda")
       ->check(CLI::IsMember({"inline-depth", "depth", "agenda"}));
   run_cmd->add_option("--batch", run.batch, "Instances per batch (default 64; 0: all at once)");
   run_cmd->add_flag("--block-stats", run.block_stats, "Print nodes and batches per block");
-  run_cmd->add_option("--emit", run.emit, "Print a compiler stage (ast or ir) instead of running")
-      ->check(CLI::IsMember({"ast", "ir"}));
+  run_cmd->add_option("--emit", run.emit, "Print a compiler stage instead of running (see emit)")
+      ->check(CLI::IsMember({"ast", "ir", "specialise", "reuse", "blocks"}));
+  const char* disable_help =
+      "Switch analyses off for ablation: specialise, reuse, clone, ghosts, phases (comma-separated)";
+  run_cmd->add_option("--disable", run.disable, disable_help)->delimiter(',');
 
   std::string emit_stage, emit_model;
   std::vector<std::string> emit_sets;
-  auto* emit_cmd = app.add_subcommand("emit", "Print a stage of the compiler: ast or ir");
-  emit_cmd->add_option("stage", emit_stage, "ast (checked syntax tree) or ir (A-normal form)")
+  std::vector<std::string> emit_disable;
+  auto* emit_cmd = app.add_subcommand("emit", "Print a stage of the compiler");
+  emit_cmd
+      ->add_option("stage", emit_stage,
+                   "ast (checked syntax tree), ir (A-normal form), specialise or reuse (the IR "
+                   "after that pass), blocks (static blocks and their plan)")
       ->required()
-      ->check(CLI::IsMember({"ast", "ir"}));
+      ->check(CLI::IsMember({"ast", "ir", "specialise", "reuse", "blocks"}));
   emit_cmd->add_option("model", emit_model, "Model file (.acr)")->required();
   emit_cmd->add_option("--set", emit_sets, "Override a dim: NAME=VALUE (repeatable)");
+  emit_cmd->add_option("--disable", emit_disable, disable_help)->delimiter(',');
+
+  std::string compile_model_path, compile_output, compile_cache;
+  std::vector<std::string> compile_sets, compile_disable;
+  auto* compile_cmd = app.add_subcommand(
+      "compile", "Compile a model ahead of time to a shared object (C++ host program and batched "
+                 "kernels, built with the system compiler, cached by content)");
+  compile_cmd->add_option("model", compile_model_path, "Model file (.acr)")->required();
+  compile_cmd->add_option("-o,--output", compile_output, "The shared object to write")->required();
+  compile_cmd->add_option("--set", compile_sets, "Override a dim: NAME=VALUE (repeatable)");
+  compile_cmd->add_option("--disable", compile_disable, disable_help)->delimiter(',');
+  compile_cmd->add_option("--cache-dir", compile_cache, "Compile cache (default ~/.cache/acrobat)");
+  std::string emit_cpp_path;
+  compile_cmd->add_option("--emit-cpp", emit_cpp_path, "Also write the generated C++ to this file");
+
+  std::string explain_model;
+  std::vector<std::string> explain_sets, explain_disable;
+  auto* explain_cmd = app.add_subcommand(
+      "explain", "What the compiler decided: per function its clones and specialisations, per "
+                 "static block its operators, argument modes, depth, phase and FLOPs");
+  explain_cmd->add_option("model", explain_model, "Model file (.acr)")->required();
+  explain_cmd->add_option("--set", explain_sets, "Override a dim: NAME=VALUE (repeatable)");
+  explain_cmd->add_option("--disable", explain_disable, disable_help)->delimiter(',');
 
   std::string check_model;
   std::vector<std::string> check_sets;
@@ -265,6 +390,10 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--vocab", bench_opts.vocab, "Vocabulary for sst inputs");
   bench_cmd->add_option("--set", bench_opts.sets, "Override a dim: NAME=VALUE (repeatable)");
   bench_cmd->add_option("--limit", bench_opts.limit, "Use only the first N instances");
+  bench_cmd->add_option("--disable", bench_opts.disable, disable_help)->delimiter(',');
+  std::string bench_engines = "batched", bench_threads = "1";
+  bench_cmd->add_option("--engine", bench_engines, "Engines besides the reference: batched, aot or batched,aot");
+  bench_cmd->add_option("--threads", bench_threads, "aot: thread counts, comma-separated (default 1)");
   bench_cmd->add_option("--params", bench_opts.params, "Parameters (default: random, seed 0)");
   bench_cmd->add_option("--batch", bench_batches, "Batch sizes, comma-separated (default 1,8,64)");
   bench_cmd->add_option("--schedulers", bench_schedulers, "Schedulers, comma-separated");
@@ -279,10 +408,17 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) return run_command(run);
     if (*bench_cmd)
-      return bench(bench_opts, bench_batches, bench_schedulers, bench_reps, bench_json, bench_pytorch);
-    if (*emit_cmd) return emit(emit_model, emit_sets, emit_stage);
+      return bench(bench_opts, bench_batches, bench_schedulers, bench_reps, bench_json, bench_pytorch,
+                   bench_engines, bench_threads);
+    if (*emit_cmd) return emit(emit_model, emit_sets, emit_stage, emit_disable);
+    if (*explain_cmd) return explain_command(explain_model, explain_sets, explain_disable);
+    if (*compile_cmd)
+      return compile_command(compile_model_path, compile_sets, compile_disable, compile_output,
+                             compile_cache, emit_cpp_path);
     if (*check_cmd) {
-      auto module = compile_model(check_model, CompileOptions{parse_sets(check_sets), "", nullptr});
+      CompileOptions options;
+      options.dims = parse_sets(check_sets);
+      auto module = compile_model(check_model, options);
       std::cout << check_model << ": ok (" << module->functions.size() << " functions, "
                 << module->params.size() << " params)\n";
       return 0;

@@ -17,6 +17,7 @@
 
 #include "acrobat/kernels.h"
 #include "io/files.h"
+#include "runtime/aot_engine.h"
 #include "runtime/batched_engine.h"
 #include "runtime/reference_engine.h"
 
@@ -59,6 +60,7 @@ struct Row {
   std::string engine;
   size_t batch;
   RunStats stats;  // of the median repetition
+  int threads = 1;
 };
 
 // Runs all inputs through `engine` in batches of `batch`, `reps` times; keeps the median run.
@@ -107,12 +109,27 @@ int bench_command(const BenchOptions& o, std::shared_ptr<const ir::Module> modul
   ReferenceEngine reference(module, params);
   sample_yardstick();
   rows.push_back(Row{"reference", 1, measure(reference, inputs, inputs.size(), o.reps, "reference")});
-  for (const auto& name : o.schedulers) {
+  bool want_batched = std::find(o.engines.begin(), o.engines.end(), "batched") != o.engines.end();
+  bool want_aot = std::find(o.engines.begin(), o.engines.end(), "aot") != o.engines.end();
+  for (const auto& name : want_batched ? o.schedulers : std::vector<std::string>{}) {
     BatchedEngine engine(module, params, parse_scheduler(name));
     for (size_t batch : o.batches) {
       sample_yardstick();
       rows.push_back(Row{name, batch,
                          measure(engine, inputs, batch, o.reps, fmt::format("{} batch {}", name, batch))});
+    }
+  }
+  for (int threads : want_aot ? o.threads : std::vector<int>{}) {
+    AotOptions ao;
+    ao.threads = threads;
+    ao.cache_dir = o.aot_cache_dir;
+    AotEngine engine(module, params, ao);
+    for (size_t batch : o.batches) {
+      sample_yardstick();
+      Row row{"aot", batch,
+              measure(engine, inputs, batch, o.reps, fmt::format("aot {}t batch {}", threads, batch))};
+      row.threads = threads;
+      rows.push_back(row);
     }
   }
   sample_yardstick();
@@ -149,22 +166,23 @@ int bench_command(const BenchOptions& o, std::shared_ptr<const ir::Module> modul
                            o.model, inputs.size(), o.reps, yardstick, sgemm_samples.size(),
                            *std::min_element(sgemm_samples.begin(), sgemm_samples.end()),
                            *std::max_element(sgemm_samples.begin(), sgemm_samples.end()), packed_gemm);
-  std::cout << fmt::format("{:<13} {:>6} {:>11} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10}\n", "engine",
-                           "batch", "inst/s", "vs ref", "GFLOP/s", "% sgemm", "overhead",
+  std::cout << fmt::format("{:<13} {:>7} {:>6} {:>11} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10}\n",
+                           "engine", "threads", "batch", "inst/s", "vs ref", "GFLOP/s", "% sgemm", "overhead",
                            "mean batch", "peak MiB");
   nlohmann::json results = nlohmann::json::array();
   for (const Row& r : rows) {
     const RunStats& s = r.stats;
     bool batched = r.engine != "reference" && r.engine != "pytorch";
     std::cout << fmt::format(
-        "{:<13} {:>6} {:>11.1f} {:>8.2f}x {:>8.2f} {:>8.1f}% {:>9} {:>10} {:>10}\n", r.engine,
-        r.engine == "reference" || r.engine == "pytorch" ? std::string("1") : std::to_string(r.batch),
+        "{:<13} {:>7} {:>6} {:>11.1f} {:>8.2f}x {:>8.2f} {:>8.1f}% {:>9} {:>10} {:>10}\n", r.engine,
+        r.threads, r.engine == "reference" || r.engine == "pytorch" ? std::string("1") : std::to_string(r.batch),
         s.instances_per_second(), ref_ips > 0 ? s.instances_per_second() / ref_ips : 0,
         s.useful_gflops(), 100 * s.useful_gflops() / yardstick,
         batched ? fmt::format("{:.1f}%", 100 * s.overhead_fraction()) : "-",
         batched ? fmt::format("{:.1f}", s.mean_batch_size()) : "-",
         batched ? fmt::format("{:.1f}", s.peak_bytes / 1048576.0) : "-");
     nlohmann::json e = {{"engine", r.engine},
+                        {"threads", r.threads},
                         {"batch", r.engine == "reference" || r.engine == "pytorch" ? 1 : r.batch},
                         {"instances_per_s", s.instances_per_second()},
                         {"useful_gflops", s.useful_gflops()}};

@@ -14,6 +14,11 @@ struct BenchOptions {
   std::string model;
   std::vector<size_t> batches = {1, 8, 64};
   std::vector<std::string> schedulers = {"inline-depth", "depth", "agenda"};
+  // Engines besides the reference: "batched" (the interpreter path, one row per scheduler and
+  // batch) and "aot" (one row per thread count and batch).
+  std::vector<std::string> engines = {"batched"};
+  std::vector<int> threads = {1};
+  std::string aot_cache_dir;
   std::vector<std::string> sets;  // K=V, passed on to PyTorch too
   int reps = 3;
   std::string json_path;

@@ -15,6 +15,9 @@
 namespace acrobat::ast {
 struct Module;
 }
+namespace acrobat::analysis {
+struct Plan;
+}
 
 namespace acrobat::ir {
 
@@ -147,6 +150,9 @@ struct Module {
   std::vector<Param> params;
   std::vector<const AdtDef*> adts;
   std::vector<Function> functions;
+  // What the analyses after lowering decided (analysis/plan.h); set by the pipeline, read by the
+  // engines. Refers to the functions' IR nodes, which are shared, not copied, with the module.
+  std::shared_ptr<const analysis::Plan> plan;
 
   int find_function(const std::string& name) const;  // -1 when absent
 };

@@ -1,30 +1,63 @@
 #include "ir/pipeline.h"
 
+#include <functional>
+
+#include "analysis/explain.h"
 #include "ir/lower.h"
 #include "lang/frontend.h"
 
 namespace acrobat {
 
 const std::vector<std::string>& pipeline_stages() {
-  static const std::vector<std::string> stages = {"parse", "lower"};
+  static const std::vector<std::string> stages = {"parse", "lower", "specialise", "reuse", "blocks"};
   return stages;
+}
+
+namespace {
+void dump_after(const CompileOptions& options, const std::string& stage,
+                const std::function<std::string()>& print) {
+  if (options.dump && options.print_after == stage) *options.dump << print();
+}
+}  // namespace
+
+std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Module> ast,
+                                                 const CompileOptions& options) {
+  const analysis::AnalysisOptions& a = options.analysis;
+  auto plan = std::make_shared<analysis::Plan>();
+  plan->options = a;
+
+  // 2. Lower to A-normal form; lift lambdas; expand split; keep reachable functions.
+  auto ir = std::make_shared<ir::Module>(lower_to_ir(std::move(ast)));
+  dump_after(options, "lower", [&] { return ir::print_module(*ir); });
+
+  // 3. Calls of foldl, map, ... with a known function become direct calls of specialised copies.
+  if (a.specialise) plan->specialisations = specialise_higher_order(*ir);
+  dump_after(options, "specialise", [&] { return ir::print_module(*ir); });
+
+  // 4. Parameter-reuse taint analysis; clones per calling context.
+  if (a.reuse) {
+    analysis::ReuseOptions ro;
+    ro.clone = a.clone;
+    plan->reuse = analysis::analyse_param_reuse(*ir, ro);
+  }
+  dump_after(options, "reuse", [&] { return ir::print_module(*ir); });
+
+  // 5. Static blocks with their argument modes; 6. ghost operations and phases.
+  plan->blocks = analysis::form_static_blocks(*ir, a.reuse ? &plan->reuse : nullptr);
+  for (const auto& s : plan->blocks)
+    plan->block_starting_at[s.block->bindings[s.begin].rhs.get()] = s.id;
+  plan->depth = analysis::analyse_depth(*ir, plan->blocks, analysis::DepthOptions{a.ghosts, a.phases});
+  ir->plan = plan;
+  dump_after(options, "blocks", [&] { return analysis::explain(*ir); });
+  return ir;
 }
 
 std::shared_ptr<const ir::Module> compile_model(const std::string& path,
                                                 const CompileOptions& options) {
-  auto dump_after = [&](const std::string& stage, auto&& print) {
-    if (options.dump && options.print_after == stage) *options.dump << print();
-  };
-
   // 1. Parse the prelude and the model, resolve names, check types and shapes.
   std::shared_ptr<const ast::Module> ast = parse_model_file(path, options.dims);
-  dump_after("parse", [&] { return ast::print_ast(*ast); });
-
-  // 2. Lower to A-normal form; lift lambdas; expand split; keep reachable functions.
-  auto ir = std::make_shared<ir::Module>(lower_to_ir(ast));
-  dump_after("lower", [&] { return ir::print_module(*ir); });
-
-  return ir;
+  dump_after(options, "parse", [&] { return ast::print_ast(*ast); });
+  return compile_checked(std::move(ast), options);
 }
 
 }  // namespace acrobat

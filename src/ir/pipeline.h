@@ -1,27 +1,34 @@
-// The compiler's table of contents: every stage from source text to the IR the engines run, in
-// order, each with an optional dump after it.
+// The compiler's table of contents: every stage from source text to the IR and plan the engines run,
+// in order, each with an optional dump after it.
 #pragma once
 
 #include <memory>
 #include <ostream>
 #include <string>
 
+#include "analysis/plan.h"
 #include "ir/ir.h"
+#include "lang/ast.h"
 #include "lang/check.h"
 
 namespace acrobat {
 
 struct CompileOptions {
   DimOverrides dims;           // --set K=V
-  std::string print_after;     // a stage name: "parse" (checked AST) or "lower"; "" for none
+  std::string print_after;     // a stage name from pipeline_stages(); "" for none
   std::ostream* dump = nullptr;
+  analysis::AnalysisOptions analysis;  // ablation switches
 };
 
 // Stage names accepted by --print-after, in pipeline order.
 const std::vector<std::string>& pipeline_stages();
 
-// source -> parse + resolve + type/shape check -> lower to A-normal form.
+// source -> parse + resolve + type/shape check -> lower to A-normal form -> specialise higher-order
+// calls -> parameter-reuse analysis (cloning) -> static blocks -> depth and phases.
 // Throws UserError for any problem in the model.
 std::shared_ptr<const ir::Module> compile_model(const std::string& path, const CompileOptions& options);
+// The same from a checked syntax tree (parse_model_text), for models held in memory.
+std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Module> ast,
+                                                 const CompileOptions& options);
 
 }  // namespace acrobat

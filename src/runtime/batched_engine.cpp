@@ -1,5 +1,7 @@
 #include "runtime/batched_engine.h"
 
+#include "analysis/plan.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -38,53 +40,12 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-bool is_tensor_op(const ir::Rhs& r) {
-  return r.kind == ir::RhsKind::Op && op_info(r.op).op_class != OpClass::HostRead;
-}
-// Operators with tensor operands are batched; constants (no operands) are computed once.
-bool is_batched_op(const ir::Rhs& r) { return is_tensor_op(r) && !r.args.empty(); }
-bool ends_segment(const ir::Rhs& r) {
-  return r.kind == ir::RhsKind::Call || r.kind == ir::RhsKind::If ||
-         r.kind == ir::RhsKind::Match ||
-         (r.kind == ir::RhsKind::Op && op_info(r.op).op_class == OpClass::HostRead);
-}
-
-void collect_uses(const ir::Block& b, size_t from, std::set<int>& used);
-void collect_atom(const ir::Atom& a, std::set<int>& used) {
-  if (a.kind == ir::Atom::Var) used.insert(a.var);
-}
-void collect_rhs(const ir::Rhs& r, std::set<int>& used) {
-  for (const auto& a : r.args) collect_atom(a, used);
-  collect_atom(r.callee, used);
-  collect_uses(r.then_block, 0, used);
-  collect_uses(r.else_block, 0, used);
-  for (const auto& c : r.clauses) collect_uses(c.body, 0, used);
-}
-// Variables read by bindings[from..] of `b` (nested blocks included) and by its result.
-void collect_uses(const ir::Block& b, size_t from, std::set<int>& used) {
-  for (size_t i = from; i < b.bindings.size(); ++i) collect_rhs(*b.bindings[i].rhs, used);
-  collect_atom(b.result, used);
-}
-
-struct Operand {
-  bool local;  // the output of an earlier operator of the segment, else an external slot
-  int index;
-};
-
-struct SegmentOp {
-  const ir::Rhs* rhs;
-  std::vector<Operand> operands;
-  std::vector<int64_t> shape;
-  int64_t size;
-  bool escapes;
-  // A slice whose per-instance result is one contiguous run of its operand's (an operator of the
-  // same segment) is not copied: its output is a view into the operand's rows.
-  bool view = false;
-  // A matmul by shared weights whose only use is the next operator, an add of a shared row (a
-  // bias): the matmul accumulates onto the broadcast bias and the add is skipped.
-  int bias_slot = -1;     // on the matmul: the add's external slot holding the bias
-  bool fused = false;     // on the add: computed by the matmul before it
-};
+using analysis::ArgMode;
+using analysis::BlockArg;
+using analysis::BlockOp;
+using analysis::StaticBlock;
+using analysis::is_batched_op;
+using analysis::is_tensor_op;
 
 // Where a batch left an operator's outputs: instance r at data + r * stride.
 struct Rows {
@@ -92,38 +53,24 @@ struct Rows {
   int64_t stride = 0;
 };
 
-struct Segment {
-  int id;
-  std::string name;  // where its first operator is in the model
-  size_t begin, end;  // bindings [begin, end) of the block
-  std::vector<SegmentOp> ops;
-  std::vector<std::vector<int64_t>> external_shapes;
-  // Slots read only as a matmul's right operand are never gathered: scattered weights (parameter
-  // slices chosen by a host int) are grouped by matrix instead. Slots read only by concat are
-  // not gathered either: concat copies scattered instances from where they lie.
-  std::vector<bool> weights_only;
-  std::vector<bool> concat_only;
-  bool built = false;  // operands classified (on the first recording)
-};
-
 struct Node {
-  int segment;
-  int depth = 0;
-  size_t external_begin;  // into State::externals
+  int block;
+  int phase = 0;
+  int depth = 0;          // within its phase
+  size_t external_begin;  // into State::externals: one value per block argument
   int batch = -1;         // executed batch, -1 while pending
   int row = 0;            // the node's row within its batch
 };
 
 struct Batch {
-  int segment;
-  std::vector<Rows> outputs;  // per segment operator; valid for escaping ones
+  int block;
+  std::vector<Rows> outputs;  // per block operator; valid for escaping ones
 };
 
 }  // namespace
 
 struct BatchedEngine::State {
-  std::unordered_map<const ir::Binding*, std::unique_ptr<Segment>> segments_by_site;
-  std::vector<Segment*> segments;
+  const analysis::Plan* plan = nullptr;
   std::map<const ir::Rhs*, Value> constants;
   Arena arena;    // outputs that outlive their batch: one run
   Arena scratch;  // gathered panels and outputs used only inside their batch
@@ -132,7 +79,8 @@ struct BatchedEngine::State {
   std::vector<Value> externals;
   std::vector<Batch> batches;
   size_t first_pending = 0;
-  std::vector<std::vector<std::vector<int>>> buckets;  // inline depth: [depth][segment] -> nodes
+  // inline depth: [phase][depth][block] -> pending nodes
+  std::vector<std::vector<std::vector<std::vector<int>>>> buckets;
 
   void reset_run() {
     nodes.clear();
@@ -146,36 +94,10 @@ struct BatchedEngine::State {
     scratch.reset_peak();
   }
 
-  Segment& segment_at(const ir::Block& block, size_t begin) {
-    auto& slot = segments_by_site[&block.bindings[begin]];
-    if (slot) return *slot;
-    slot = std::make_unique<Segment>();
-    Segment& s = *slot;
-    s.id = static_cast<int>(segments.size());
-    for (size_t j = begin; j < block.bindings.size() && s.name.empty(); ++j)
-      if (is_batched_op(*block.bindings[j].rhs)) s.name = block.bindings[j].rhs->span.begin.str();
-    s.begin = begin;
-    s.end = begin;
-    for (size_t j = begin; j < block.bindings.size() && !ends_segment(*block.bindings[j].rhs); ++j)
-      if (is_tensor_op(*block.bindings[j].rhs)) s.end = j + 1;
-    // Escape analysis: what later code reads, propagated back through the host-level bindings
-    // inside the segment (a tuple that escapes makes its fields escape).
-    std::set<int> used;
-    collect_uses(block, s.end, used);
-    for (size_t j = s.end; j-- > begin;) {
-      const ir::Binding& b = block.bindings[j];
-      if (!is_tensor_op(*b.rhs) && used.count(b.var)) collect_rhs(*b.rhs, used);
-    }
-    for (size_t j = begin; j < s.end; ++j) {
-      const ir::Binding& b = block.bindings[j];
-      if (!is_batched_op(*b.rhs)) continue;
-      s.ops.push_back(SegmentOp{b.rhs.get(), {}, b.rhs->type->shape,
-                                num_elements(b.rhs->type->shape), used.count(b.var) > 0});
-    }
-    segments.push_back(&s);
-    return s;
+  const StaticBlock& block_of(const Node& n) const { return plan->blocks[n.block]; }
+  const std::vector<int64_t>& shape_of(const Value& v) const {
+    return block_of(nodes[v.i]).ops[v.slot].shape;
   }
-
   float* output_of(const Value& v) const {
     const Node& n = nodes[v.i];
     const Rows& rows = batches[n.batch].outputs[v.slot];
@@ -185,61 +107,21 @@ struct BatchedEngine::State {
 
 namespace {
 
-// Matmul + bias-add pairs (see SegmentOp::bias_slot), decided on the first recording: the
-// operands' kinds are known then, and whether the bias is one row for all instances is checked
-// again for every batch.
-void mark_bias_fusion(Segment& s) {
-  std::vector<int> uses(s.ops.size(), 0);
-  for (const auto& op : s.ops)
-    for (const auto& o : op.operands)
-      if (o.local) uses[o.index]++;
-  for (size_t k = 0; k + 1 < s.ops.size(); ++k) {
-    SegmentOp& mm = s.ops[k];
-    SegmentOp& add = s.ops[k + 1];
-    if (mm.rhs->op != OpId::MatMul || mm.escapes || uses[k] != 1 || mm.operands[1].local ||
-        add.rhs->op != OpId::Add || add.shape != mm.shape || mm.shape.size() != 2)
-      continue;
-    for (int side = 0; side < 2; ++side) {
-      const Operand& self = add.operands[side];
-      const Operand& bias = add.operands[1 - side];
-      if (!self.local || self.index != static_cast<int>(k) || bias.local) continue;
-      const auto& bshape = s.external_shapes[bias.index];
-      if (num_elements(bshape) != mm.shape[1] || bshape.back() != mm.shape[1]) continue;
-      mm.bias_slot = bias.index;
-      add.fused = true;
-      break;
+// Applies `f` to every pending tensor handle inside `v` (aggregates are copied, not changed).
+template <class F>
+void for_each_lazy(Value& v, F&& f) {
+  switch (v.kind) {
+    case Value::Kind::Lazy: f(v); return;
+    case Value::Kind::Tuple:
+    case Value::Kind::Adt:
+    case Value::Kind::Closure: {
+      auto agg = std::make_shared<Aggregate>(*v.agg);
+      for (auto& field : agg->fields) for_each_lazy(field, f);
+      v.agg = std::move(agg);
+      return;
     }
+    default: return;
   }
-}
-
-// Slices of a leading-1 axis region (the common [1, H] rows) become views; a view that escapes
-// keeps the operator it views alive too.
-void mark_views(Segment& s) {
-  for (size_t k = s.ops.size(); k-- > 0;) {
-    SegmentOp& op = s.ops[k];
-    if (op.rhs->op != OpId::Slice || !op.operands[0].local) continue;
-    const auto& in = s.ops[op.operands[0].index].shape;
-    int axis = normalize_axis(op.rhs->attrs.ints[2], in.size());
-    int64_t outer = 1;
-    for (int d = 0; d < axis; ++d) outer *= in[d];
-    if (outer != 1) continue;
-    op.view = true;
-    if (op.escapes) s.ops[op.operands[0].index].escapes = true;
-  }
-}
-
-// Completes a segment's plan once its operands are classified (after its first recording).
-void plan_segment(Segment& s) {
-  mark_views(s);
-  mark_bias_fusion(s);
-  s.weights_only.assign(s.external_shapes.size(), true);
-  s.concat_only.assign(s.external_shapes.size(), true);
-  for (const auto& op : s.ops)
-    for (size_t a = 0; a < op.operands.size(); ++a) {
-      if (op.operands[a].local) continue;
-      if (!(op.rhs->op == OpId::MatMul && a == 1)) s.weights_only[op.operands[a].index] = false;
-      if (op.rhs->op != OpId::Concat) s.concat_only[op.operands[a].index] = false;
-    }
 }
 
 // Runs one instance's host program, recording its tensor work into the engine state.
@@ -252,10 +134,11 @@ class RecordingInterpreter : public Interpreter {
 
  protected:
   size_t tensor_ops(const ir::Block& block, size_t index, std::vector<Value>& frame) override {
-    Segment& s = st_.segment_at(block, index);
+    const analysis::Plan& plan = *st_.plan;
+    auto found = plan.block_starting_at.find(block.bindings[index].rhs.get());
+    ACROBAT_ASSERT(found != plan.block_starting_at.end(), "a tensor operator outside every block");
+    const StaticBlock& s = plan.blocks[found->second];
     int node_id = static_cast<int>(st_.nodes.size());
-    size_t external_begin = st_.externals.size();
-    int depth = 0;
     size_t k = 0;
     for (size_t j = s.begin; j < s.end; ++j) {
       const ir::Binding& b = block.bindings[j];
@@ -264,39 +147,40 @@ class RecordingInterpreter : public Interpreter {
         frame[b.var] = is_tensor_op(r) ? constant(r, frame) : host_binding(r, frame);
         continue;
       }
-      SegmentOp& op = s.ops[k];
-      for (size_t a = 0; a < r.args.size(); ++a) {
-        const Value& v = frame[r.args[a].var];
-        bool local = v.kind == Value::Kind::Lazy && v.i == node_id;
-        if (!local) {
-          if (v.kind == Value::Kind::Lazy) depth = std::max(depth, st_.nodes[v.i].depth);
-          st_.externals.push_back(v);
-        }
-        if (!s.built) {
-          op.operands.push_back(Operand{local, local ? v.slot
-                                                     : static_cast<int>(s.external_shapes.size())});
-          if (!local) s.external_shapes.push_back(st_.externals.back().kind == Value::Kind::Lazy
-                                                      ? lazy_shape(st_.externals.back())
-                                                      : st_.externals.back().tensor->shape);
-        }
-      }
       frame[b.var] = Value::lazy(node_id, static_cast<int32_t>(k));
       stats_.tensor_ops++;
       stats_.flops += r.flops;
       ++k;
     }
-    if (!s.built) plan_segment(s);
-    s.built = true;
-    if (!s.ops.empty()) {
-      Node n{s.id, depth + 1, external_begin};
-      st_.nodes.push_back(n);
-      if (scheduler_ == Scheduler::InlineDepth) {
-        auto& buckets = st_.buckets;
-        if (buckets.size() <= static_cast<size_t>(n.depth)) buckets.resize(n.depth + 1);
-        auto& row = buckets[n.depth];
-        if (row.size() <= static_cast<size_t>(s.id)) row.resize(s.id + 1);
-        row[s.id].push_back(node_id);
+    if (s.ops.empty()) return s.end - s.begin;
+    // Phase: the latest among the inputs'; depth: 1 + the deepest input in that phase.
+    Node n{s.id, 0, 0, st_.externals.size()};
+    for (const BlockArg& a : s.args) {
+      const Value& v = frame[a.var];
+      if (v.kind == Value::Kind::Lazy) {
+        ACROBAT_ASSERT(v.i != node_id, "a block reads its own output as an argument");
+        const Node& in = st_.nodes[v.i];
+        int phase = in.phase + v.phase_ends;
+        int depth = (v.phase_ends > 0 ? 0 : in.depth) + v.ghost;
+        if (phase > n.phase) {
+          n.phase = phase;
+          n.depth = depth;
+        } else if (phase == n.phase) {
+          n.depth = std::max(n.depth, depth);
+        }
       }
+      st_.externals.push_back(v);
+    }
+    n.depth += 1;
+    st_.nodes.push_back(n);
+    if (scheduler_ == Scheduler::InlineDepth) {
+      auto& buckets = st_.buckets;
+      if (buckets.size() <= static_cast<size_t>(n.phase)) buckets.resize(n.phase + 1);
+      auto& by_depth = buckets[n.phase];
+      if (by_depth.size() <= static_cast<size_t>(n.depth)) by_depth.resize(n.depth + 1);
+      auto& row = by_depth[n.depth];
+      if (row.size() <= static_cast<size_t>(s.id)) row.resize(s.id + 1);
+      row[s.id].push_back(node_id);
     }
     return s.end - s.begin;
   }
@@ -304,16 +188,30 @@ class RecordingInterpreter : public Interpreter {
   const Tensor& tensor_contents(const Value& v) override {
     if (v.kind != Value::Kind::Lazy) return *v.tensor;
     if (st_.nodes[v.i].batch < 0) flush_();
-    read_.shape = lazy_shape(v);
+    read_.shape = st_.shape_of(v);
     read_.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), st_.output_of(v));
     return read_;
   }
 
- private:
-  const std::vector<int64_t>& lazy_shape(const Value& v) const {
-    return st_.segments[st_.nodes[v.i].segment]->ops[v.slot].shape;
+  void after_call(const ir::Rhs& call, Value& result) override {
+    const auto& ends = st_.plan->depth.phase_ends;
+    if (ends.empty() || !ends.count(&call)) return;
+    for_each_lazy(result, [](Value& v) {
+      v.phase_ends++;
+      v.ghost = 0;
+    });
   }
 
+  void after_branch(const ir::Rhs& r, size_t branch, Value& result) override {
+    const auto& ghosts = st_.plan->depth.ghosts;
+    if (ghosts.empty()) return;
+    auto it = ghosts.find(&r);
+    if (it == ghosts.end() || it->second[branch] == 0) return;
+    int pad = it->second[branch];
+    for_each_lazy(result, [pad](Value& v) { v.ghost = static_cast<int16_t>(v.ghost + pad); });
+  }
+
+ private:
   Value constant(const ir::Rhs& r, const std::vector<Value>& frame) {
     auto it = st_.constants.find(&r);
     if (it != st_.constants.end()) return it->second;
@@ -326,62 +224,37 @@ class RecordingInterpreter : public Interpreter {
   Tensor read_;
 };
 
-// out[b] = a[b] @ W_b where the W_b are scattered matrices (parameter slices chosen by a host int,
-// or per-instance matrices): instances sharing a matrix form one GEMM over their gathered rows.
-void matmul_grouped(Arena& scratch, int64_t B, const BatchOperand& a,
-                    const std::vector<const float*>& weights, const std::vector<int64_t>& out_shape,
-                    float* out, RunStats& stats) {
-  int64_t M = (*a.shape)[0], K = (*a.shape)[1], N = out_shape[1];
-  int64_t a_stride = B == 1 ? M * K : a.stride;
-  std::unordered_map<const float*, std::vector<int64_t>> groups;
-  std::vector<const float*> order;
-  for (int64_t b = 0; b < B; ++b) {
-    auto& g = groups[weights[b]];
-    if (g.empty()) order.push_back(weights[b]);
-    g.push_back(b);
-  }
-  for (const float* w : order) {
-    const std::vector<int64_t>& members = groups[w];
-    int64_t g = static_cast<int64_t>(members.size());
-    stats.kernel_calls++;
-    if (g == 1) {
-      int64_t b = members[0];
-      kernels::gemm(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
-                    a.data + b * a_stride, static_cast<int>(K), w, static_cast<int>(N),
-                    out + b * M * N, static_cast<int>(N), false);
-      continue;
-    }
-    float* panel = scratch.alloc(static_cast<size_t>(g * M * K));
-    float* result = scratch.alloc(static_cast<size_t>(g * M * N));
-    for (int64_t i = 0; i < g; ++i)
-      std::memcpy(panel + i * M * K, a.data + members[i] * a_stride, M * K * sizeof(float));
-    kernels::gemm(static_cast<int>(g * M), static_cast<int>(N), static_cast<int>(K), panel,
-                  static_cast<int>(K), w, static_cast<int>(N), result, static_cast<int>(N), false);
-    for (int64_t i = 0; i < g; ++i)
-      std::memcpy(out + members[i] * M * N, result + i * M * N, M * N * sizeof(float));
-  }
-}
-
-// Executes one batch: the nodes (all of one segment, all ready) as one kernel call per operator.
-void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& node_ids,
+// Executes one batch: the nodes (all of one block, all ready) as one kernel call per operator.
+void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& node_ids,
                RunStats& stats) {
-  const Segment& s = *st.segments[segment];
+  const StaticBlock& s = st.plan->blocks[block];
   int64_t B = static_cast<int64_t>(node_ids.size());
   int batch_id = static_cast<int>(st.batches.size());
   for (size_t r = 0; r < node_ids.size(); ++r) {
     st.nodes[node_ids[r]].batch = batch_id;
     st.nodes[node_ids[r]].row = static_cast<int>(r);
   }
-  st.batches.push_back(Batch{segment, std::vector<Rows>(s.ops.size())});
+  st.batches.push_back(Batch{block, std::vector<Rows>(s.ops.size())});
   st.scratch.reset();
 
-  // External slots: shared, strided in place, or gathered into a panel.
-  std::vector<BatchOperand> externals(s.external_shapes.size());
+  // Arguments: reuse ones are one tensor by construction; the others are found shared, strided in
+  // place, or scattered (then gathered into a panel, or read where they lie).
+  std::vector<BatchOperand> externals(s.args.size());
   std::vector<std::vector<const float*>> slot_rows(externals.size());
   for (size_t e = 0; e < externals.size(); ++e) {
+    const BlockArg& arg = s.args[e];
+    BatchOperand& op = externals[e];
+    op.shape = &arg.shape;
+    if (arg.known && arg.mode == ArgMode::Reuse) {
+      const Value& v = st.externals[st.nodes[node_ids[0]].external_begin + e];
+      op.data = v.tensor->data.get();
+      op.stride = 0;
+      op.packed = v.tensor->packed.get();
+      continue;
+    }
     std::vector<const float*>& rows = slot_rows[e];
     rows.resize(B);
-    int64_t n = num_elements(s.external_shapes[e]);
+    int64_t n = num_elements(arg.shape);
     const kernels::PackedWeights* packed = nullptr;
     for (int64_t b = 0; b < B; ++b) {
       const Value& v = st.externals[st.nodes[node_ids[b]].external_begin + e];
@@ -397,8 +270,6 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
       shared = shared && rows[b] == rows[0];
       strided = strided && rows[b] == rows[0] + b * n;
     }
-    BatchOperand& op = externals[e];
-    op.shape = &s.external_shapes[e];
     if (shared) {
       op.data = rows[0];
       op.stride = 0;
@@ -406,10 +277,10 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
     } else if (strided) {
       op.data = rows[0];
       op.stride = n;
-    } else if (s.weights_only[e]) {
+    } else if (arg.weights_only) {
       op.data = nullptr;  // scattered weights: see matmul_grouped
       op.stride = -1;
-    } else if (s.concat_only[e]) {
+    } else if (arg.concat_only) {
       op.rows = rows.data();
     } else {
       float* panel = st.scratch.alloc(static_cast<size_t>(B * n));
@@ -422,7 +293,7 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
   std::vector<BatchOperand> in;
   std::vector<Rows>& outputs = st.batches[batch_id].outputs;
   for (size_t k = 0; k < s.ops.size(); ++k) {
-    const SegmentOp& op = s.ops[k];
+    const BlockOp& op = s.ops[k];
     if (op.view) {
       const Rows& src = outputs[op.operands[0].index];
       const auto& in_shape = s.ops[op.operands[0].index].shape;
@@ -434,9 +305,9 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
     }
     if (op.fused && outputs[k].data) continue;  // computed with the matmul before it
     in.clear();
-    for (const Operand& o : op.operands) {
+    for (const analysis::BlockOperand& o : op.operands) {
       if (o.local) {
-        const SegmentOp& src = s.ops[o.index];
+        const BlockOp& src = s.ops[o.index];
         in.push_back(BatchOperand{outputs[o.index].data, outputs[o.index].stride, &src.shape, nullptr});
       } else {
         in.push_back(externals[o.index]);
@@ -444,17 +315,17 @@ void run_batch(BatchedEngine::State& st, int segment, const std::vector<int>& no
     }
     if (op.rhs->op == OpId::MatMul && in[1].stride < 0) {
       float* out = (op.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
-      matmul_grouped(st.scratch, B, in[0], slot_rows[op.operands[1].index], op.shape, out, stats);
+      stats.kernel_calls += batched_matmul_grouped(B, in[0], slot_rows[op.operands[1].index].data(), op.shape, out, st.scratch);
       outputs[k] = Rows{out, op.size};
       continue;
     }
-    if (op.bias_slot >= 0 && externals[op.bias_slot].stride == 0 && in[1].stride == 0) {
+    if (op.bias_arg >= 0 && externals[op.bias_arg].stride == 0 && in[1].stride == 0) {
       // out = bias broadcast to every row, then += a @ w; the add that follows is done.
-      const SegmentOp& add = s.ops[k + 1];
+      const BlockOp& add = s.ops[k + 1];
       float* out = (add.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
       int64_t n = op.shape[1], rows_total = B * op.shape[0];
       for (int64_t r = 0; r < rows_total; ++r)
-        std::memcpy(out + r * n, externals[op.bias_slot].data, n * sizeof(float));
+        std::memcpy(out + r * n, externals[op.bias_arg].data, n * sizeof(float));
       batched_matmul(B, in[0], in[1], op.shape, out, true);
       outputs[k] = Rows{out, op.size};
       outputs[k + 1] = Rows{out, op.size};
@@ -480,7 +351,7 @@ std::vector<int> traversal_depths(const BatchedEngine::State& st) {
   std::vector<int> depth(st.nodes.size() - st.first_pending, 0);
   for (size_t i = st.first_pending; i < st.nodes.size(); ++i) {
     const Node& n = st.nodes[i];
-    size_t count = st.segments[n.segment]->external_shapes.size();
+    size_t count = st.plan->blocks[n.block].args.size();
     int d = 0;
     for (size_t e = 0; e < count; ++e) {
       const Value& v = st.externals[n.external_begin + e];
@@ -507,7 +378,7 @@ void run_agenda(BatchedEngine::State& st, RunStats& stats, double& schedule_seco
   std::vector<std::vector<int>> dependents(count);
   for (size_t i = 0; i < count; ++i) {
     const Node& n = st.nodes[first + i];
-    size_t slots = st.segments[n.segment]->external_shapes.size();
+    size_t slots = st.plan->blocks[n.block].args.size();
     for (size_t e = 0; e < slots; ++e) {
       const Value& v = st.externals[n.external_begin + e];
       if (v.kind == Value::Kind::Lazy && static_cast<size_t>(v.i) >= first) {
@@ -516,9 +387,9 @@ void run_agenda(BatchedEngine::State& st, RunStats& stats, double& schedule_seco
       }
     }
   }
-  std::vector<std::vector<int>> ready(st.segments.size());
+  std::vector<std::vector<int>> ready(st.plan->blocks.size());
   for (size_t i = 0; i < count; ++i)
-    if (waiting[i] == 0) ready[st.nodes[first + i].segment].push_back(static_cast<int>(first + i));
+    if (waiting[i] == 0) ready[st.nodes[first + i].block].push_back(static_cast<int>(first + i));
   schedule_seconds += seconds_since(t0);
   for (;;) {
     auto t1 = Clock::now();
@@ -542,7 +413,7 @@ void run_agenda(BatchedEngine::State& st, RunStats& stats, double& schedule_seco
     auto t2 = Clock::now();
     for (int id : batch)
       for (int dep : dependents[id - first])
-        if (--waiting[dep] == 0) ready[st.nodes[first + dep].segment].push_back(static_cast<int>(first + dep));
+        if (--waiting[dep] == 0) ready[st.nodes[first + dep].block].push_back(static_cast<int>(first + dep));
     schedule_seconds += seconds_since(t2);
   }
 }
@@ -551,7 +422,7 @@ void run_agenda(BatchedEngine::State& st, RunStats& stats, double& schedule_seco
 Value materialize(const BatchedEngine::State& st, const Value& v) {
   switch (v.kind) {
     case Value::Kind::Lazy: {
-      const auto& shape = st.segments[st.nodes[v.i].segment]->ops[v.slot].shape;
+      const auto& shape = st.shape_of(v);
       Tensor t = Tensor::allocate(shape);
       std::memcpy(t.data.get(), st.output_of(v), t.size() * sizeof(float));
       return Value::of_tensor(std::move(t));
@@ -579,7 +450,10 @@ BatchedEngine::BatchedEngine(std::shared_ptr<const ir::Module> module,
     : module_(std::move(module)),
       params_(std::move(params)),
       scheduler_(scheduler),
-      state_(std::make_unique<State>()) {}
+      state_(std::make_unique<State>()) {
+  ACROBAT_ASSERT(module_->plan, "the batched engine needs a module compiled by compile_model");
+  state_->plan = module_->plan.get();
+}
 
 BatchedEngine::~BatchedEngine() = default;
 
@@ -598,7 +472,7 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
     auto t0 = Clock::now();
     double schedule = 0;
     if (scheduler_ == Scheduler::InlineDepth) {
-      run_buckets(st, st.buckets, stats);
+      for (const auto& phase : st.buckets) run_buckets(st, phase, stats);
       st.buckets.clear();
     } else if (scheduler_ == Scheduler::Depth) {
       auto t1 = Clock::now();
@@ -606,7 +480,7 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
       std::vector<std::vector<std::vector<int>>> buckets;
       for (size_t i = st.first_pending; i < st.nodes.size(); ++i) {
         int d = depth[i - st.first_pending];
-        int s = st.nodes[i].segment;
+        int s = st.nodes[i].block;
         if (buckets.size() <= static_cast<size_t>(d)) buckets.resize(d + 1);
         if (buckets[d].size() <= static_cast<size_t>(s)) buckets[d].resize(s + 1);
         buckets[d][s].push_back(static_cast<int>(i));

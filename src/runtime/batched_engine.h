@@ -2,23 +2,24 @@
 // dataflow graph, and executes it as batched kernels (ACRoBat's dynamic half).
 //
 // Algorithm:
-//  1. Segments. A segment is a run of tensor operators in one IR block with no control flow between
-//     them (calls, ifs, matches, tensor-to-host reads end it). It is found once, the first time an
-//     instance reaches it, and becomes one DFG node per execution. Operands from outside the segment
-//     are its external slots; an operator's output escapes when code after the segment uses it, and
-//     only escaping outputs outlive their batch.
-//  2. Recording. Each instance's host program runs to completion; a segment execution appends a node
-//     holding its external operands (lazy handles of earlier nodes, or concrete tensors such as
-//     parameters and embedding rows). With inline depth, the node's depth is 1 + the largest depth
-//     of the nodes it reads, computed right there, and the node goes straight into bucket
-//     [depth][segment]; no graph traversal follows.
-//  3. Scheduling. inline-depth: the buckets as recorded. depth (DyNet): depths recomputed by a pass
-//     over the graph after recording. agenda (DyNet): repeatedly run, among the segments with ready
-//     nodes, the one whose ready nodes have the lowest average depth.
-//  4. Execution. One batched kernel call per operator of a bucket's segment. An external slot whose
-//     B tensors are one tensor is passed shared (`reuse`), tensors already adjacent at a fixed stride
-//     are passed in place (`contiguous`), others are gathered into a panel (`scatter`). Outputs of a
-//     bucket are contiguous [B, ...] blocks in a per-run arena, recycled by the next run.
+//  1. Static blocks (analysis/blocks.h) are formed at compile time: runs of tensor operators with no
+//     host control flow between them. Each execution of one becomes one DFG node holding its
+//     arguments (lazy handles of earlier nodes, or concrete tensors such as parameters and embedding
+//     rows); only outputs that code after the block reads outlive their batch.
+//  2. Recording. Each instance's host program runs to completion. With inline depth, a node's phase
+//     is the latest phase among the values it reads and its depth 1 + the deepest of them in that
+//     phase (ghost levels included), computed right there; the node goes straight into bucket
+//     [phase][depth][block] and no graph traversal follows. Values returned by calls the depth
+//     analysis marks as phase ends move to the next phase; branches it marks add ghost levels to
+//     the values they return (analysis/depth.h).
+//  3. Scheduling. inline-depth: the buckets as recorded, phase by phase. depth (DyNet): depths
+//     recomputed by a pass over the graph after recording. agenda (DyNet): repeatedly run, among the
+//     blocks with ready nodes, the one whose ready nodes have the lowest average depth.
+//  4. Execution. One batched kernel call per operator of a bucket's block. A reuse argument (from
+//     the reuse analysis) is passed as one shared tensor; others whose B values are one tensor are
+//     passed shared too, values already adjacent at a fixed stride in place (`contiguous`), the
+//     rest gathered into a panel or read where they lie (`scatter`). Outputs of a bucket are
+//     contiguous [B, ...] blocks in a per-run arena, recycled by the next run.
 //  5. A tensor-to-host read in any instance runs everything recorded so far, then continues.
 #pragma once
 

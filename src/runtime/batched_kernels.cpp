@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <unordered_map>
 
 #include "acrobat/kernels.h"
 #include "runtime/reference_kernels.h"
@@ -235,5 +236,38 @@ static_assert(kKernels.size() == static_cast<size_t>(kNumOps), "one kernel per r
 }  // namespace
 
 BatchedKernel batched_kernel(OpId op) { return kKernels[static_cast<size_t>(op)]; }
+
+int64_t batched_matmul_grouped(int64_t B, const BatchOperand& a, const float* const* weights,
+                               const std::vector<int64_t>& out_shape, float* out, Arena& scratch) {
+  int64_t M = (*a.shape)[0], K = (*a.shape)[1], N = out_shape[1];
+  int64_t a_stride = B == 1 ? M * K : a.stride;
+  std::unordered_map<const float*, std::vector<int64_t>> groups;
+  std::vector<const float*> order;
+  for (int64_t b = 0; b < B; ++b) {
+    auto& g = groups[weights[b]];
+    if (g.empty()) order.push_back(weights[b]);
+    g.push_back(b);
+  }
+  for (const float* w : order) {
+    const std::vector<int64_t>& members = groups[w];
+    int64_t g = static_cast<int64_t>(members.size());
+    if (g == 1) {
+      int64_t b = members[0];
+      kernels::gemm(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                    a.data + b * a_stride, static_cast<int>(K), w, static_cast<int>(N),
+                    out + b * M * N, static_cast<int>(N), false);
+      continue;
+    }
+    float* panel = scratch.alloc(static_cast<size_t>(g * M * K));
+    float* result = scratch.alloc(static_cast<size_t>(g * M * N));
+    for (int64_t i = 0; i < g; ++i)
+      std::memcpy(panel + i * M * K, a.data + members[i] * a_stride, M * K * sizeof(float));
+    kernels::gemm(static_cast<int>(g * M), static_cast<int>(N), static_cast<int>(K), panel,
+                  static_cast<int>(K), w, static_cast<int>(N), result, static_cast<int>(N), false);
+    for (int64_t i = 0; i < g; ++i)
+      std::memcpy(out + members[i] * M * N, result + i * M * N, M * N * sizeof(float));
+  }
+  return static_cast<int64_t>(order.size());
+}
 
 }  // namespace acrobat

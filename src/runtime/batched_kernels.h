@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/ops.h"
+#include "runtime/arena.h"
 
 namespace acrobat::kernels {
 class PackedWeights;
@@ -37,5 +38,11 @@ BatchedKernel batched_kernel(OpId op);
 // the engine has already written into `out` (one pass fewer over the output).
 void batched_matmul(int64_t batch, const BatchOperand& a, const BatchOperand& w,
                     const std::vector<int64_t>& out_shape, float* out, bool accumulate);
+
+// out[b] = a[b] @ W_b where the W_b are scattered matrices (parameter slices chosen by a host int,
+// or per-instance matrices): instances sharing a matrix form one GEMM over their gathered rows.
+// `a` must not be `rows`-scattered. Returns the number of GEMM calls made.
+int64_t batched_matmul_grouped(int64_t B, const BatchOperand& a, const float* const* weights,
+                               const std::vector<int64_t>& out_shape, float* out, Arena& scratch);
 
 }  // namespace acrobat

@@ -78,13 +78,19 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame) {
     case ir::RhsKind::Host: return host_op(r, frame);
     case ir::RhsKind::Call: {
       auto args = atoms(r.args, frame);
-      if (r.callee_func >= 0) return call(r.callee_func, std::move(args), r.span);
-      Value callee = atom(r.callee, frame);
-      // A closure's captured values come before the call's arguments.
-      std::vector<Value> full = callee.agg->fields;
-      full.insert(full.end(), std::make_move_iterator(args.begin()),
-                  std::make_move_iterator(args.end()));
-      return call(callee.agg->func, std::move(full), r.span);
+      Value result;
+      if (r.callee_func >= 0) {
+        result = call(r.callee_func, std::move(args), r.span);
+      } else {
+        Value callee = atom(r.callee, frame);
+        // A closure's captured values come before the call's arguments.
+        std::vector<Value> full = callee.agg->fields;
+        full.insert(full.end(), std::make_move_iterator(args.begin()),
+                    std::make_move_iterator(args.end()));
+        result = call(callee.agg->func, std::move(full), r.span);
+      }
+      after_call(r, result);
+      return result;
     }
     case ir::RhsKind::Construct: return Value::adt(r.ctor, atoms(r.args, frame));
     case ir::RhsKind::MakeTuple: return Value::tuple(atoms(r.args, frame));
@@ -101,12 +107,20 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame) {
       return Value::of_tensor(p.row(i));
     }
     case ir::RhsKind::MakeClosure: return Value::closure(r.callee_func, atoms(r.args, frame));
-    case ir::RhsKind::If:
-      return block(atom(r.args[0], frame).b ? r.then_block : r.else_block, frame);
+    case ir::RhsKind::If: {
+      bool cond = atom(r.args[0], frame).b;
+      Value result = block(cond ? r.then_block : r.else_block, frame);
+      after_branch(r, cond ? 0 : 1, result);
+      return result;
+    }
     case ir::RhsKind::Match: {
       Value scrut = atom(r.args[0], frame);
-      for (const auto& c : r.clauses)
-        if (match(*c.pattern, scrut, frame)) return block(c.body, frame);
+      for (size_t c = 0; c < r.clauses.size(); ++c)
+        if (match(*r.clauses[c].pattern, scrut, frame)) {
+          Value result = block(r.clauses[c].body, frame);
+          after_branch(r, c, result);
+          return result;
+        }
       throw UserError(r.span.begin,
                       "no match clause matches the value (the match is not exhaustive for "
                       "nested patterns)");

@@ -31,6 +31,11 @@ class Interpreter {
   virtual size_t tensor_ops(const ir::Block& block, size_t index, std::vector<Value>& frame) = 0;
   // Gives a tensor-to-host read its operand's contents (a batched engine runs pending work first).
   virtual const Tensor& tensor_contents(const Value& v) = 0;
+  // Called when a call has returned `result`, and when branch `branch` (If: 0 then, 1 else; Match:
+  // the clause) of an if or match has produced `result`: the batched engine's depth and phase
+  // bookkeeping.
+  virtual void after_call(const ir::Rhs& call, Value& result) {}
+  virtual void after_branch(const ir::Rhs& r, size_t branch, Value& result) {}
 
   // Evaluates one binding's right-hand side on the host (everything but tensor operators).
   Value host_binding(const ir::Rhs& r, std::vector<Value>& frame);

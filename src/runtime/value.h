@@ -37,6 +37,10 @@ struct Value {
   int64_t i = 0;   // Int; Lazy: the node
   double f = 0;    // Float
   bool b = false;  // Bool
+  // Lazy, for the inline depth schedule (analysis/depth.h): phase ends the value has passed (each
+  // moves it to the next phase, at depth 0 there), and ghost levels added since.
+  int16_t phase_ends = 0;
+  int16_t ghost = 0;
   std::shared_ptr<const Tensor> tensor;
   std::shared_ptr<const Aggregate> agg;  // Tuple, Adt, Closure
 

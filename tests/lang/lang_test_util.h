@@ -18,6 +18,7 @@
 
 #include "ir/ir.h"
 #include "ir/lower.h"
+#include "ir/pipeline.h"
 #include "lang/frontend.h"
 #include "runtime/inputs.h"
 #include "runtime/params.h"
@@ -50,7 +51,7 @@ inline std::vector<std::string> files_in(const std::string& dir, const std::stri
 inline std::shared_ptr<const ir::Module> compile_text(const std::string& text,
                                                       const DimOverrides& dims = {},
                                                       const std::string& file = "test.acr") {
-  return std::make_shared<const ir::Module>(lower_to_ir(parse_model_text(file, text, dims)));
+  return compile_checked(parse_model_text(file, text, dims), CompileOptions{});
 }
 
 // The type of the entry function's one parameter.

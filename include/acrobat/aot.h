@@ -1,0 +1,108 @@
+// The boundary between acrobat's runtime and a model compiled ahead of time (`acrobat compile`):
+// the generated C++ includes only this header (and the header-only SIMD math of src/kernels), and
+// the shared object exports one C function, acrobat_aot_model(), returning an AotModel.
+//
+// The generated host program runs one instance at a time. Host values are Val (16 bytes); data-type
+// values, tuples and closures are Obj records in a per-run arena. Tensor work is recorded, not done:
+// each execution of a static block calls AotContext::record, which returns the new dataflow-graph
+// node, and the block's outputs become lazy tensors (node, slot). The runtime later runs every
+// bucket of nodes through the block's generated batched kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace acrobat::aot {
+
+// Bumped whenever any struct below changes; the runtime refuses a model built for another version.
+inline constexpr uint32_t kAbiVersion = 1;
+
+struct Obj;
+
+// A host value. Which member is meaningful follows from the IR type, which the generated code knows.
+struct Val {
+  union {
+    int64_t i;          // int; bool as 0/1
+    double f;           // float
+    Obj* p;             // tuple, data-type value, closure
+    const float* data;  // a tensor that exists (parameter, embedding row, constant, input)
+  };
+  int32_t node;        // tensors: the node computing it, or -1 when `data` holds it
+  int16_t slot;        // lazy tensors: which output of the node
+  int8_t phase_ends;   // lazy tensors: phase ends passed (analysis/depth.h)
+  int8_t ghost;        // lazy tensors: ghost levels added since
+};
+static_assert(sizeof(Val) == 16, "Val is two words");
+
+// A tuple (tag 0), a data-type value (tag: constructor index), or a closure (tag: function index,
+// fields: captured values).
+struct Obj {
+  int32_t tag;
+  int32_t size;
+  Val fields[1];  // `size` of them (allocated with room for all)
+};
+
+// One block argument for a batch of instances [0, B): instance b's tensor is at data + b * stride
+// (stride 0: one tensor shared by all), or at rows[b] when data is null.
+struct Operand {
+  const float* data;
+  int64_t stride;
+  const float* const* rows;
+  const void* packed;  // reuse weights prepared for GEMM (kernels::PackedWeights), or null
+};
+
+struct AotContext;
+
+// The runtime's services to generated code, as plain function pointers.
+struct AotHost {
+  // Host program.
+  int32_t (*record)(AotContext* ctx, int32_t block, const Val* args);
+  Obj* (*alloc_obj)(AotContext* ctx, int32_t tag, int32_t size);
+  const float* (*read_tensor)(AotContext* ctx, Val tensor);  // runs pending work first if needed
+  // Throws the user error of IR site `site` (an index out of range, a division by zero, recursion
+  // too deep, no clause matching), with the offending values a and b; does not return.
+  void (*fail)(AotContext* ctx, int32_t site, int64_t a, int64_t b);
+  // Kernels (single-threaded; the runtime splits batches across threads).
+  float* (*scratch)(AotContext* ctx, int64_t floats);  // valid until the kernel returns
+  // C[M,N] (+)= A[M,K] @ W for reuse weights W, A rows lda apart.
+  void (*gemm_packed)(int64_t M, const float* A, int64_t lda, const void* packed, float* C,
+                      int64_t ldc, bool accumulate);
+  // Operator `op` of block `block` (any operator the generated code does not compute itself) on
+  // instances [0, B) of the given operands, into the contiguous [B, ...] `out`.
+  void (*op)(AotContext* ctx, int32_t block, int32_t op, int64_t B, const Operand* in, float* out);
+};
+
+// What a kernel call gets: a slice [0, B) of a bucket (the runtime offsets the operands).
+struct KernelCall {
+  AotContext* ctx;
+  const AotHost* host;
+  int64_t B;
+  const Operand* args;    // one per block argument
+  float* const* outputs;  // one per block operator: [B, size] for escaping operators, else null
+};
+using BlockKernel = void (*)(const KernelCall& call);
+
+// Per run, what the generated host program reads directly.
+struct AotContext {
+  const AotHost* host;
+  void* runtime;                    // the runtime's own state (opaque to generated code)
+  const float* const* params;       // parameter data, by parameter index
+  const int64_t* param_counts;      // indexed parameters: entries (0 for a whole parameter)
+  const int64_t* param_row_sizes;   // floats per entry
+  const float* const* constants;    // constant operators, by IR site
+  int32_t num_nodes;  // nodes recorded so far in the run: the next record returns this
+  int32_t call_depth;
+  int32_t max_call_depth;
+};
+
+struct AotModel {
+  uint32_t abi_version;
+  const char* source_hash;  // of the generated C++ (it identifies model, dims and analyses)
+  int32_t num_blocks;
+  const BlockKernel* kernels;  // by block id
+  Val (*entry)(AotContext* ctx, int32_t function, Val input);  // calls function `function`
+};
+
+}  // namespace acrobat::aot
+
+extern "C" const acrobat::aot::AotModel* acrobat_aot_model();

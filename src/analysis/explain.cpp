@@ -1,0 +1,139 @@
+#include "analysis/explain.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "analysis/plan.h"
+
+namespace acrobat::analysis {
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+std::string flops_text(int64_t flops) {
+  if (flops >= 1000000) return fmt::format("{:.2f} MFLOP", flops * 1e-6);
+  if (flops >= 1000) return fmt::format("{:.1f} kFLOP", flops * 1e-3);
+  return fmt::format("{} FLOP", flops);
+}
+
+class Explainer {
+ public:
+  explicit Explainer(const ir::Module& m) : m_(m), plan_(*m.plan) {
+    for (const auto& s : plan_.blocks) blocks_of_[s.function].push_back(&s);
+    for (const auto& c : plan_.reuse.clones) clone_of_[c.clone] = &c;
+    for (const auto& s : plan_.specialisations) special_of_[s.specialised] = &s;
+  }
+
+  std::string run() {
+    const AnalysisOptions& o = plan_.options;
+    out_ += fmt::format("analyses: specialise {}, reuse {}, clone {}, ghosts {}, phases {}\n",
+                        on(o.specialise), on(o.reuse), on(o.reuse && o.clone), on(o.ghosts),
+                        on(o.phases));
+    out_ += fmt::format("{} static blocks, {} clones, {} specialisations\n", count_blocks(),
+                        plan_.reuse.clones.size(), plan_.specialisations.size());
+    for (size_t f = 0; f < m_.functions.size(); ++f) function(static_cast<int>(f));
+    return out_;
+  }
+
+ private:
+  static const char* on(bool b) { return b ? "on" : "off"; }
+
+  size_t count_blocks() const {
+    size_t n = 0;
+    for (const auto& s : plan_.blocks) n += s.ops.empty() ? 0 : 1;
+    return n;
+  }
+
+  // Functions that hold no tensor work, no clone and no phase end are listed in one line.
+  void function(int f) {
+    const ir::Function& fn = m_.functions[f];
+    out_ += fmt::format("\nfunction @{}", fn.name);
+    int chain = plan_.depth.chain_length[f];
+    out_ += chain < 0 ? "  (unbounded" : fmt::format("  (chain of {} block{}", chain, chain == 1 ? "" : "s");
+    out_ += plan_.depth.in_recursion[f] ? ", in recursion)\n" : ", top level)\n";
+    if (auto it = special_of_.find(fn.name); it != special_of_.end())
+      out_ += fmt::format("  specialisation of @{} for the function argument @{}\n",
+                          it->second->callee, it->second->argument);
+    if (auto it = clone_of_.find(fn.name); it != clone_of_.end()) {
+      const CloneRecord& c = *it->second;
+      out_ += fmt::format("  clone of @{}: its callers pass {}\n", c.original, c.reason);
+      if (!c.call_sites.empty())
+        out_ += fmt::format("    called from {}\n", fmt::join(c.call_sites, ", "));
+    }
+    phase_ = 0;
+    walk(fn.body, f);
+  }
+
+  void walk(const ir::Block& b, int f) {
+    bool top = !plan_.depth.in_recursion[f];
+    for (size_t i = 0; i < b.bindings.size();) {
+      const ir::Rhs& r = *b.bindings[i].rhs;
+      auto blk = plan_.block_starting_at.find(&r);
+      if (blk != plan_.block_starting_at.end()) {
+        const StaticBlock& s = plan_.blocks[blk->second];
+        if (!s.ops.empty()) block(s, top);
+        i = std::max(s.end, i + 1);
+        continue;
+      }
+      if (auto g = plan_.depth.ghosts.find(&r); g != plan_.depth.ghosts.end()) {
+        std::vector<std::string> pads;
+        for (int p : g->second) pads.push_back(fmt::format("+{}", p));
+        out_ += fmt::format("  {} at {}: ghost operations per branch {}\n",
+                            r.kind == ir::RhsKind::If ? "if" : "match", r.span.begin.str(),
+                            fmt::join(pads, " "));
+      }
+      for (const ir::Block* nested : {&r.then_block, &r.else_block}) walk(*nested, f);
+      for (const auto& c : r.clauses) walk(c.body, f);
+      if (plan_.depth.phase_ends.count(&r)) {
+        std::string callee = r.callee_func >= 0 ? "@" + m_.functions[r.callee_func].name : "a closure";
+        out_ += fmt::format("  call of {} at {} ends phase {}\n", callee, r.span.begin.str(), phase_);
+        ++phase_;
+      }
+      ++i;
+    }
+  }
+
+  void block(const StaticBlock& s, bool top) {
+    std::string depth = s.static_depth > 0 ? fmt::format("depth {} (static)", s.static_depth)
+                                           : std::string("depth 1 + deepest input");
+    std::string phase = top ? fmt::format("phase {}", phase_) : std::string("caller's phase");
+    out_ += fmt::format("  block #{} at {}: {} ops, {}, {}, {}\n", s.id, s.name, s.ops.size(),
+                        depth, phase, flops_text(s.flops));
+    std::vector<std::string> ops;
+    for (const auto& op : s.ops) {
+      std::string name = op_info(op.rhs->op).name;
+      if (op.bias_arg >= 0) name += "+bias";
+      if (op.fused) continue;
+      if (op.view) name += "(view)";
+      ops.push_back(name);
+    }
+    out_ += fmt::format("    ops: {}\n", fmt::join(ops, " "));
+    const ir::Function& fn = m_.functions[s.function];
+    for (const auto& a : s.args) {
+      std::string var = fn.vars[a.var].name.empty() ? fmt::format("%{}", a.var)
+                                                    : fmt::format("%{}.{}", fn.vars[a.var].name, a.var);
+      std::string mode = a.known ? arg_mode_name(a.mode) : "checked per batch";
+      if (a.param >= 0) mode += " @" + m_.params[a.param].name;
+      else if (a.known && a.mode == ArgMode::Reuse) mode += " (constant)";
+      out_ += fmt::format("    arg {} {}: {}\n", var, shape_text(a.shape), mode);
+    }
+  }
+
+  const ir::Module& m_;
+  const Plan& plan_;
+  std::map<int, std::vector<const StaticBlock*>> blocks_of_;
+  std::map<std::string, const CloneRecord*> clone_of_;
+  std::map<std::string, const SpecialisationRecord*> special_of_;
+  int phase_ = 0;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string explain(const ir::Module& module) { return Explainer(module).run(); }
+
+}  // namespace acrobat::analysis

@@ -1,0 +1,34 @@
+// Everything the compiler decides about a module before it runs, in one place: what the passes after
+// lowering found (higher-order specialisations, the reuse analysis and its clones, static blocks,
+// depth and phases). The pipeline attaches it to the module; engines and `acrobat explain` read it.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "analysis/blocks.h"
+#include "analysis/depth.h"
+#include "analysis/reuse.h"
+#include "transforms/specialise.h"
+
+namespace acrobat::analysis {
+
+// Switches for the ablation study; all on by default.
+struct AnalysisOptions {
+  bool specialise = true;  // higher-order calls specialised
+  bool reuse = true;       // parameter-reuse analysis (off: argument modes discovered per batch)
+  bool clone = true;       // clones per calling context (off: disagreeing contexts are scatter)
+  bool ghosts = true;
+  bool phases = true;
+};
+
+struct Plan {
+  AnalysisOptions options;
+  std::vector<SpecialisationRecord> specialisations;
+  ReuseInfo reuse;  // empty when options.reuse is off
+  std::vector<StaticBlock> blocks;
+  std::unordered_map<const ir::Rhs*, int> block_starting_at;  // first binding's rhs -> block id
+  DepthPlan depth;
+};
+
+}  // namespace acrobat::analysis

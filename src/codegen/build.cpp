@@ -1,0 +1,87 @@
+#include "codegen/build.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "io/files.h"
+#include "support/diagnostics.h"
+
+namespace acrobat::codegen {
+
+namespace fs = std::filesystem;
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("ACROBAT_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/acrobat";
+  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/acrobat";
+  return "/tmp/acrobat-cache-" + std::to_string(getuid());
+}
+
+std::string system_compiler() {
+  if (const char* c = std::getenv("ACROBAT_CXX"); c && *c) return c;
+  if (const char* c = std::getenv("CXX"); c && *c) return c;
+  return "c++";
+}
+
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+BuiltObject build_shared_object(const GeneratedCpp& code, const std::string& cache_dir_arg) {
+  std::string dir = cache_dir_arg.empty() ? default_cache_dir() : cache_dir_arg;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UserError("cannot create the compile cache directory " + dir + ": " + ec.message());
+  BuiltObject out;
+  std::string base = dir + "/" + code.hash;
+  out.path = base + ".so";
+  if (fs::exists(out.path) && fs::exists(base + ".cpp") && read_all(base + ".cpp") == code.source) {
+    out.cached = true;
+    return out;
+  }
+  // Compile under temporary names, then rename: a concurrent build of the same model, or one that
+  // is interrupted, never leaves a half-written object under the final name.
+  std::string tmp = base + ".tmp" + std::to_string(getpid());
+  io::write_file(tmp + ".cpp", code.source);
+  std::string log = tmp + ".log";
+  out.command = system_compiler() + " -std=c++20 -O3 -march=native -ffp-contract=off -fPIC -shared -w" +
+                " -I" + shell_quote(ACROBAT_AOT_INCLUDE) + " -I" + shell_quote(ACROBAT_AOT_KERNELS) +
+                " -o " + shell_quote(tmp + ".so") + " " + shell_quote(tmp + ".cpp");
+  auto t0 = std::chrono::steady_clock::now();
+  int status = std::system((out.command + " > " + shell_quote(log) + " 2>&1").c_str());
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (status != 0) {
+    std::string messages = read_all(log);
+    if (messages.size() > 2000) messages = messages.substr(0, 2000) + "\n...";
+    fs::remove(log, ec);
+    throw UserError("compiling the generated C++ failed (" + out.command + "):\n" + messages);
+  }
+  fs::remove(log, ec);
+  // The object first: a HASH.cpp is only ever next to its finished HASH.so.
+  fs::rename(tmp + ".so", out.path, ec);
+  if (!ec) fs::rename(tmp + ".cpp", base + ".cpp", ec);
+  if (ec) throw UserError("cannot store the compiled model in " + dir + ": " + ec.message());
+  return out;
+}
+
+}  // namespace acrobat::codegen

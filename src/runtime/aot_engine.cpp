@@ -1,0 +1,544 @@
+#include "runtime/aot_engine.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <unordered_map>
+
+#include "acrobat/aot.h"
+#include "acrobat/kernels.h"
+#include "analysis/plan.h"
+#include "codegen/build.h"
+#include "codegen/emit_cpp.h"
+#include "runtime/arena.h"
+#include "runtime/batched_kernels.h"
+#include "runtime/interpreter.h"
+#include "runtime/reference_kernels.h"
+#include "runtime/thread_pool.h"
+
+namespace acrobat {
+
+namespace {
+
+using aot::Obj;
+using aot::Operand;
+using aot::Val;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// A batch is split across threads only when it has at least this much work: below it, waking the
+// workers costs more than they save.
+constexpr double kMinParallelFlops = 4e6;
+
+struct Node {
+  int block;
+  int phase = 0;
+  int depth = 0;
+  uint32_t external_begin = 0;
+  int batch = -1;
+  int row = 0;
+};
+
+// Bump allocation of host objects (tuples, data-type values, closures) for one run.
+class ObjectArena {
+ public:
+  Obj* alloc(int32_t tag, int32_t size) {
+    size_t bytes = offsetof(Obj, fields) + sizeof(Val) * static_cast<size_t>(size > 0 ? size : 1);
+    bytes = (bytes + 15) & ~size_t{15};
+    if (chunks_.empty() || used_ + bytes > kChunk) {
+      if (current_ + 1 < chunks_.size() && !chunks_.empty()) {
+        ++current_;
+      } else {
+        chunks_.push_back(std::make_unique<char[]>(std::max(kChunk, bytes)));
+        current_ = chunks_.size() - 1;
+      }
+      used_ = 0;
+    }
+    Obj* o = reinterpret_cast<Obj*>(chunks_[current_].get() + used_);
+    used_ += bytes;
+    o->tag = tag;
+    o->size = size;
+    return o;
+  }
+  void reset() {
+    current_ = 0;
+    used_ = 0;
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 20;
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  size_t current_ = 0, used_ = 0;
+};
+
+struct KernelThread {
+  aot::AotContext ctx{};
+  Arena scratch;
+  std::vector<const float*> pointers;
+  AotEngine::State* state = nullptr;
+};
+
+}  // namespace
+
+struct AotEngine::State {
+  const ir::Module* module = nullptr;
+  const analysis::Plan* plan = nullptr;
+  void* handle = nullptr;
+  const aot::AotModel* model = nullptr;
+  aot::AotHost host{};
+  aot::AotContext ctx{};
+  std::vector<const ir::Rhs*> sites;
+  std::vector<const float*> param_data;
+  std::vector<int64_t> param_counts, param_rows;
+  std::vector<Tensor> constant_storage;
+  std::vector<const float*> constants;
+  std::unordered_map<const float*, const kernels::PackedWeights*> packed;
+  std::unique_ptr<ThreadPool> pool;
+  std::vector<std::unique_ptr<KernelThread>> threads;
+  // One run:
+  RunStats* stats = nullptr;
+  std::vector<Node> nodes;
+  std::vector<Val> externals;
+  std::vector<std::vector<float*>> batch_outputs;
+  std::vector<std::vector<std::vector<std::vector<int>>>> buckets;  // [phase][depth][block]
+  Arena arena;
+  ObjectArena objects;
+  std::vector<std::vector<const float*>> rows;  // per argument of the batch being run
+  double flush_seconds = 0;
+
+  ~State() {
+    if (handle) dlclose(handle);
+  }
+
+  void reset_run(RunStats& s) {
+    stats = &s;
+    nodes.clear();
+    externals.clear();
+    batch_outputs.clear();
+    buckets.clear();
+    arena.reset();
+    arena.reset_peak();
+    objects.reset();
+    flush_seconds = 0;
+    ctx.num_nodes = 0;
+  }
+
+  const float* output_of(const Val& v) const {
+    const Node& n = nodes[v.node];
+    return batch_outputs[n.batch][v.slot] + n.row * plan->blocks[n.block].ops[v.slot].size;
+  }
+
+  // ---- services to the generated code ----
+
+  static State& of(aot::AotContext* ctx) { return *static_cast<State*>(ctx->runtime); }
+  static KernelThread& thread_of(aot::AotContext* ctx) {
+    return *static_cast<KernelThread*>(ctx->runtime);
+  }
+
+  static int32_t record(aot::AotContext* ctx, int32_t block, const Val* args) {
+    State& st = of(ctx);
+    const analysis::StaticBlock& s = st.plan->blocks[block];
+    Node n{block, 0, 0, static_cast<uint32_t>(st.externals.size())};
+    for (size_t a = 0; a < s.args.size(); ++a) {
+      const Val& v = args[a];
+      if (v.node >= 0) {
+        const Node& in = st.nodes[v.node];
+        int phase = in.phase + v.phase_ends;
+        int depth = (v.phase_ends > 0 ? 0 : in.depth) + v.ghost;
+        if (phase > n.phase) {
+          n.phase = phase;
+          n.depth = depth;
+        } else if (phase == n.phase && depth > n.depth) {
+          n.depth = depth;
+        }
+      }
+      st.externals.push_back(v);
+    }
+    n.depth += 1;
+    int32_t id = static_cast<int32_t>(st.nodes.size());
+    st.nodes.push_back(n);
+    auto& buckets = st.buckets;
+    if (buckets.size() <= static_cast<size_t>(n.phase)) buckets.resize(n.phase + 1);
+    auto& by_depth = buckets[n.phase];
+    if (by_depth.size() <= static_cast<size_t>(n.depth)) by_depth.resize(n.depth + 1);
+    auto& row = by_depth[n.depth];
+    if (row.size() <= static_cast<size_t>(block)) row.resize(block + 1);
+    row[block].push_back(id);
+    st.stats->tensor_ops += static_cast<int64_t>(s.ops.size());
+    st.stats->flops += s.flops;
+    ctx->num_nodes = id + 1;
+    return id;
+  }
+
+  static Obj* alloc_obj(aot::AotContext* ctx, int32_t tag, int32_t size) {
+    return of(ctx).objects.alloc(tag, size);
+  }
+
+  static const float* read_tensor(aot::AotContext* ctx, Val v) {
+    State& st = of(ctx);
+    if (v.node < 0) return v.data;
+    if (st.nodes[v.node].batch < 0) st.flush();
+    st.stats->kernel_calls++;
+    st.stats->tensor_ops++;
+    return st.output_of(v);
+  }
+
+  static void fail(aot::AotContext* ctx, int32_t site, int64_t a, int64_t b) {
+    State& st = of(ctx);
+    (void)b;
+    ACROBAT_ASSERT(site >= 0 && static_cast<size_t>(site) < st.sites.size(), "AOT error site");
+    const ir::Rhs& r = *st.sites[site];
+    switch (r.kind) {
+      case ir::RhsKind::ParamIndex:
+        throw UserError(r.span.begin, "index " + std::to_string(a) + " is out of range for param '" +
+                                          st.module->params[r.index].name + "' of " +
+                                          std::to_string(st.param_counts[r.index]) + " entries");
+      case ir::RhsKind::Host:
+        throw UserError(r.span.begin, a == 0 ? "integer division by zero" : "integer division overflows");
+      case ir::RhsKind::Match:
+        throw UserError(r.span.begin,
+                        "no match clause matches the value (the match is not exhaustive for "
+                        "nested patterns)");
+      case ir::RhsKind::Call:
+        ACROBAT_ASSERT(a >= 0, "a closure of an unknown function");
+        throw UserError(r.span.begin, "recursion deeper than " +
+                                          std::to_string(Interpreter::kMaxCallDepth) + " calls (in '" +
+                                          st.module->functions[a].name + "')");
+      default: break;
+    }
+    ACROBAT_ASSERT(false, "AOT error at an unexpected site");
+  }
+
+  static float* scratch(aot::AotContext* ctx, int64_t floats) {
+    return thread_of(ctx).scratch.alloc(static_cast<size_t>(floats));
+  }
+
+  static void gemm_packed(int64_t M, const float* A, int64_t lda, const void* packed, float* C,
+                          int64_t ldc, bool accumulate) {
+    kernels::gemm_packed(static_cast<int>(M), A, static_cast<int>(lda),
+                         *static_cast<const kernels::PackedWeights*>(packed), C,
+                         static_cast<int>(ldc), accumulate);
+  }
+
+  // Any operator the generated kernel leaves to the library: the batched kernels of the registry,
+  // with scattered rows gathered first (concat reads them in place) and scattered weights grouped.
+  static void op(aot::AotContext* ctx, int32_t block, int32_t index, int64_t B, const Operand* in,
+                 float* out) {
+    KernelThread& t = thread_of(ctx);
+    const analysis::StaticBlock& s = t.state->plan->blocks[block];
+    const analysis::BlockOp& op = s.ops[index];
+    std::vector<BatchOperand> ops(op.operands.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const auto& o = op.operands[i];
+      ops[i].shape = o.local ? &s.ops[o.index].shape : &s.args[o.index].shape;
+      ops[i].packed = static_cast<const kernels::PackedWeights*>(in[i].packed);
+      if (in[i].data) {
+        ops[i].data = in[i].data;
+        ops[i].stride = in[i].stride;
+      } else {
+        ops[i].rows = in[i].rows;
+      }
+    }
+    auto gather = [&](BatchOperand& x) {
+      if (x.data || !x.rows) return;
+      int64_t n = num_elements(*x.shape);
+      float* panel = t.scratch.alloc(static_cast<size_t>(B * n));
+      for (int64_t b = 0; b < B; ++b) std::memcpy(panel + b * n, x.rows[b], n * sizeof(float));
+      x.data = panel;
+      x.stride = n;
+      x.rows = nullptr;
+    };
+    if (op.rhs->op == OpId::MatMul && !(ops[1].data && ops[1].stride == 0)) {
+      t.pointers.resize(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b)
+        t.pointers[b] = ops[1].data ? ops[1].data + b * ops[1].stride : ops[1].rows[b];
+      gather(ops[0]);
+      batched_matmul_grouped(B, ops[0], t.pointers.data(), op.shape, out, t.scratch);
+      return;
+    }
+    if (op.rhs->op != OpId::Concat)
+      for (auto& x : ops) gather(x);
+    batched_kernel(op.rhs->op)(op.rhs->attrs, B, ops, op.shape, out);
+  }
+
+  // ---- execution ----
+
+  void run_batch(int block, const std::vector<int>& ids) {
+    const analysis::StaticBlock& s = plan->blocks[block];
+    int64_t B = static_cast<int64_t>(ids.size());
+    int batch = static_cast<int>(batch_outputs.size());
+    for (size_t r = 0; r < ids.size(); ++r) {
+      nodes[ids[r]].batch = batch;
+      nodes[ids[r]].row = static_cast<int>(r);
+    }
+    std::vector<float*>& outputs = batch_outputs.emplace_back(s.ops.size(), nullptr);
+    for (size_t k = 0; k < s.ops.size(); ++k)
+      if (s.ops[k].escapes) outputs[k] = arena.alloc(static_cast<size_t>(B * s.ops[k].size));
+
+    std::vector<Operand> args(s.args.size());
+    if (rows.size() < args.size()) rows.resize(args.size());
+    for (size_t e = 0; e < args.size(); ++e) {
+      const analysis::BlockArg& arg = s.args[e];
+      if (arg.known && arg.mode == analysis::ArgMode::Reuse) {
+        const Val& v = externals[nodes[ids[0]].external_begin + e];
+        args[e] = Operand{v.data, 0, nullptr, packed_of(v.data)};
+        continue;
+      }
+      std::vector<const float*>& r = rows[e];
+      r.resize(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) {
+        const Val& v = externals[nodes[ids[b]].external_begin + e];
+        r[b] = v.node >= 0 ? output_of(v) : v.data;
+      }
+      int64_t n = num_elements(arg.shape);
+      bool shared = true, strided = true;
+      for (int64_t b = 1; b < B; ++b) {
+        shared = shared && r[b] == r[0];
+        strided = strided && r[b] == r[0] + b * n;
+      }
+      if (shared)
+        args[e] = Operand{r[0], 0, nullptr, packed_of(r[0])};
+      else if (strided)
+        args[e] = Operand{r[0], n, nullptr, nullptr};
+      else
+        args[e] = Operand{nullptr, 0, r.data(), nullptr};
+    }
+
+    int tasks = 1;
+    if (pool && B >= 2 && double(B) * double(s.flops) >= kMinParallelFlops)
+      tasks = static_cast<int>(std::min<int64_t>(pool->size(), B));
+    aot::BlockKernel kernel = model->kernels[block];
+    auto run_part = [&](int t) {
+      int64_t b0 = B * t / tasks, b1 = B * (t + 1) / tasks;
+      KernelThread& th = *threads[t];
+      th.scratch.reset();
+      std::vector<Operand> part(args);
+      std::vector<float*> outs(outputs);
+      if (b0 > 0) {
+        for (auto& a : part) {
+          if (a.data) a.data += b0 * a.stride;
+          else a.rows += b0;
+        }
+        for (size_t k = 0; k < outs.size(); ++k)
+          if (outs[k]) outs[k] += b0 * s.ops[k].size;
+      }
+      aot::KernelCall call{&th.ctx, &host, b1 - b0, part.data(), outs.data()};
+      kernel(call);
+    };
+    if (tasks == 1) run_part(0);
+    else pool->run(tasks, run_part);
+    stats->batches++;
+    stats->kernel_calls++;
+    auto& counts = stats->blocks[s.name];
+    counts.nodes += B;
+    counts.batches++;
+    size_t scratch_peak = 0;
+    for (const auto& th : threads) scratch_peak += th->scratch.peak_bytes();
+    stats->peak_bytes = std::max<int64_t>(stats->peak_bytes,
+                                          static_cast<int64_t>(arena.peak_bytes() + scratch_peak));
+  }
+
+  const void* packed_of(const float* data) const {
+    auto it = packed.find(data);
+    return it == packed.end() ? nullptr : it->second;
+  }
+
+  void flush() {
+    auto t0 = Clock::now();
+    for (auto& phase : buckets)
+      for (auto& row : phase)
+        for (size_t b = 0; b < row.size(); ++b)
+          if (!row[b].empty()) run_batch(static_cast<int>(b), row[b]);
+    buckets.clear();
+    double s = seconds_since(t0);
+    flush_seconds += s;
+    stats->kernel_seconds += s;
+  }
+
+  // ---- values in and out ----
+
+  Val from_value(const Value& v, const Type& t) {
+    Val out{};
+    out.node = -1;
+    switch (t->kind) {
+      case TypeKind::Int: out.i = v.i; return out;
+      case TypeKind::Float: out.f = v.f; return out;
+      case TypeKind::Bool: out.i = v.b ? 1 : 0; return out;
+      case TypeKind::Tensor: out.data = v.tensor->data.get(); return out;
+      case TypeKind::Tuple: {
+        if (t->args.empty()) return out;
+        Obj* o = objects.alloc(0, static_cast<int32_t>(t->args.size()));
+        for (size_t i = 0; i < t->args.size(); ++i) o->fields[i] = from_value(v.agg->fields[i], t->args[i]);
+        out.p = o;
+        return out;
+      }
+      case TypeKind::Adt: {
+        const CtorDef* c = v.agg->ctor;
+        Obj* o = objects.alloc(c->tag, static_cast<int32_t>(c->fields.size()));
+        for (size_t i = 0; i < c->fields.size(); ++i)
+          o->fields[i] = from_value(v.agg->fields[i],
+                                    substitute_params(c->fields[i], t->adt->type_params, t->args));
+        out.p = o;
+        return out;
+      }
+      default: break;
+    }
+    throw UserError("the AOT engine cannot take an input of type " + type_str(t));
+  }
+
+  Value to_value(const Val& v, const Type& t) {
+    switch (t->kind) {
+      case TypeKind::Int: return Value::of_int(v.i);
+      case TypeKind::Float: return Value::of_float(v.f);
+      case TypeKind::Bool: return Value::of_bool(v.i != 0);
+      case TypeKind::Tensor: {
+        Tensor out = Tensor::allocate(t->shape);
+        const float* src = v.node >= 0 ? output_of(v) : v.data;
+        std::memcpy(out.data.get(), src, out.size() * sizeof(float));
+        return Value::of_tensor(std::move(out));
+      }
+      case TypeKind::Tuple: {
+        if (t->args.empty()) return Value::unit();
+        std::vector<Value> fields;
+        for (size_t i = 0; i < t->args.size(); ++i) fields.push_back(to_value(v.p->fields[i], t->args[i]));
+        return Value::tuple(std::move(fields));
+      }
+      case TypeKind::Adt: {
+        const CtorDef* c = t->adt->ctors[v.p->tag].get();
+        std::vector<Value> fields;
+        for (size_t i = 0; i < c->fields.size(); ++i)
+          fields.push_back(
+              to_value(v.p->fields[i], substitute_params(c->fields[i], t->adt->type_params, t->args)));
+        return Value::adt(c, std::move(fields));
+      }
+      default: break;
+    }
+    throw UserError("the AOT engine cannot return a value of type " + type_str(t));
+  }
+};
+
+AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
+                     std::shared_ptr<const ParamStore> params, const AotOptions& options)
+    : module_(std::move(module)), params_(std::move(params)), state_(std::make_unique<State>()) {
+  ACROBAT_ASSERT(module_->plan, "the AOT engine needs a module compiled by compile_model");
+  State& st = *state_;
+  st.module = module_.get();
+  st.plan = module_->plan.get();
+
+  auto t0 = Clock::now();
+  codegen::GeneratedCpp code = codegen::emit_cpp(*module_);
+  build_.generate_seconds = seconds_since(t0);
+  if (options.object.empty()) {
+    codegen::BuiltObject built = codegen::build_shared_object(code, options.cache_dir);
+    build_.object_path = built.path;
+    build_.cached = built.cached;
+    build_.compile_seconds = built.seconds;
+  } else {
+    build_.object_path = options.object;
+  }
+  auto t1 = Clock::now();
+  const std::string& path = build_.object_path;
+  st.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!st.handle) throw UserError(path + ": cannot load the compiled model: " + dlerror());
+  using ModelFn = const aot::AotModel* (*)();
+  auto fn = reinterpret_cast<ModelFn>(dlsym(st.handle, "acrobat_aot_model"));
+  if (!fn) throw UserError(path + ": not a model compiled by acrobat (no acrobat_aot_model)");
+  st.model = fn();
+  if (st.model->abi_version != aot::kAbiVersion)
+    throw UserError(path + ": compiled for runtime interface version " +
+                    std::to_string(st.model->abi_version) + ", this acrobat has version " +
+                    std::to_string(aot::kAbiVersion) + "; compile the model again");
+  if (code.hash != st.model->source_hash)
+    throw UserError(path + ": compiled from a different model, dims or analyses (code " +
+                    st.model->source_hash + ", expected " + code.hash +
+                    "); compile it again with the same --set and --disable options");
+  build_.load_seconds = seconds_since(t1);
+
+  st.sites = codegen::number_sites(*module_);
+  for (size_t p = 0; p < params_->params.size(); ++p) {
+    const auto& pv = params_->params[p];
+    st.param_data.push_back(pv.tensor.data.get());
+    st.param_counts.push_back(pv.count);
+    st.param_rows.push_back(num_elements(pv.elem_shape));
+    if (pv.tensor.packed) st.packed[pv.tensor.data.get()] = pv.tensor.packed.get();
+  }
+  // Constants are computed once, with the reference kernels, and addressed by IR site.
+  st.constants.assign(st.sites.size(), nullptr);
+  for (size_t i = 0; i < st.sites.size(); ++i) {
+    const ir::Rhs& r = *st.sites[i];
+    if (r.kind != ir::RhsKind::Op || !r.args.empty() || op_info(r.op).op_class != OpClass::Constant)
+      continue;
+    Tensor t = Tensor::allocate(r.type->shape);
+    reference_kernel(r.op)(r.attrs, {}, t);
+    st.constants[i] = t.data.get();
+    st.constant_storage.push_back(std::move(t));
+  }
+
+  st.host.record = &State::record;
+  st.host.alloc_obj = &State::alloc_obj;
+  st.host.read_tensor = &State::read_tensor;
+  st.host.fail = &State::fail;
+  st.host.scratch = &State::scratch;
+  st.host.gemm_packed = &State::gemm_packed;
+  st.host.op = &State::op;
+  st.ctx.host = &st.host;
+  st.ctx.runtime = &st;
+  st.ctx.params = st.param_data.data();
+  st.ctx.param_counts = st.param_counts.data();
+  st.ctx.param_row_sizes = st.param_rows.data();
+  st.ctx.constants = st.constants.data();
+  st.ctx.max_call_depth = Interpreter::kMaxCallDepth;
+
+  int threads = std::max(1, options.threads);
+  if (threads > 1) st.pool = std::make_unique<ThreadPool>(threads);
+  for (int t = 0; t < threads; ++t) {
+    auto th = std::make_unique<KernelThread>();
+    th->state = &st;
+    th->ctx = st.ctx;
+    th->ctx.runtime = th.get();
+    st.threads.push_back(std::move(th));
+  }
+}
+
+AotEngine::~AotEngine() = default;
+
+RunResult AotEngine::run(const std::vector<Value>& inputs, const std::string& entry,
+                         size_t first_instance) {
+  int func = entry_function(*module_, entry);
+  const ir::Function& f = module_->functions[func];
+  State& st = *state_;
+  RunResult result;
+  RunStats& stats = result.stats;
+  st.reset_run(stats);
+  auto start = Clock::now();
+  std::vector<Val> outputs;
+  outputs.reserve(inputs.size());
+  if (!worker_) worker_ = std::make_unique<StackThread>();
+  worker_->run([&] {
+    const Type& in_type = f.vars[f.params[0]].type;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      try {
+        Val in = st.from_value(inputs[i], in_type);
+        st.ctx.call_depth = 0;
+        outputs.push_back(st.model->entry(&st.ctx, func, in));
+      } catch (const UserError& e) {
+        throw for_instance(e, first_instance + i);
+      }
+    }
+  });
+  stats.host_seconds = seconds_since(start) - st.flush_seconds;
+  st.flush();
+  result.outputs.reserve(outputs.size());
+  for (const auto& v : outputs) result.outputs.push_back(st.to_value(v, f.ret));
+  stats.instances = static_cast<int64_t>(inputs.size());
+  stats.nodes = static_cast<int64_t>(st.nodes.size());
+  stats.wall_seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace acrobat

@@ -1,0 +1,53 @@
+// The ahead-of-time engine: runs a model compiled to a shared object by `acrobat compile` (or built
+// and cached on first use). The generated host program records each instance's static blocks as
+// dataflow-graph nodes, with the same inline depth, ghost and phase rules as the batched engine;
+// buckets then run through the generated batched kernel of their block, split across threads.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/big_stack.h"
+#include "runtime/engine.h"
+
+namespace acrobat {
+
+struct AotOptions {
+  std::string object;     // a prebuilt shared object; "" to generate, build and cache
+  std::string cache_dir;  // "" for codegen::default_cache_dir()
+  int threads = 1;        // threads splitting each batched kernel
+};
+
+// How the engine got its shared object.
+struct AotBuildInfo {
+  std::string object_path;
+  bool cached = false;
+  double generate_seconds = 0;  // C++ generation
+  double compile_seconds = 0;   // the system compiler (0 when cached)
+  double load_seconds = 0;      // dlopen and checks
+};
+
+class AotEngine : public Engine {
+ public:
+  // Generates the module's C++ and loads the matching object (from options.object, the cache, or a
+  // fresh build). Throws UserError if a given object does not belong to this module (model, dims or
+  // analyses differ) or was built for another runtime version.
+  AotEngine(std::shared_ptr<const ir::Module> module, std::shared_ptr<const ParamStore> params,
+            const AotOptions& options = {});
+  ~AotEngine() override;
+  const char* name() const override { return "aot"; }
+  RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main",
+                size_t first_instance = 0) override;
+  const AotBuildInfo& build_info() const { return build_; }
+
+  struct State;
+
+ private:
+  std::shared_ptr<const ir::Module> module_;
+  std::shared_ptr<const ParamStore> params_;
+  AotBuildInfo build_;
+  std::unique_ptr<State> state_;
+  std::unique_ptr<StackThread> worker_;
+};
+
+}  // namespace acrobat

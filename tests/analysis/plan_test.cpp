@@ -1,0 +1,256 @@
+// Static blocks, depth and phases on small programs and the bundled models: the plan the compiler
+// makes (blocks, argument modes, ghost padding, phase ends), the bucket counts and mean batch sizes
+// the batched engine gets from it, with each analysis on and off, and outputs equal to the reference
+// engine's in every configuration.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "analysis/explain.h"
+#include "analysis/plan.h"
+#include "ir/pipeline.h"
+#include "lang/frontend.h"
+#include "runtime/batched_engine.h"
+#include "runtime/inputs.h"
+#include "runtime/reference_engine.h"
+
+namespace acrobat::analysis {
+namespace {
+
+std::string source(const std::string& relative) {
+  return std::string(ACROBAT_SOURCE_DIR) + "/" + relative;
+}
+
+std::shared_ptr<const ir::Module> compile(const std::string& text, AnalysisOptions a = {}) {
+  CompileOptions o;
+  o.analysis = a;
+  return compile_checked(parse_model_text("test.acr", text, {}), o);
+}
+
+std::shared_ptr<const ir::Module> compile_file(const std::string& path, AnalysisOptions a = {}) {
+  CompileOptions o;
+  o.analysis = a;
+  o.dims["H"] = 32;
+  return compile_model(path, o);
+}
+
+const ir::Function& function(const ir::Module& m, const std::string& name) {
+  int f = m.find_function(name);
+  EXPECT_GE(f, 0) << name;
+  return m.functions[f];
+}
+
+std::vector<const StaticBlock*> blocks_of(const ir::Module& m, const std::string& fn) {
+  std::vector<const StaticBlock*> out;
+  for (const auto& s : m.plan->blocks)
+    if (m.functions[s.function].name == fn && !s.ops.empty()) out.push_back(&s);
+  return out;
+}
+
+std::string var_name(const ir::Module& m, const StaticBlock& s, const BlockArg& a) {
+  return m.functions[s.function].vars[a.var].name;
+}
+
+// The modes of a block's parameter arguments, as "param:mode".
+std::set<std::string> param_modes(const ir::Module& m, const StaticBlock& s) {
+  std::set<std::string> out;
+  for (const auto& a : s.args)
+    if (a.param >= 0) out.insert(m.params[a.param].name + ":" + arg_mode_name(a.mode));
+  return out;
+}
+
+struct Runs {
+  RunResult reference, batched;
+};
+
+Runs run_both(const std::shared_ptr<const ir::Module>& m, const std::vector<Value>& inputs,
+              uint64_t seed = 1) {
+  auto params = std::make_shared<ParamStore>(init_params(*m, seed));
+  Runs r{ReferenceEngine(m, params).run(inputs), BatchedEngine(m, params).run(inputs)};
+  EXPECT_EQ(r.reference.outputs.size(), r.batched.outputs.size());
+  for (size_t i = 0; i < r.reference.outputs.size(); ++i) {
+    const Tensor& want = *r.reference.outputs[i].tensor;
+    const Tensor& got = *r.batched.outputs[i].tensor;
+    EXPECT_EQ(want.shape, got.shape);
+    for (int64_t j = 0; j < want.size(); ++j)
+      EXPECT_NEAR(got.data[j], want.data[j], 1e-5 + 1e-5 * std::fabs(want.data[j]))
+          << "instance " << i << " element " << j;
+  }
+  return r;
+}
+
+std::vector<Value> int_inputs(const ir::Module& m, std::vector<int> values) {
+  const ir::Function& f = m.functions[entry_function(m, "main")];
+  std::vector<Value> out;
+  for (int v : values) out.push_back(value_from_json(v, f.vars[f.params[0]].type, SourceLoc{"test"}));
+  return out;
+}
+
+// Batches and nodes of the block that starts at `line` of test.acr.
+RunStats::BlockCounts counts_at(const RunStats& s, int line) {
+  for (const auto& [name, c] : s.blocks)
+    if (name.find(":" + std::to_string(line) + ":") != std::string::npos) return c;
+  ADD_FAILURE() << "no block at line " << line;
+  return {};
+}
+
+TEST(StaticBlocks, TreeLstmHasOneBlockPerStraightLineRegion) {
+  auto m = compile_file(source("models/treelstm.acr"));
+  auto cell = blocks_of(*m, "cell");
+  ASSERT_EQ(cell.size(), 2u);  // the leaf and the internal-node computations
+  ASSERT_EQ(blocks_of(*m, "main").size(), 1u);
+  const StaticBlock& leaf = *cell[0];
+  const StaticBlock& node = *cell[1];
+  EXPECT_EQ(param_modes(*m, leaf),
+            (std::set<std::string>{"emb:indexed", "W_leaf:reuse", "b_leaf:reuse"}));
+  EXPECT_EQ(param_modes(*m, node), (std::set<std::string>{"U_node:reuse", "b_node:reuse"}));
+  // The leaf block reads nothing the graph computes: its depth is fixed. The node block reads
+  // both children's (h, c).
+  EXPECT_EQ(leaf.static_depth, 1);
+  EXPECT_EQ(node.static_depth, 0);
+  int scatter = 0;
+  for (const auto& a : node.args) scatter += a.mode == ArgMode::Scatter ? 1 : 0;
+  EXPECT_EQ(scatter, 4);  // hl, cl, hr, cr
+  // The matmul takes the bias add; the split's slices are views; only h and c escape.
+  EXPECT_GE(leaf.ops[0].bias_arg, 0);
+  EXPECT_TRUE(leaf.ops[1].fused);
+  int views = 0, escaping = 0;
+  for (const auto& op : leaf.ops) {
+    views += op.view;
+    escaping += op.escapes && !op.view;
+  }
+  EXPECT_EQ(views, 3);
+  EXPECT_GE(escaping, 2);
+}
+
+TEST(StaticBlocks, WithoutTheReuseAnalysisModesAreCheckedPerBatch) {
+  AnalysisOptions off;
+  off.reuse = false;
+  auto m = compile_file(source("models/treelstm.acr"), off);
+  for (const auto& s : m->plan->blocks)
+    for (const auto& a : s.args) EXPECT_FALSE(a.known);
+}
+
+TEST(StaticBlocks, MvRnnReadsPerNodeMatricesAsScatterAndHashedWordMatricesAsIndexed) {
+  auto m = compile_file(source("models/mvrnn.acr"));
+  auto compose = blocks_of(*m, "compose");
+  ASSERT_EQ(compose.size(), 1u);  // the leaf only loads parameters: no tensor work
+  std::set<std::string> modes;
+  for (const auto& a : compose[0]->args)
+    modes.insert(var_name(*m, *compose[0], a) + ":" + arg_mode_name(a.mode));
+  EXPECT_TRUE(modes.count("A:scatter"));
+  EXPECT_TRUE(modes.count("B:scatter"));
+}
+
+TEST(Phases, TheClassifierAfterATreeRecursionRunsAsOneBatch) {
+  for (bool phases : {true, false}) {
+    AnalysisOptions a;
+    a.phases = phases;
+    auto m = compile_file(source("models/treelstm.acr"), a);
+    EXPECT_EQ(m->plan->depth.phase_ends.size(), phases ? 1u : 0u);
+    const ir::Function& f = m->functions[entry_function(*m, "main")];
+    auto inputs = load_inputs(InputSpec{InputKind::Sst, source("data/sst/test.txt")},
+                              f.vars[f.params[0]].type, source("data/sst/vocab.txt"), 64);
+    Runs r = run_both(m, inputs);
+    auto main_block = blocks_of(*m, "main")[0];
+    const auto& c = r.batched.stats.blocks.at(main_block->name);
+    EXPECT_EQ(c.nodes, 64);
+    if (phases) {
+      EXPECT_EQ(c.batches, 1);  // every tree's classifier in phase 1, depth 1
+    } else {
+      EXPECT_GT(c.batches, 5);  // one batch per distinct tree height
+    }
+  }
+}
+
+// Two independent recursions in top-level code: their steps share batches (no phase or program
+// order separates them); the sum after both runs once for all instances.
+const char* kIndependent = R"(dim H = 8
+param W: f32[H, H]
+def chain(x: f32[1, H], n: int) -> f32[1, H] {
+  if n == 0 { x } else { chain(tanh(x @ W), n - 1) }
+}
+def main(n: int) -> f32[1, H] {
+  let a = chain(ones(1, H), n);
+  let b = chain(zeros(1, H), n + 1);
+  a * b + a
+}
+)";
+
+TEST(Phases, IndependentCallsStartAtTheSameDepth) {
+  for (bool phases : {true, false}) {
+    AnalysisOptions a;
+    a.phases = phases;
+    auto m = compile(kIndependent, a);
+    auto inputs = int_inputs(*m, {1, 2, 3, 4, 5, 6, 7, 8});
+    Runs r = run_both(m, inputs);
+    auto step = counts_at(r.batched.stats, 4);
+    auto sum = counts_at(r.batched.stats, 9);
+    // Steps: depth k holds every chain with more than k - 1 steps left: 9 depths in all.
+    EXPECT_EQ(step.nodes, (1 + 2 + 3 + 4 + 5 + 6 + 7 + 8) + (2 + 3 + 4 + 5 + 6 + 7 + 8 + 9));
+    EXPECT_EQ(step.batches, 9);
+    EXPECT_EQ(sum.nodes, 8);
+    EXPECT_EQ(sum.batches, phases ? 1 : 8);
+  }
+}
+
+// A branch adding two blocks on one side and one on the other: with ghost operations the work
+// after it falls at one depth for every instance.
+const char* kGhost = R"(dim H = 8
+param W: f32[H, H]
+param V: f32[H, H]
+def g(x: f32[1, H]) -> f32[1, H] { tanh(x @ W) }
+def h(x: f32[1, H]) -> f32[1, H] { sigmoid(x @ V) }
+def main(n: int) -> f32[1, H] {
+  let x = ones(1, H) * 0.5;
+  let y = if n % 2 == 0 { g(g(x)) } else { g(x) };
+  h(y)
+}
+)";
+
+TEST(Ghosts, PadTheShorterBranchSoLaterWorkAligns) {
+  for (bool ghosts : {true, false}) {
+    AnalysisOptions a;
+    a.ghosts = ghosts;
+    auto m = compile(kGhost, a);
+    EXPECT_EQ(m->plan->depth.ghosts.size(), ghosts ? 1u : 0u);
+    if (ghosts) {
+      EXPECT_EQ(m->plan->depth.ghosts.begin()->second, (std::vector<int>{0, 1}));
+    }
+    EXPECT_EQ(m->plan->depth.chain_length[m->find_function("main")], 4);  // x, g, g, h
+    auto inputs = int_inputs(*m, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+    Runs r = run_both(m, inputs);
+    auto g = counts_at(r.batched.stats, 4);
+    auto h = counts_at(r.batched.stats, 5);
+    EXPECT_EQ(g.nodes, 15);
+    EXPECT_EQ(g.batches, 2);
+    EXPECT_EQ(h.nodes, 10);
+    EXPECT_EQ(h.batches, ghosts ? 1 : 2);
+  }
+}
+
+TEST(Ghosts, AreNotAddedWhereABranchIsUnbounded) {
+  auto m = compile_file(source("models/treelstm.acr"));
+  EXPECT_TRUE(m->plan->depth.ghosts.empty());  // Node recurses: no fixed length to pad to
+  EXPECT_EQ(m->plan->depth.chain_length[m->find_function("cell")], -1);
+  EXPECT_TRUE(m->plan->depth.in_recursion[m->find_function("cell")]);
+  EXPECT_FALSE(m->plan->depth.in_recursion[m->find_function("main")]);
+}
+
+TEST(Explain, ListsBlocksModesPhasesAndGhosts) {
+  auto m = compile(kGhost);
+  std::string text = explain(*m);
+  EXPECT_NE(text.find("function @g  (chain of 1 block, top level)"), std::string::npos) << text;
+  EXPECT_NE(text.find("[8, 8]: reuse @W\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("if at test.acr:8:11: ghost operations per branch +0 +1"), std::string::npos)
+      << text;
+  auto t = compile_file(source("models/treelstm.acr"));
+  text = explain(*t);
+  EXPECT_NE(text.find("ends phase 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("indexed @emb"), std::string::npos) << text;
+  EXPECT_NE(text.find("matmul+bias"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace acrobat::analysis

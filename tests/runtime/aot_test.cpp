@@ -1,0 +1,333 @@
+// The ahead-of-time engine: every model gives the interpreter path's outputs (the batched engine, same
+// batches) and the reference engine's, with one and two threads; small programs cover the rest of the
+// host language (data types out, closures, tensor reads in control flow, generic functions), the
+// schedule (same nodes and batches as the batched engine, ghosts and phases included), user errors
+// (same messages), the compile cache, and objects that do not belong to the module.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "codegen/build.h"
+#include "codegen/emit_cpp.h"
+#include "ir/pipeline.h"
+#include "lang/frontend.h"
+#include "runtime/aot_engine.h"
+#include "runtime/batched_engine.h"
+#include "runtime/inputs.h"
+#include "runtime/reference_engine.h"
+
+namespace acrobat {
+namespace {
+
+const std::string kSource = ACROBAT_SOURCE_DIR;
+const std::string kCache = ACROBAT_TEST_CACHE_DIR;
+
+AotOptions aot_options(int threads = 1) {
+  AotOptions o;
+  o.cache_dir = kCache;
+  o.threads = threads;
+  return o;
+}
+
+std::shared_ptr<const ir::Module> compile_text(const std::string& text, CompileOptions o = {}) {
+  return compile_checked(parse_model_text("test.acr", text, o.dims), o);
+}
+
+// Tensors equal to a relative 1e-6 (the same kernels on the same rows; a GEMM split across threads
+// may sum in another order), anything else exactly.
+void expect_same(const Value& a, const Value& e, const std::string& where) {
+  ASSERT_EQ(a.kind, e.kind) << where;
+  switch (e.kind) {
+    case Value::Kind::Tensor:
+      ASSERT_EQ(a.tensor->shape, e.tensor->shape) << where;
+      for (int64_t i = 0; i < e.tensor->size(); ++i) {
+        float x = a.tensor->data[i], y = e.tensor->data[i];
+        ASSERT_LE(std::fabs(x - y), 1e-6f * std::fabs(y) + 1e-7f) << where << " element " << i;
+      }
+      return;
+    case Value::Kind::Int: EXPECT_EQ(a.i, e.i) << where; return;
+    case Value::Kind::Float: EXPECT_EQ(a.f, e.f) << where; return;
+    case Value::Kind::Bool: EXPECT_EQ(a.b, e.b) << where; return;
+    case Value::Kind::Tuple:
+    case Value::Kind::Adt:
+      ASSERT_EQ(a.agg->ctor, e.agg->ctor) << where;
+      ASSERT_EQ(a.agg->fields.size(), e.agg->fields.size()) << where;
+      for (size_t i = 0; i < e.agg->fields.size(); ++i)
+        expect_same(a.agg->fields[i], e.agg->fields[i], where + "." + std::to_string(i));
+      return;
+    default: return;
+  }
+}
+
+struct ModelCase {
+  const char* model;
+  const char* input_kind;
+  int64_t hidden;
+};
+
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.model << " H=" << c.hidden; }
+
+class AotEqualsInterpreter : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(AotEqualsInterpreter, OnTheSstTestSet) {
+  const ModelCase& c = GetParam();
+  CompileOptions options;
+  options.dims["H"] = c.hidden;
+  auto module = compile_model(kSource + "/models/" + c.model + ".acr", options);
+  auto params = std::make_shared<ParamStore>(init_params(*module, 11));
+  const auto& f = module->functions[entry_function(*module, "main")];
+  auto inputs = load_inputs(
+      parse_input_spec(std::string(c.input_kind) + ":" + kSource + "/data/sst/test.txt"),
+      f.vars[f.params[0]].type, kSource + "/data/sst/vocab.txt", 0);
+  BatchedEngine interpreter(module, params);
+  ReferenceEngine reference(module, params);
+  std::vector<Value> first64(inputs.begin(), inputs.begin() + 64);
+  RunResult unbatched = reference.run(first64);
+  for (int threads : {1, 2}) {
+    AotEngine aot(module, params, aot_options(threads));
+    for (size_t batch : {size_t{1}, size_t{8}, size_t{64}, inputs.size()}) {
+      size_t count = batch == 1 ? 16 : inputs.size();
+      std::vector<Value> part(inputs.begin(), inputs.begin() + count);
+      RunResult want = run_in_batches(interpreter, part, batch);
+      RunResult got = run_in_batches(aot, part, batch);
+      ASSERT_EQ(got.outputs.size(), want.outputs.size());
+      for (size_t i = 0; i < want.outputs.size(); ++i)
+        expect_same(got.outputs[i], want.outputs[i],
+                    fmt::format("{} threads, batch {}, instance {}", threads, batch, i));
+      // The same dataflow graph and the same schedule.
+      EXPECT_EQ(got.stats.nodes, want.stats.nodes);
+      EXPECT_EQ(got.stats.batches, want.stats.batches);
+      EXPECT_EQ(got.stats.flops, want.stats.flops);
+    }
+    RunResult got = run_in_batches(aot, first64, 64);
+    for (size_t i = 0; i < first64.size(); ++i) {
+      const Tensor& a = *got.outputs[i].tensor;
+      const Tensor& e = *unbatched.outputs[i].tensor;
+      for (int64_t j = 0; j < e.size(); ++j)
+        ASSERT_LE(std::fabs(a.data[j] - e.data[j]), 1e-5f * std::fabs(e.data[j]) + 1e-7f)
+            << "instance " << i << " against the reference engine";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, AotEqualsInterpreter,
+                         ::testing::Values(ModelCase{"treelstm", "sst", 256},
+                                           ModelCase{"treelstm", "sst", 40},
+                                           ModelCase{"mvrnn", "sst", 64},
+                                           ModelCase{"birnn", "sst-tokens", 256},
+                                           ModelCase{"birnn", "sst-tokens", 24}),
+                         [](const ::testing::TestParamInfo<ModelCase>& info) {
+                           return std::string(info.param.model) + "_H" +
+                                  std::to_string(info.param.hidden);
+                         });
+
+std::vector<Value> json_inputs(const ir::Module& m, const std::vector<nlohmann::json>& rows) {
+  const auto& f = m.functions[entry_function(m, "main")];
+  std::vector<Value> out;
+  for (const auto& r : rows) out.push_back(value_from_json(r, f.vars[f.params[0]].type, SourceLoc{"test"}));
+  return out;
+}
+
+// Runs `text` on the batched engine and the AOT engine; expects the same outputs and schedule.
+void expect_same_runs(const std::string& text, const std::vector<nlohmann::json>& rows,
+                      CompileOptions options = {}) {
+  auto m = compile_text(text, options);
+  auto params = std::make_shared<ParamStore>(init_params(*m, 5));
+  auto inputs = json_inputs(*m, rows);
+  RunResult want = BatchedEngine(m, params).run(inputs);
+  RunResult got = AotEngine(m, params, aot_options()).run(inputs);
+  ASSERT_EQ(got.outputs.size(), want.outputs.size());
+  for (size_t i = 0; i < want.outputs.size(); ++i)
+    expect_same(got.outputs[i], want.outputs[i], "instance " + std::to_string(i));
+  EXPECT_EQ(got.stats.nodes, want.stats.nodes);
+  EXPECT_EQ(got.stats.batches, want.stats.batches);
+  for (const auto& [name, counts] : want.stats.blocks) {
+    ASSERT_TRUE(got.stats.blocks.count(name)) << name;
+    EXPECT_EQ(got.stats.blocks.at(name).batches, counts.batches) << name;
+  }
+}
+
+TEST(AotEngine, ReturnsDataTypesTuplesAndHostValues) {
+  expect_same_runs(R"(dim H = 4
+param W: f32[H, H]
+type Shape = Small(int) | Big(f32[1, H], float)
+def describe(n: int) -> Shape {
+  if n < 3 { Small(n * 10) } else { Big(tanh(ones(1, H) * 0.25 @ W), 1.5) }
+}
+def main(n: int) -> (List[Shape], bool, float) {
+  (Cons(describe(n), Cons(describe(n + 2), Nil)), n % 2 == 0, 2.5 * 2.0)
+}
+)",
+                   {0, 1, 2, 3, 4, 5});
+}
+
+TEST(AotEngine, CallsClosuresTheSpecialiserLeavesAlone) {
+  // A function kept in a tuple is called through a closure in generated code too.
+  expect_same_runs(R"(dim H = 8
+param W: f32[H, H]
+def pick(n: int) -> (fn(f32[1, H]) -> f32[1, H], int) {
+  if n % 2 == 0 { (fn(x: f32[1, H]) { tanh(x @ W) }, n) } else { (fn(x: f32[1, H]) { sigmoid(x @ W) * 2.0 }, n + 1) }
+}
+def main(n: int) -> f32[1, H] {
+  let (f, k) = pick(n);
+  let xs = map(fn(i) { ones(1, H) * 0.1 }, Cons(k, Cons(n, Nil)));
+  foldl(fn(acc, x) { f(acc + x) }, zeros(1, H), xs)
+}
+)",
+                   {1, 2, 3, 4, 5});
+}
+
+TEST(AotEngine, ReadsTensorsInControlFlow) {
+  // The decision depends on a tensor's value: the host program waits for it.
+  expect_same_runs(R"(dim H = 6
+param W: f32[H, H]
+def grow(x: f32[1, H], steps: int) -> (f32[1, H], int) {
+  let y = tanh(x @ W);
+  if steps == 0 || argmax(y) == 0 { (y, steps) } else { grow(y, steps - 1) }
+}
+def main(n: int) -> (f32[1, H], int) { grow(ones(1, H) * 0.1, n) }
+)",
+                   {1, 2, 3, 4, 5, 6, 7, 8});
+}
+
+TEST(AotEngine, KeepsGhostsAndPhases) {
+  expect_same_runs(R"(dim H = 8
+param W: f32[H, H]
+param V: f32[H, H]
+def g(x: f32[1, H]) -> f32[1, H] { tanh(x @ W) }
+def chain(x: f32[1, H], n: int) -> f32[1, H] { if n == 0 { x } else { chain(g(x), n - 1) } }
+def main(n: int) -> f32[1, H] {
+  let x = ones(1, H) * 0.5;
+  let y = if n % 2 == 0 { g(g(x)) } else { g(x) };
+  let z = chain(y, n);
+  sigmoid(z @ V + y)
+}
+)",
+                   {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+}
+
+TEST(AotEngine, RunsGenericAndMutuallyRecursiveFunctions) {
+  expect_same_runs(R"(dim H = 4
+param A: f32[H, H]
+param B: f32[H, H]
+def even(x: f32[1, H], n: int) -> f32[1, H] { if n == 0 { x } else { odd(tanh(x @ A), n - 1) } }
+def odd(x: f32[1, H], n: int) -> f32[1, H] { if n == 0 { x } else { even(sigmoid(x @ B), n - 1) } }
+def twice[a](f: fn(a) -> a, x: a) -> a { f(f(x)) }
+def main(n: int) -> f32[1, H] {
+  let xs = zip_with(fn(a, b) { a + b }, Cons(1, Cons(2, Nil)), reverse(Cons(n, Cons(3, Nil))));
+  twice(fn(x) { even(x, length(xs) + n) }, ones(1, H) * 0.3)
+}
+)",
+                   {0, 1, 2, 5});
+}
+
+// The same user error, with the same message and position, on both engines.
+std::string error_of(Engine& engine, const std::vector<Value>& inputs) {
+  try {
+    engine.run(inputs);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(AotEngine, ReportsUserErrorsLikeTheInterpreter) {
+  const char* programs[] = {
+      // An index out of range in instance 2.
+      "dim H = 4\nparam E[5]: f32[1, H]\ndef main(n: int) -> f32[1, H] { tanh(E[n * 2]) }\n",
+      // Division by zero.
+      "def main(n: int) -> int { 10 / (n - 1) }\n",
+      // Integer overflow in a division.
+      "def main(n: int) -> int {\n"
+      "  if n == 1 { (n - 9223372036854775807 - 2) / (0 - n) } else { n }\n}\n",
+      // Recursion too deep.
+      "def down(n: int) -> int { if n == 0 { 0 } else { 1 + down(n - 1) } }\n"
+      "def main(n: int) -> int { down(n * 10000) }\n",
+  };
+  for (const char* text : programs) {
+    auto m = compile_text(text);
+    auto params = std::make_shared<ParamStore>(init_params(*m, 1));
+    auto inputs = json_inputs(*m, {0, 1, 2, 3});
+    BatchedEngine interpreter(m, params);
+    AotEngine aot(m, params, aot_options());
+    std::string want = error_of(interpreter, inputs);
+    EXPECT_NE(want, "(no error)") << text;
+    EXPECT_EQ(error_of(aot, inputs), want) << text;
+  }
+}
+
+TEST(AotEngine, LoadsFromTheCacheAndRefusesAnotherModelsObject) {
+  CompileOptions small;
+  small.dims["H"] = 16;
+  auto m = compile_model(kSource + "/models/treelstm.acr", small);
+  auto params = std::make_shared<ParamStore>(init_params(*m, 1));
+  AotEngine first(m, params, aot_options());
+  auto t0 = std::chrono::steady_clock::now();
+  AotEngine second(m, params, aot_options());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(second.build_info().cached);
+  EXPECT_LT(seconds, 1.0);  // a correctness bound (no compiler run), far above the milliseconds taken
+  // The object built for H=16 does not belong to the H=24 module.
+  CompileOptions other;
+  other.dims["H"] = 24;
+  auto m24 = compile_model(kSource + "/models/treelstm.acr", other);
+  auto p24 = std::make_shared<ParamStore>(init_params(*m24, 1));
+  AotOptions o = aot_options();
+  o.object = first.build_info().object_path;
+  try {
+    AotEngine wrong(m24, p24, o);
+    FAIL() << "loaded another model's object";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("compiled from a different model, dims or analyses"),
+              std::string::npos)
+        << e.what();
+  }
+  o.object = kSource + "/README.md";
+  try {
+    AotEngine wrong(m24, p24, o);
+    FAIL() << "loaded a file that is not a shared object";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load the compiled model"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AotEngine, CompilerFailureIsAUserErrorWithTheCommand) {
+  codegen::GeneratedCpp broken{"this is not C++\n", "0000000000000bad"};
+  try {
+    codegen::build_shared_object(broken, kCache + "/broken");
+    FAIL() << "compiled nonsense";
+  } catch (const UserError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("compiling the generated C++ failed"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("error"), std::string::npos) << msg;
+  }
+}
+
+// Golden C++: the emitted code of a small model, reviewed like golden IR.
+TEST(AotEngine, EmitsTheGoldenCpp) {
+  std::string model = kSource + "/tests/golden/aot/cell.acr";
+  std::string golden = kSource + "/tests/golden/aot/cell.cpp";
+  auto m = compile_model(model, CompileOptions{});
+  std::string actual = codegen::emit_cpp(*m).source;
+  const char* update = std::getenv("ACROBAT_UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::ofstream(golden, std::ios::binary) << actual;
+    GTEST_SKIP() << "rewrote " << golden;
+  }
+  std::ifstream in(golden, std::ios::binary);
+  ASSERT_TRUE(in) << golden << " is missing; create it with ACROBAT_UPDATE_GOLDEN=1";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << "the generated C++ changed; if intended, regenerate with "
+                                       "ACROBAT_UPDATE_GOLDEN=1 and review the diff";
+}
+
+}  // namespace
+}  // namespace acrobat
