@@ -1,6 +1,7 @@
 // Turning generated C++ into a loadable shared object with the system compiler, cached by content:
-// the cache holds HASH.cpp and HASH.so, and a request whose source matches a cached HASH.cpp byte for
-// byte reuses HASH.so without compiling.
+// the cache holds KEY.cpp and KEY.so, where KEY hashes the source, the runtime headers it includes
+// and the compiler command; a request whose source matches a cached KEY.cpp byte for byte reuses
+// KEY.so without compiling.
 #pragma once
 
 #include <string>

@@ -456,6 +456,10 @@ class Emitter {
     bool arg = false;
     int index = 0;  // argument index, or the operator owning the buffer
     int64_t stride = 0, offset = 0;
+    // A matmul whose bias add is deferred to its readers: they add row `bias_offset..` of argument
+    // `bias` to what they load.
+    int bias = -1;
+    int64_t bias_offset = 0;
   };
 
   // "file:line:col" with the file's name only (the generated code does not depend on where the
@@ -539,6 +543,36 @@ class Emitter {
         if (group[from] < 0 || group[from] != group[k]) stored[owner[from]] = true;
       }
     }
+    // A bias add fused into a [1, N] matmul whose results (through views) are read only by fused
+    // elementwise loops is left to those loops: each adds the bias as it loads, which saves writing
+    // the broadcast bias before the GEMM and the GEMM reading it back.
+    deferred_bias_.assign(n, false);
+    for (size_t k = 0; k + 1 < n; ++k) {
+      const BlockOp& mm = s.ops[k];
+      if (mm.bias_arg < 0 || mm.shape.size() != 2 || mm.shape[0] != 1) continue;
+      std::vector<bool> derived(n, false);
+      derived[k + 1] = true;
+      bool ok = !s.ops[k + 1].escapes;
+      for (size_t j = k + 2; j < n && ok; ++j) {
+        const BlockOp& op = s.ops[j];
+        bool reads = false;
+        for (const auto& o : op.operands) reads = reads || (o.local && derived[o.index]);
+        if (!reads) continue;
+        if (op.view) {
+          derived[j] = true;
+          ok = !op.escapes;
+        } else {
+          ok = group[j] >= 0;
+        }
+      }
+      if (!ok) continue;
+      deferred_bias_[k] = true;
+      for (size_t j = k + 1; j < n; ++j) {
+        if (!derived[j]) continue;
+        src[j].bias = mm.bias_arg;
+        src[j].bias_offset = src[j].offset - src[k].offset;
+      }
+    }
     // Escaping views and fused adds that escape are written to their own output slot.
     out_ += fmt::format("// block #{} at {}\nvoid kernel{}(const KernelCall& c) {{\n", s.id,
                         where(*s.ops[0].rhs), s.id);
@@ -607,6 +641,11 @@ class Emitter {
       std::string e = row_ptr(sr, "b");
       auto [it, fresh] = pointers.emplace(e, fmt::format("r{}", pointers.size()));
       if (fresh) line(fmt::format("const float* {} = {};", it->second, e));
+      if (sr.bias >= 0) {
+        std::string be = fmt::format("row(c.args[{}], b) + {}", sr.bias, sr.bias_offset);
+        auto [bt, bfresh] = pointers.emplace(be, fmt::format("r{}", pointers.size()));
+        if (bfresh) line(fmt::format("const float* {} = {};", bt->second, be));
+      }
       return it->second;
     };
     std::vector<std::string> loads;  // per operand occurrence, filled during the body
@@ -627,12 +666,20 @@ class Emitter {
             in.push_back(fmt::format("t{}", o.index));
             continue;
           }
-          std::string p = pointers.at(row_ptr(operand_src(s, src, o), "b"));
-          if (num_elements(operand_shape(s, o)) == 1 && size != 1)
+          const Src sr = operand_src(s, src, o);
+          std::string p = pointers.at(row_ptr(sr, "b"));
+          auto load = [&](const std::string& ptr) {
+            return tail ? fmt::format("tail_load({} + j, {} - j)", ptr, size)
+                        : fmt::format("simd::load({} + j)", ptr);
+          };
+          if (num_elements(operand_shape(s, o)) == 1 && size != 1) {
             in.push_back(fmt::format("simd::splat({}[0])", p));
-          else
-            in.push_back(tail ? fmt::format("tail_load({} + j, {} - j)", p, size)
-                              : fmt::format("simd::load({} + j)", p));
+          } else if (sr.bias >= 0) {
+            std::string q = pointers.at(fmt::format("row(c.args[{}], b) + {}", sr.bias, sr.bias_offset));
+            in.push_back("(" + load(p) + " + " + load(q) + ")");
+          } else {
+            in.push_back(load(p));
+          }
         }
         line(fmt::format("const Vec t{} = {};", k, expression(op.rhs->op, in)));
         if (stored[k])
@@ -721,7 +768,7 @@ class Emitter {
       line(fmt::format("const int64_t lda = {};", K));
     }
     std::string C = fmt::format("o{}", k);
-    bool bias = op.bias_arg >= 0;
+    bool bias = op.bias_arg >= 0 && !deferred_bias_[k];
     line("if (w.packed && w.data && w.stride == 0) {");
     ++indent_;
     if (bias) {
@@ -772,6 +819,7 @@ class Emitter {
   std::unordered_map<const ir::Rhs*, int> site_;
   std::set<int> function_values_;
   std::set<int> indirect_arities_;
+  std::vector<bool> deferred_bias_;  // per operator of the kernel being emitted
   std::string out_;
   int indent_ = 0;
   int func_ = 0;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <unordered_map>
 
 #include "acrobat/aot.h"
@@ -362,63 +363,92 @@ struct AotEngine::State {
 
   // ---- values in and out ----
 
-  Val from_value(const Value& v, const Type& t) {
-    Val out{};
-    out.node = -1;
-    switch (t->kind) {
-      case TypeKind::Int: out.i = v.i; return out;
-      case TypeKind::Float: out.f = v.f; return out;
-      case TypeKind::Bool: out.i = v.b ? 1 : 0; return out;
-      case TypeKind::Tensor: out.data = v.tensor->data.get(); return out;
-      case TypeKind::Tuple: {
-        if (t->args.empty()) return out;
-        Obj* o = objects.alloc(0, static_cast<int32_t>(t->args.size()));
-        for (size_t i = 0; i < t->args.size(); ++i) o->fields[i] = from_value(v.agg->fields[i], t->args[i]);
-        out.p = o;
-        return out;
+  // A type as the conversions need it, built once per type: data types point back into the graph
+  // (a Tree's fields are Trees), so a conversion never substitutes type parameters per value.
+  struct Layout {
+    TypeKind kind;
+    const AdtDef* adt = nullptr;
+    std::vector<const Layout*> elems;                // tuple elements
+    std::vector<std::vector<const Layout*>> fields;  // data type: per constructor
+    std::vector<int64_t> shape;                      // tensor
+  };
+  std::map<std::string, std::unique_ptr<Layout>> layouts_;
+
+  const Layout* layout_of(const Type& t) {
+    std::string key = type_str(t);
+    auto it = layouts_.find(key);
+    if (it != layouts_.end()) return it->second.get();
+    Layout* l = (layouts_[key] = std::make_unique<Layout>()).get();
+    l->kind = t->kind;
+    l->shape = t->shape;
+    l->adt = t->adt;
+    if (t->kind == TypeKind::Tuple)
+      for (const auto& e : t->args) l->elems.push_back(layout_of(e));
+    if (t->kind == TypeKind::Adt)
+      for (const auto& c : t->adt->ctors) {
+        std::vector<const Layout*> fs;
+        for (const auto& f : c->fields) fs.push_back(layout_of(substitute_params(f, t->adt->type_params, t->args)));
+        l->fields.push_back(std::move(fs));
       }
-      case TypeKind::Adt: {
-        const CtorDef* c = v.agg->ctor;
-        Obj* o = objects.alloc(c->tag, static_cast<int32_t>(c->fields.size()));
-        for (size_t i = 0; i < c->fields.size(); ++i)
-          o->fields[i] = from_value(v.agg->fields[i],
-                                    substitute_params(c->fields[i], t->adt->type_params, t->args));
-        out.p = o;
-        return out;
-      }
-      default: break;
-    }
-    throw UserError("the AOT engine cannot take an input of type " + type_str(t));
+    if (t->kind != TypeKind::Int && t->kind != TypeKind::Float && t->kind != TypeKind::Bool &&
+        t->kind != TypeKind::Tensor && t->kind != TypeKind::Tuple && t->kind != TypeKind::Adt)
+      throw UserError("the AOT engine cannot pass a value of type " + type_str(t) +
+                      " in or out of the model");
+    return l;
   }
 
-  Value to_value(const Val& v, const Type& t) {
-    switch (t->kind) {
+  Val from_value(const Value& v, const Layout* l) {
+    Val out{};
+    out.node = -1;
+    switch (l->kind) {
+      case TypeKind::Int: out.i = v.i; break;
+      case TypeKind::Float: out.f = v.f; break;
+      case TypeKind::Bool: out.i = v.b ? 1 : 0; break;
+      case TypeKind::Tensor: out.data = v.tensor->data.get(); break;
+      case TypeKind::Tuple: {
+        if (l->elems.empty()) break;
+        Obj* o = objects.alloc(0, static_cast<int32_t>(l->elems.size()));
+        for (size_t i = 0; i < l->elems.size(); ++i) o->fields[i] = from_value(v.agg->fields[i], l->elems[i]);
+        out.p = o;
+        break;
+      }
+      default: {  // a data type
+        const CtorDef* c = v.agg->ctor;
+        const auto& fields = l->fields[c->tag];
+        Obj* o = objects.alloc(c->tag, static_cast<int32_t>(fields.size()));
+        for (size_t i = 0; i < fields.size(); ++i) o->fields[i] = from_value(v.agg->fields[i], fields[i]);
+        out.p = o;
+        break;
+      }
+    }
+    return out;
+  }
+
+  Value to_value(const Val& v, const Layout* l) {
+    switch (l->kind) {
       case TypeKind::Int: return Value::of_int(v.i);
       case TypeKind::Float: return Value::of_float(v.f);
       case TypeKind::Bool: return Value::of_bool(v.i != 0);
       case TypeKind::Tensor: {
-        Tensor out = Tensor::allocate(t->shape);
+        Tensor out = Tensor::allocate(l->shape);
         const float* src = v.node >= 0 ? output_of(v) : v.data;
         std::memcpy(out.data.get(), src, out.size() * sizeof(float));
         return Value::of_tensor(std::move(out));
       }
       case TypeKind::Tuple: {
-        if (t->args.empty()) return Value::unit();
+        if (l->elems.empty()) return Value::unit();
         std::vector<Value> fields;
-        for (size_t i = 0; i < t->args.size(); ++i) fields.push_back(to_value(v.p->fields[i], t->args[i]));
+        for (size_t i = 0; i < l->elems.size(); ++i) fields.push_back(to_value(v.p->fields[i], l->elems[i]));
         return Value::tuple(std::move(fields));
       }
-      case TypeKind::Adt: {
-        const CtorDef* c = t->adt->ctors[v.p->tag].get();
+      default: {
+        const CtorDef* c = l->adt->ctors[v.p->tag].get();
+        const auto& types = l->fields[v.p->tag];
         std::vector<Value> fields;
-        for (size_t i = 0; i < c->fields.size(); ++i)
-          fields.push_back(
-              to_value(v.p->fields[i], substitute_params(c->fields[i], t->adt->type_params, t->args)));
+        for (size_t i = 0; i < types.size(); ++i) fields.push_back(to_value(v.p->fields[i], types[i]));
         return Value::adt(c, std::move(fields));
       }
-      default: break;
     }
-    throw UserError("the AOT engine cannot return a value of type " + type_str(t));
   }
 };
 
@@ -515,15 +545,16 @@ RunResult AotEngine::run(const std::vector<Value>& inputs, const std::string& en
   RunResult result;
   RunStats& stats = result.stats;
   st.reset_run(stats);
+  const auto* in_layout = st.layout_of(f.vars[f.params[0]].type);
+  const auto* out_layout = st.layout_of(f.ret);
   auto start = Clock::now();
   std::vector<Val> outputs;
   outputs.reserve(inputs.size());
   if (!worker_) worker_ = std::make_unique<StackThread>();
   worker_->run([&] {
-    const Type& in_type = f.vars[f.params[0]].type;
     for (size_t i = 0; i < inputs.size(); ++i) {
       try {
-        Val in = st.from_value(inputs[i], in_type);
+        Val in = st.from_value(inputs[i], in_layout);
         st.ctx.call_depth = 0;
         outputs.push_back(st.model->entry(&st.ctx, func, in));
       } catch (const UserError& e) {
@@ -534,7 +565,7 @@ RunResult AotEngine::run(const std::vector<Value>& inputs, const std::string& en
   stats.host_seconds = seconds_since(start) - st.flush_seconds;
   st.flush();
   result.outputs.reserve(outputs.size());
-  for (const auto& v : outputs) result.outputs.push_back(st.to_value(v, f.ret));
+  for (const auto& v : outputs) result.outputs.push_back(st.to_value(v, out_layout));
   stats.instances = static_cast<int64_t>(inputs.size());
   stats.nodes = static_cast<int64_t>(st.nodes.size());
   stats.wall_seconds = seconds_since(start);

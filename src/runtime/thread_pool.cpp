@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <chrono>
+
 #include "support/diagnostics.h"
 
 namespace acrobat {
@@ -25,6 +27,13 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+namespace {
+// How long a worker keeps polling for the next job before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+inline void pause() { __builtin_ia32_pause(); }
+}  // namespace
+
 void ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
   ACROBAT_ASSERT(tasks >= 1 && tasks <= size(), "thread pool task count");
   if (tasks == 1) return fn(0);
@@ -32,9 +41,9 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &fn;
     tasks_ = tasks;
-    pending_ = tasks - 1;
     error_ = nullptr;
-    ++generation_;
+    pending_.store(tasks - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_.notify_all();
   std::exception_ptr mine;
@@ -43,8 +52,8 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
   } catch (...) {
     mine = std::current_exception();
   }
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  while (pending_.load(std::memory_order_acquire) != 0) pause();
+  std::lock_guard<std::mutex> lock(mutex_);
   job_ = nullptr;
   if (mine) std::rethrow_exception(mine);
   if (error_) std::rethrow_exception(error_);
@@ -53,24 +62,37 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int)>* job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (index >= tasks_) continue;
-      job = job_;
+    // Poll first, then sleep.
+    auto until = std::chrono::steady_clock::now() + kSpin;
+    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+      pause();
+      if (std::chrono::steady_clock::now() > until) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        start_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+        break;
+      }
     }
+    if (stop_.load()) return;
+    const std::function<void(int)>* job;
+    int tasks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      seen = generation_.load();
+      job = job_;
+      tasks = tasks_;
+    }
+    if (index >= tasks) continue;
     std::exception_ptr error;
     try {
       (*job)(index);
     } catch (...) {
       error = std::current_exception();
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (error && !error_) error_ = error;
-    if (--pending_ == 0) done_.notify_one();
+    if (error) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = error;
+    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

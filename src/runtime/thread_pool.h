@@ -2,6 +2,7 @@
 // Libraries (OpenBLAS, libxsmm) stay single-threaded inside each worker.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -28,15 +29,18 @@ class ThreadPool {
  private:
   void worker(int index);
 
+  // A job is published by bumping generation_; workers spin on it for a while before they sleep on
+  // the condition variable (batches come back to back: a sleeping worker would add its wake-up
+  // latency to every one), and the caller spins on pending_ until the workers are done.
   std::vector<std::thread> workers_;
   std::mutex mutex_;
-  std::condition_variable start_, done_;
+  std::condition_variable start_;
   const std::function<void(int)>* job_ = nullptr;
   int tasks_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::exception_ptr error_;  // guarded by mutex_
 };
 
 // The number of threads to use by default: every core this process may run on.
