@@ -214,7 +214,8 @@ int run_command(const RunOptions& o) {
                              ao.threads);
     engine = std::move(aot);
   } else {
-    engine = std::make_unique<BatchedEngine>(module, params, parse_scheduler(o.scheduler));
+    engine = std::make_unique<BatchedEngine>(module, params, parse_scheduler(o.scheduler),
+                                             o.threads > 0 ? o.threads : default_threads());
   }
   // Batches of --batch instances, one engine run each; the reference engine takes them all.
   RunResult result =
@@ -250,7 +251,8 @@ int run_command(const RunOptions& o) {
   return 0;
 }
 
-std::vector<size_t> parse_batches(const std::string& list) {
+// A comma-separated list of positive integers given to `option`.
+std::vector<size_t> parse_counts(const std::string& list, const std::string& option) {
   std::vector<size_t> out;
   std::stringstream ss(list);
   std::string item;
@@ -258,7 +260,7 @@ std::vector<size_t> parse_batches(const std::string& list) {
     char* end = nullptr;
     long long v = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v <= 0)
-      throw UserError("--batch '" + list + "': expected a comma-separated list of positive sizes");
+      throw UserError(option + " '" + list + "': expected a comma-separated list of positive integers");
     out.push_back(static_cast<size_t>(v));
   }
   return out;
@@ -270,7 +272,7 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
   Prepared p = prepare(o);
   BenchOptions b;
   b.model = o.model;
-  b.batches = parse_batches(batches);
+  b.batches = parse_counts(batches, "--batch");
   b.schedulers.clear();
   std::stringstream ss(schedulers);
   std::string item;
@@ -285,7 +287,7 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
     b.engines.push_back(item);
   }
   b.threads.clear();
-  for (size_t t : parse_batches(threads)) b.threads.push_back(static_cast<int>(t));
+  for (size_t t : parse_counts(threads, "--threads")) b.threads.push_back(static_cast<int>(t));
   b.json_path = json;
   // The PyTorch oracle implements the models of models/ by their file name.
   std::string stem = o.model.substr(o.model.find_last_of('/') + 1);
@@ -323,7 +325,7 @@ int main(int argc, char** argv) {
                       "batched (default; the interpreter drives the batched runtime), aot (compiled "
                       "C++, cached) or reference (one instance at a time)")
       ->check(CLI::IsMember({"batched", "aot", "reference"}));
-  run_cmd->add_option("--threads", run.threads, "aot: threads splitting each batched kernel (default: all cores)")
+  run_cmd->add_option("--threads", run.threads, "Threads splitting each large batched kernel (default: all cores)")
       ->check(CLI::PositiveNumber);
   run_cmd->add_option("--object", run.object, "aot: use this shared object from `acrobat compile`");
   run_cmd->add_option("--scheduler", run.scheduler, "inline-depth (default), depth or agenda")
@@ -393,7 +395,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--disable", bench_opts.disable, disable_help)->delimiter(',');
   std::string bench_engines = "batched", bench_threads = "1";
   bench_cmd->add_option("--engine", bench_engines, "Engines besides the reference: batched, aot or batched,aot");
-  bench_cmd->add_option("--threads", bench_threads, "aot: thread counts, comma-separated (default 1)");
+  bench_cmd->add_option("--threads", bench_threads, "Thread counts, comma-separated (default 1)");
   bench_cmd->add_option("--params", bench_opts.params, "Parameters (default: random, seed 0)");
   bench_cmd->add_option("--batch", bench_batches, "Batch sizes, comma-separated (default 1,8,64)");
   bench_cmd->add_option("--schedulers", bench_schedulers, "Schedulers, comma-separated");

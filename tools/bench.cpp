@@ -111,14 +111,18 @@ int bench_command(const BenchOptions& o, std::shared_ptr<const ir::Module> modul
   rows.push_back(Row{"reference", 1, measure(reference, inputs, inputs.size(), o.reps, "reference")});
   bool want_batched = std::find(o.engines.begin(), o.engines.end(), "batched") != o.engines.end();
   bool want_aot = std::find(o.engines.begin(), o.engines.end(), "aot") != o.engines.end();
-  for (const auto& name : want_batched ? o.schedulers : std::vector<std::string>{}) {
-    BatchedEngine engine(module, params, parse_scheduler(name));
-    for (size_t batch : o.batches) {
-      sample_yardstick();
-      rows.push_back(Row{name, batch,
-                         measure(engine, inputs, batch, o.reps, fmt::format("{} batch {}", name, batch))});
+  for (int threads : want_batched ? o.threads : std::vector<int>{})
+    for (const auto& name : o.schedulers) {
+      BatchedEngine engine(module, params, parse_scheduler(name), threads);
+      for (size_t batch : o.batches) {
+        sample_yardstick();
+        Row row{name, batch,
+                measure(engine, inputs, batch, o.reps,
+                        fmt::format("{} {}t batch {}", name, threads, batch))};
+        row.threads = threads;
+        rows.push_back(row);
+      }
     }
-  }
   for (int threads : want_aot ? o.threads : std::vector<int>{}) {
     AotOptions ao;
     ao.threads = threads;

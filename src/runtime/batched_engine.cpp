@@ -15,6 +15,7 @@
 #include "runtime/batched_kernels.h"
 #include "runtime/big_stack.h"
 #include "runtime/interpreter.h"
+#include "runtime/thread_pool.h"
 
 namespace acrobat {
 
@@ -71,6 +72,7 @@ struct Batch {
 
 struct BatchedEngine::State {
   const analysis::Plan* plan = nullptr;
+  std::unique_ptr<ThreadPool> pool;  // null: one thread
   std::map<const ir::Rhs*, Value> constants;
   Arena arena;    // outputs that outlive their batch: one run
   Arena scratch;  // gathered panels and outputs used only inside their batch
@@ -224,6 +226,25 @@ class RecordingInterpreter : public Interpreter {
   Tensor read_;
 };
 
+// A kernel call on instances [0, B) split into contiguous parts across the engine's threads, when
+// it has enough work (B * flops per instance) to pay for waking them.
+constexpr double kMinParallelFlops = 4e6;
+void split(BatchedEngine::State& st, int64_t B, int64_t flops,
+           const std::function<void(int64_t, int64_t)>& fn) {
+  int tasks = 1;
+  if (st.pool && B >= 2 && double(B) * double(flops) >= kMinParallelFlops)
+    tasks = static_cast<int>(std::min<int64_t>(st.pool->size(), B));
+  if (tasks == 1) return fn(0, B);
+  st.pool->run(tasks, [&](int t) { fn(B * t / tasks, B * (t + 1) / tasks); });
+}
+
+// The operand of instances [b0, ...).
+BatchOperand slice(BatchOperand x, int64_t b0) {
+  if (x.rows) x.rows += b0;
+  else if (x.data) x.data += b0 * x.stride;
+  return x;
+}
+
 // Executes one batch: the nodes (all of one block, all ready) as one kernel call per operator.
 void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& node_ids,
                RunStats& stats) {
@@ -323,17 +344,25 @@ void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& node
       // out = bias broadcast to every row, then += a @ w; the add that follows is done.
       const BlockOp& add = s.ops[k + 1];
       float* out = (add.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
-      int64_t n = op.shape[1], rows_total = B * op.shape[0];
-      for (int64_t r = 0; r < rows_total; ++r)
-        std::memcpy(out + r * n, externals[op.bias_arg].data, n * sizeof(float));
-      batched_matmul(B, in[0], in[1], op.shape, out, true);
+      int64_t n = op.shape[1], rows = op.shape[0];
+      const float* bias = externals[op.bias_arg].data;
+      split(st, B, op.rhs->flops, [&](int64_t b0, int64_t b1) {
+        for (int64_t r = b0 * rows; r < b1 * rows; ++r) std::memcpy(out + r * n, bias, n * sizeof(float));
+        batched_matmul(b1 - b0, slice(in[0], b0), slice(in[1], b0), op.shape, out + b0 * op.size, true);
+      });
       outputs[k] = Rows{out, op.size};
       outputs[k + 1] = Rows{out, op.size};
       stats.kernel_calls++;
       continue;
     }
     float* out = (op.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
-    batched_kernel(op.rhs->op)(op.rhs->attrs, B, in, op.shape, out);
+    BatchedKernel kernel = batched_kernel(op.rhs->op);
+    split(st, B, op.rhs->flops, [&](int64_t b0, int64_t b1) {
+      if (b0 == 0 && b1 == B) return kernel(op.rhs->attrs, B, in, op.shape, out);
+      std::vector<BatchOperand> part(in.size());
+      for (size_t i = 0; i < in.size(); ++i) part[i] = slice(in[i], b0);
+      kernel(op.rhs->attrs, b1 - b0, part, op.shape, out + b0 * op.size);
+    });
     outputs[k] = Rows{out, op.size};
     stats.kernel_calls++;
   }
@@ -446,13 +475,15 @@ Value materialize(const BatchedEngine::State& st, const Value& v) {
 }  // namespace
 
 BatchedEngine::BatchedEngine(std::shared_ptr<const ir::Module> module,
-                             std::shared_ptr<const ParamStore> params, Scheduler scheduler)
+                             std::shared_ptr<const ParamStore> params, Scheduler scheduler,
+                             int threads)
     : module_(std::move(module)),
       params_(std::move(params)),
       scheduler_(scheduler),
       state_(std::make_unique<State>()) {
   ACROBAT_ASSERT(module_->plan, "the batched engine needs a module compiled by compile_model");
   state_->plan = module_->plan.get();
+  if (threads > 1) state_->pool = std::make_unique<ThreadPool>(threads);
 }
 
 BatchedEngine::~BatchedEngine() = default;

@@ -38,8 +38,9 @@ Scheduler parse_scheduler(const std::string& name);
 
 class BatchedEngine : public Engine {
  public:
+  // `threads` > 1 splits each large kernel call across that many threads.
   BatchedEngine(std::shared_ptr<const ir::Module> module, std::shared_ptr<const ParamStore> params,
-                Scheduler scheduler = Scheduler::InlineDepth);
+                Scheduler scheduler = Scheduler::InlineDepth, int threads = 1);
   ~BatchedEngine() override;
   const char* name() const override { return scheduler_name(scheduler_); }
   // All inputs form one batch.

@@ -5,10 +5,14 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -18,7 +22,8 @@ struct Result {
 };
 
 Result run(const std::string& args) {
-  std::string cmd = std::string(ACROBAT_BINARY) + " " + args + " 2>&1";
+  std::string cmd = "ACROBAT_CACHE_DIR=" + std::string(ACROBAT_TEST_CACHE_DIR) + " " +
+                    std::string(ACROBAT_BINARY) + " " + args + " 2>&1";
   Result r{-1, ""};
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -48,7 +53,7 @@ const std::string kModel = std::string(ACROBAT_SOURCE_DIR) + "/models/treelstm.a
 
 TEST(Cli, ErrorInTheMiddleOfABatchNamesTheInstance) {
   std::string input = write_trees("acrobat_cli_bad_id.jsonl", 70, "");
-  for (const char* engine : {"batched", "reference"}) {
+  for (const char* engine : {"batched", "aot", "reference"}) {
     Result r = run("run " + kModel + " --input json:" + input + " --batch 64 --engine " + engine);
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("treelstm.acr:21:29: error: instance 70: index 999999 is out of range for "
@@ -84,6 +89,66 @@ TEST(Cli, UnknownSchedulerIsRejected) {
   Result r = run("run " + kModel + " --input sst:x --scheduler fifo");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("fifo"), std::string::npos) << r.out;
+}
+
+std::string read(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// `acrobat compile` writes an object that `run --engine aot --object` uses, with the outputs of the
+// interpreter path; an object built with other dims is refused.
+TEST(Cli, CompiledObjectRunsAndOtherDimsAreRefused) {
+  auto dir = std::filesystem::temp_directory_path() / "acrobat_cli_compile";
+  std::filesystem::create_directories(dir);
+  std::string object = (dir / "treelstm_h32.so").string();
+  Result c = run("compile " + kModel + " --set H=32 -o " + object);
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_NE(c.out.find("3 static blocks"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("system compiler"), std::string::npos) << c.out;
+  std::string input = std::string(ACROBAT_SOURCE_DIR) + "/data/sst/test.txt";
+  std::string common = "run " + kModel + " --set H=32 --input sst:" + input + " --limit 100 --output ";
+  Result a = run(common + (dir / "aot.json").string() + " --engine aot --object " + object);
+  ASSERT_EQ(a.exit_code, 0) << a.out;
+  Result b = run(common + (dir / "batched.json").string() + " --engine batched");
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  auto aot = nlohmann::json::parse(read(dir / "aot.json"));
+  auto batched = nlohmann::json::parse(read(dir / "batched.json"));
+  EXPECT_EQ(aot["engine"], "aot");
+  ASSERT_EQ(aot["outputs"].size(), 100u);
+  ASSERT_EQ(batched["outputs"].size(), 100u);
+  // The same outputs up to the order of float additions (the AOT kernels add a bias after the GEMM,
+  // the interpreter's before it).
+  for (size_t i = 0; i < 100; ++i)
+    for (size_t j = 0; j < 5; ++j) {
+      double x = aot["outputs"][i]["data"][j], y = batched["outputs"][i]["data"][j];
+      EXPECT_NEAR(x, y, 1e-6 * std::fabs(y)) << "instance " << i;
+    }
+  Result wrong = run("run " + kModel + " --set H=48 --input sst:" + input +
+                     " --limit 5 --engine aot --object " + object);
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("compiled from a different model, dims or analyses"), std::string::npos)
+      << wrong.out;
+}
+
+TEST(Cli, ExplainShowsBlocksModesAndPhases) {
+  Result r = run("explain " + kModel);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("3 static blocks, 0 clones, 0 specialisations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("indexed @emb"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reuse @U_node"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ends phase 0"), std::string::npos) << r.out;
+  Result off = run("explain " + kModel + " --disable reuse,phases");
+  ASSERT_EQ(off.exit_code, 0) << off.out;
+  EXPECT_NE(off.out.find("checked per batch"), std::string::npos) << off.out;
+  EXPECT_EQ(off.out.find("ends phase"), std::string::npos) << off.out;
+  Result bad = run("explain " + kModel + " --disable taint");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("--disable 'taint': expected specialise, reuse, clone, ghosts or phases"),
+            std::string::npos)
+      << bad.out;
 }
 
 }  // namespace

@@ -144,5 +144,25 @@ TEST(BatchedEngine, ErrorNamesTheInstance) {
   }
 }
 
+// Kernels split across two threads compute what one thread computes (every model, including
+// MV-RNN's grouped per-node matrices).
+TEST(BatchedEngine, TwoThreadsGiveTheOneThreadOutputs) {
+  for (const ModelCase& c : {ModelCase{"treelstm", "sst", 256}, ModelCase{"mvrnn", "sst", 64},
+                             ModelCase{"birnn", "sst-tokens", 256}}) {
+    const Loaded& l = load(c);
+    std::vector<Value> part(l.inputs.begin(), l.inputs.begin() + 512);
+    BatchedEngine one(l.module, l.params, Scheduler::InlineDepth, 1);
+    BatchedEngine two(l.module, l.params, Scheduler::InlineDepth, 2);
+    RunResult a = run_in_batches(one, part, 64);
+    RunResult b = run_in_batches(two, part, 64);
+    for (size_t i = 0; i < part.size(); ++i) {
+      SCOPED_TRACE(c.model);
+      expect_close(b.outputs[i], a.outputs[i], i);
+      expect_close(b.outputs[i], l.expected[i], i);
+    }
+    EXPECT_EQ(a.stats.batches, b.stats.batches);
+  }
+}
+
 }  // namespace
 }  // namespace acrobat
