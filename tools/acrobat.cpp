@@ -209,9 +209,12 @@ int run_command(const RunOptions& o) {
     ao.threads = o.threads > 0 ? o.threads : default_threads();
     auto aot = std::make_unique<AotEngine>(module, params, ao);
     const AotBuildInfo& info = aot->build_info();
-    std::cerr << fmt::format("note: compiled model {} ({}; {} threads)\n", info.object_path,
-                             info.cached ? "from the cache" : fmt::format("built in {:.1f} s", info.compile_seconds),
-                             ao.threads);
+    std::cerr << fmt::format("note: compiled model {} ({}, loaded in {:.3f} s; {} threads)\n",
+                             info.object_path,
+                             !o.object.empty() ? "given"
+                             : info.cached     ? "from the cache"
+                                               : fmt::format("built in {:.1f} s", info.compile_seconds),
+                             info.generate_seconds + info.load_seconds, ao.threads);
     engine = std::move(aot);
   } else {
     engine = std::make_unique<BatchedEngine>(module, params, parse_scheduler(o.scheduler),
@@ -268,8 +271,25 @@ std::vector<size_t> parse_counts(const std::string& list, const std::string& opt
 
 int bench(const RunOptions& o, const std::string& batches, const std::string& schedulers,
           int reps, const std::string& json, size_t pytorch_limit, const std::string& engines,
-          const std::string& threads) {
+          const std::string& threads, bool ablation) {
   Prepared p = prepare(o);
+  std::vector<BenchConfig> configs = {{"as given", p.module}};
+  if (ablation) {
+    // Each analysis off in turn, then all of them, each on its own compilation of the model.
+    const std::vector<std::pair<std::string, std::vector<std::string>>> ablations = {
+        {"all analyses", {}},
+        {"no reuse analysis", {"reuse"}},
+        {"no ghost operations", {"ghosts"}},
+        {"no phases", {"phases"}},
+        {"none", {"specialise", "reuse", "ghosts", "phases"}}};
+    configs.clear();
+    for (const auto& [name, disabled] : ablations) {
+      // From the same checked syntax tree: the inputs refer to its data type definitions.
+      CompileOptions options;
+      options.analysis = parse_disable(disabled);
+      configs.push_back({name, compile_checked(p.module->source, options)});
+    }
+  }
   BenchOptions b;
   b.model = o.model;
   b.batches = parse_counts(batches, "--batch");
@@ -300,7 +320,7 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
     b.vocab_path = p.vocab;
     b.pytorch_limit = pytorch_limit;
   }
-  return bench_command(b, p.module, p.params, p.inputs);
+  return bench_command(b, configs, p.params, p.inputs);
 }
 
 }  // namespace
@@ -396,6 +416,9 @@ int main(int argc, char** argv) {
   std::string bench_engines = "batched", bench_threads = "1";
   bench_cmd->add_option("--engine", bench_engines, "Engines besides the reference: batched, aot or batched,aot");
   bench_cmd->add_option("--threads", bench_threads, "Thread counts, comma-separated (default 1)");
+  bool bench_ablation = false;
+  bench_cmd->add_flag("--ablation", bench_ablation,
+                      "Rows for each analysis switched off in turn and for all off (ignores --disable)");
   bench_cmd->add_option("--params", bench_opts.params, "Parameters (default: random, seed 0)");
   bench_cmd->add_option("--batch", bench_batches, "Batch sizes, comma-separated (default 1,8,64)");
   bench_cmd->add_option("--schedulers", bench_schedulers, "Schedulers, comma-separated");
@@ -411,7 +434,7 @@ int main(int argc, char** argv) {
     if (*run_cmd) return run_command(run);
     if (*bench_cmd)
       return bench(bench_opts, bench_batches, bench_schedulers, bench_reps, bench_json, bench_pytorch,
-                   bench_engines, bench_threads);
+                   bench_engines, bench_threads, bench_ablation);
     if (*emit_cmd) return emit(emit_model, emit_sets, emit_stage, emit_disable);
     if (*explain_cmd) return explain_command(explain_model, explain_sets, explain_disable);
     if (*compile_cmd)

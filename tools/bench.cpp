@@ -1,7 +1,9 @@
-// `acrobat bench`: runs a model side by side in one process under the reference engine and the
-// batched engine (each scheduler, each batch size), next to this run's single-thread sgemm
-// throughput as the machine's yardstick and eager PyTorch per instance; prints a table and writes
-// JSON. Every figure is the median of --reps repetitions.
+// `acrobat bench`: runs a model side by side in one process under the reference engine, the batched
+// engine (each scheduler, each batch size) and the AOT engine (each thread count, each batch size),
+// for one compilation of the model or, with --ablation, for each set of analyses; next to this run's
+// single-thread sgemm throughput as the machine's yardstick and eager PyTorch per instance; prints a
+// table and writes JSON. Every figure is the median of --reps repetitions, taken in turns over the
+// rows after one warm-up run of each.
 #include "bench.h"
 
 #include <algorithm>
@@ -61,16 +63,19 @@ struct Row {
   size_t batch;
   RunStats stats;  // of the median repetition
   int threads = 1;
+  std::string config;  // the analyses (ablation); "" when only one configuration runs
 };
 
-// Runs all inputs through `engine` in batches of `batch`, `reps` times; keeps the median run.
-RunStats measure(Engine& engine, const std::vector<Value>& inputs, size_t batch, int reps,
-                 const std::string& label) {
+// A row to measure: its engine and the runs of its repetitions.
+struct Spec {
+  Row row;
+  std::unique_ptr<Engine> engine;
+  size_t batch;  // instances per engine run
   std::vector<RunStats> runs;
-  for (int r = 0; r < reps; ++r) {
-    std::cerr << fmt::format("\rbench: {:<28} repetition {}/{}   ", label, r + 1, reps) << std::flush;
-    runs.push_back(run_in_batches(engine, inputs, batch).stats);
-  }
+};
+
+// The run with the median wall time.
+RunStats median_run(std::vector<RunStats> runs) {
   std::sort(runs.begin(), runs.end(),
             [](const RunStats& a, const RunStats& b) { return a.wall_seconds < b.wall_seconds; });
   return runs[runs.size() / 2];
@@ -95,48 +100,58 @@ std::string shell_quote(const std::string& s) {
 
 }  // namespace
 
-int bench_command(const BenchOptions& o, std::shared_ptr<const ir::Module> module,
+int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs,
                   std::shared_ptr<const ParamStore> params, const std::vector<Value>& inputs) {
-  // The yardstick is measured next to every row and the median taken: on a shared machine the
-  // clock and the neighbours change during a run, for the GEMM as much as for the engines.
-  std::vector<double> sgemm_samples, packed_samples;
-  auto sample_yardstick = [&] {
-    sgemm_samples.push_back(gemm_gflops(o.reps, false));
-    packed_samples.push_back(gemm_gflops(o.reps, true));
+  // Every engine is built first; then each repetition runs every row once, in order, with a
+  // yardstick sample before it. Interleaving the repetitions spreads the machine's slow phases
+  // (a shared machine's clock and neighbours change during a run) over all rows alike.
+  std::vector<Spec> specs;
+  auto add = [&](Row row, std::unique_ptr<Engine> engine, size_t batch) {
+    specs.push_back(Spec{std::move(row), std::move(engine), batch, {}});
   };
-  std::vector<Row> rows;
-
-  ReferenceEngine reference(module, params);
-  sample_yardstick();
-  rows.push_back(Row{"reference", 1, measure(reference, inputs, inputs.size(), o.reps, "reference")});
+  add(Row{"reference", 1, {}, 1, ""}, std::make_unique<ReferenceEngine>(configs[0].module, params), inputs.size());
   bool want_batched = std::find(o.engines.begin(), o.engines.end(), "batched") != o.engines.end();
   bool want_aot = std::find(o.engines.begin(), o.engines.end(), "aot") != o.engines.end();
-  for (int threads : want_batched ? o.threads : std::vector<int>{})
-    for (const auto& name : o.schedulers) {
-      BatchedEngine engine(module, params, parse_scheduler(name), threads);
-      for (size_t batch : o.batches) {
-        sample_yardstick();
-        Row row{name, batch,
-                measure(engine, inputs, batch, o.reps,
-                        fmt::format("{} {}t batch {}", name, threads, batch))};
-        row.threads = threads;
-        rows.push_back(row);
-      }
-    }
-  for (int threads : want_aot ? o.threads : std::vector<int>{}) {
-    AotOptions ao;
-    ao.threads = threads;
-    ao.cache_dir = o.aot_cache_dir;
-    AotEngine engine(module, params, ao);
-    for (size_t batch : o.batches) {
-      sample_yardstick();
-      Row row{"aot", batch,
-              measure(engine, inputs, batch, o.reps, fmt::format("aot {}t batch {}", threads, batch))};
-      row.threads = threads;
-      rows.push_back(row);
+  bool several = configs.size() > 1;
+  for (const BenchConfig& c : configs) {
+    std::string config = several ? c.name : "";
+    for (int threads : want_batched ? o.threads : std::vector<int>{})
+      for (const auto& name : o.schedulers)
+        for (size_t batch : o.batches)
+          add(Row{name, batch, {}, threads, config},
+              std::make_unique<BatchedEngine>(c.module, params, parse_scheduler(name), threads),
+              batch);
+    for (int threads : want_aot ? o.threads : std::vector<int>{}) {
+      AotOptions ao;
+      ao.threads = threads;
+      ao.cache_dir = o.aot_cache_dir;
+      for (size_t batch : o.batches)
+        add(Row{"aot", batch, {}, threads, config}, std::make_unique<AotEngine>(c.module, params, ao),
+            batch);
     }
   }
-  sample_yardstick();
+  // One unmeasured run of every batched row first: libxsmm JIT-compiles its kernels per thread on
+  // first use, and the arenas grow to their size.
+  for (size_t i = 1; i < specs.size(); ++i) {
+    std::cerr << fmt::format("\rbench: warm-up, row {}/{}   ", i + 1, specs.size()) << std::flush;
+    run_in_batches(*specs[i].engine, inputs, specs[i].batch);
+  }
+  std::vector<double> sgemm_samples, packed_samples;
+  for (int r = 0; r < o.reps; ++r) {
+    sgemm_samples.push_back(gemm_gflops(3, false));
+    packed_samples.push_back(gemm_gflops(3, true));
+    for (size_t i = 0; i < specs.size(); ++i) {
+      std::cerr << fmt::format("\rbench: repetition {}/{}, row {}/{}   ", r + 1, o.reps, i + 1,
+                               specs.size())
+                << std::flush;
+      specs[i].runs.push_back(run_in_batches(*specs[i].engine, inputs, specs[i].batch).stats);
+    }
+  }
+  std::vector<Row> rows;
+  for (auto& spec : specs) {
+    spec.row.stats = median_run(spec.runs);
+    rows.push_back(spec.row);
+  }
   double yardstick = median(sgemm_samples);
   double packed_gemm = median(packed_samples);
 
@@ -156,7 +171,7 @@ int bench_command(const BenchOptions& o, std::shared_ptr<const ir::Module> modul
       s.instances = 1;
       s.wall_seconds = ips > 0 ? 1.0 / ips : 0;
       s.flops = rows[0].stats.instances ? rows[0].stats.flops / rows[0].stats.instances : 0;
-      rows.push_back(Row{"pytorch", 1, s});
+      rows.push_back(Row{"pytorch", 1, s, 1, ""});
     } else {
       std::cerr << "bench: PyTorch eager run failed; no pytorch row (command: " << cmd << ")\n";
     }
@@ -170,6 +185,7 @@ int bench_command(const BenchOptions& o, std::shared_ptr<const ir::Module> modul
                            o.model, inputs.size(), o.reps, yardstick, sgemm_samples.size(),
                            *std::min_element(sgemm_samples.begin(), sgemm_samples.end()),
                            *std::max_element(sgemm_samples.begin(), sgemm_samples.end()), packed_gemm);
+  if (several) std::cout << fmt::format("{:<20} ", "analyses");
   std::cout << fmt::format("{:<13} {:>7} {:>6} {:>11} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10}\n",
                            "engine", "threads", "batch", "inst/s", "vs ref", "GFLOP/s", "% sgemm", "overhead",
                            "mean batch", "peak MiB");
@@ -177,6 +193,7 @@ int bench_command(const BenchOptions& o, std::shared_ptr<const ir::Module> modul
   for (const Row& r : rows) {
     const RunStats& s = r.stats;
     bool batched = r.engine != "reference" && r.engine != "pytorch";
+    if (several) std::cout << fmt::format("{:<20} ", r.config.empty() ? "-" : r.config);
     std::cout << fmt::format(
         "{:<13} {:>7} {:>6} {:>11.1f} {:>8.2f}x {:>8.2f} {:>8.1f}% {:>9} {:>10} {:>10}\n", r.engine,
         r.threads, r.engine == "reference" || r.engine == "pytorch" ? std::string("1") : std::to_string(r.batch),
@@ -186,6 +203,7 @@ int bench_command(const BenchOptions& o, std::shared_ptr<const ir::Module> modul
         batched ? fmt::format("{:.1f}", s.mean_batch_size()) : "-",
         batched ? fmt::format("{:.1f}", s.peak_bytes / 1048576.0) : "-");
     nlohmann::json e = {{"engine", r.engine},
+                        {"analyses", r.config},
                         {"threads", r.threads},
                         {"batch", r.engine == "reference" || r.engine == "pytorch" ? 1 : r.batch},
                         {"instances_per_s", s.instances_per_second()},

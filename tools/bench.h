@@ -27,7 +27,14 @@ struct BenchOptions {
   size_t pytorch_limit = 300;
 };
 
-int bench_command(const BenchOptions& options, std::shared_ptr<const ir::Module> module,
+// One compilation of the model to measure (the ablation compiles it once per set of analyses).
+struct BenchConfig {
+  std::string name;
+  std::shared_ptr<const ir::Module> module;
+};
+
+// Rows for every configuration; the reference row runs the first configuration's module.
+int bench_command(const BenchOptions& options, const std::vector<BenchConfig>& configs,
                   std::shared_ptr<const ParamStore> params, const std::vector<Value>& inputs);
 
 }  // namespace acrobat

@@ -53,7 +53,7 @@ struct StaticBlock {
   int id;
   std::string name;  // where its first batched operator is in the model, "file:line:col"
   int function;      // index into Module::functions
-  const ir::Block* block;
+  const ir::Block* block;  // in the module the plan was made for (its functions are not copied)
   size_t begin, end;  // bindings [begin, end) of `block`; the block starts at a tensor operator
   std::vector<BlockOp> ops;  // the batched operators (tensor operands); constants are not here
   std::vector<BlockArg> args;

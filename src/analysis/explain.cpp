@@ -23,7 +23,6 @@ std::string flops_text(int64_t flops) {
 class Explainer {
  public:
   explicit Explainer(const ir::Module& m) : m_(m), plan_(*m.plan) {
-    for (const auto& s : plan_.blocks) blocks_of_[s.function].push_back(&s);
     for (const auto& c : plan_.reuse.clones) clone_of_[c.clone] = &c;
     for (const auto& s : plan_.specialisations) special_of_[s.specialised] = &s;
   }
@@ -125,7 +124,6 @@ class Explainer {
 
   const ir::Module& m_;
   const Plan& plan_;
-  std::map<int, std::vector<const StaticBlock*>> blocks_of_;
   std::map<std::string, const CloneRecord*> clone_of_;
   std::map<std::string, const SpecialisationRecord*> special_of_;
   int phase_ = 0;

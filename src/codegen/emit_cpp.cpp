@@ -809,7 +809,8 @@ class Emitter {
     ++indent_;
     line(fmt::format("const Operand in[] = {{{}}};", in));
     line(fmt::format("host->op(ctx, {}, {}, B, in, o{});", s.id, k, k));
-    if (op.bias_arg >= 0) add_bias(fmt::format("o{}", k), op.bias_arg, op.size / op.shape.back(), op.shape.back());
+    if (op.bias_arg >= 0 && !deferred_bias_[k])
+      add_bias(fmt::format("o{}", k), op.bias_arg, op.size / op.shape.back(), op.shape.back());
     --indent_;
     line("}");
   }

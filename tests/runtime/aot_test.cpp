@@ -128,6 +128,49 @@ INSTANTIATE_TEST_SUITE_P(Models, AotEqualsInterpreter,
                                   std::to_string(info.param.hidden);
                          });
 
+// With each analysis switched off (the ablation configurations) both paths still compute the
+// reference engine's outputs.
+TEST(AotEngine, EqualsTheInterpreterWithEachAnalysisOff) {
+  const std::vector<std::vector<std::string>> ablations = {
+      {}, {"reuse"}, {"ghosts"}, {"phases"}, {"clone"}, {"specialise", "reuse", "ghosts", "phases"}};
+  for (const ModelCase& c : {ModelCase{"treelstm", "sst", 32}, ModelCase{"mvrnn", "sst", 16},
+                             ModelCase{"birnn", "sst-tokens", 32}}) {
+    for (const auto& disabled : ablations) {
+      CompileOptions options;
+      options.dims["H"] = c.hidden;
+      for (const auto& d : disabled) {
+        if (d == "reuse") options.analysis.reuse = false;
+        if (d == "ghosts") options.analysis.ghosts = false;
+        if (d == "phases") options.analysis.phases = false;
+        if (d == "clone") options.analysis.clone = false;
+        if (d == "specialise") options.analysis.specialise = false;
+      }
+      auto module = compile_model(kSource + "/models/" + c.model + ".acr", options);
+      auto params = std::make_shared<ParamStore>(init_params(*module, 3));
+      const auto& f = module->functions[entry_function(*module, "main")];
+      auto inputs = load_inputs(
+          parse_input_spec(std::string(c.input_kind) + ":" + kSource + "/data/sst/test.txt"),
+          f.vars[f.params[0]].type, kSource + "/data/sst/vocab.txt", 150);
+      BatchedEngine interpreter(module, params);
+      AotEngine aot(module, params, aot_options(2));
+      RunResult want = ReferenceEngine(module, params).run(inputs);
+      RunResult a = run_in_batches(interpreter, inputs, 64);
+      RunResult b = run_in_batches(aot, inputs, 64);
+      std::string label = std::string(c.model) + " without";
+      for (const auto& d : disabled) label += " " + d;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const Tensor& e = *want.outputs[i].tensor;
+        for (const RunResult* r : {&a, &b})
+          for (int64_t j = 0; j < e.size(); ++j)
+            ASSERT_LE(std::fabs(r->outputs[i].tensor->data[j] - e.data[j]),
+                      1e-5f * std::fabs(e.data[j]) + 1e-6f)
+                << label << ", instance " << i << (r == &a ? " (interpreter)" : " (aot)");
+      }
+      EXPECT_EQ(a.stats.batches, b.stats.batches) << label;
+    }
+  }
+}
+
 std::vector<Value> json_inputs(const ir::Module& m, const std::vector<nlohmann::json>& rows) {
   const auto& f = m.functions[entry_function(m, "main")];
   std::vector<Value> out;
