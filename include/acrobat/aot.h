@@ -15,7 +15,7 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 1;
+inline constexpr uint32_t kAbiVersion = 2;
 
 struct Obj;
 
@@ -90,7 +90,8 @@ struct AotContext {
   const int64_t* param_counts;      // indexed parameters: entries (0 for a whole parameter)
   const int64_t* param_row_sizes;   // floats per entry
   const float* const* constants;    // constant operators, by IR site
-  int32_t num_nodes;  // nodes recorded so far in the run: the next record returns this
+  const int32_t* num_nodes;  // nodes recorded so far in the run (by every instance): the next
+                             // record returns this
   int32_t call_depth;
   int32_t max_call_depth;
 };

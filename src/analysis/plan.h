@@ -29,6 +29,9 @@ struct Plan {
   std::vector<StaticBlock> blocks;
   std::unordered_map<const ir::Rhs*, int> block_starting_at;  // first binding's rhs -> block id
   DepthPlan depth;
+  // Whether the host program reads tensors (argmax, item): the engines then run each instance on a
+  // fiber of its own (runtime/fibers.h).
+  bool tensor_reads = false;
 };
 
 }  // namespace acrobat::analysis

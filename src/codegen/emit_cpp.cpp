@@ -223,7 +223,7 @@ class Emitter {
   size_t record(const ir::Block& b, const StaticBlock& s) {
     line("{");
     ++indent_;
-    if (!s.ops.empty()) line("const int32_t node = ctx->num_nodes;");
+    if (!s.ops.empty()) line("const int32_t node = *ctx->num_nodes;");
     int k = 0;
     for (size_t j = s.begin; j < s.end; ++j) {
       const ir::Binding& bind = b.bindings[j];

@@ -4,6 +4,7 @@
 
 #include "analysis/explain.h"
 #include "ir/lower.h"
+#include "ir/walk.h"
 #include "lang/frontend.h"
 
 namespace acrobat {
@@ -47,6 +48,12 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
   for (const auto& s : plan->blocks)
     plan->block_starting_at[s.block->bindings[s.begin].rhs.get()] = s.id;
   plan->depth = analysis::analyse_depth(*ir, plan->blocks, analysis::DepthOptions{a.ghosts, a.phases});
+  for (const auto& f : ir->functions)
+    ir::for_each_block(f.body, [&](const ir::Block& b) {
+      for (const auto& bind : b.bindings)
+        if (bind.rhs->kind == ir::RhsKind::Op && op_info(bind.rhs->op).op_class == OpClass::HostRead)
+          plan->tensor_reads = true;
+    });
   ir->plan = plan;
   dump_after(options, "blocks", [&] { return analysis::explain(*ir); });
   return ir;

@@ -15,6 +15,7 @@
 #include "codegen/emit_cpp.h"
 #include "runtime/arena.h"
 #include "runtime/batched_kernels.h"
+#include "runtime/fibers.h"
 #include "runtime/interpreter.h"
 #include "runtime/reference_kernels.h"
 #include "runtime/thread_pool.h"
@@ -93,6 +94,8 @@ struct AotEngine::State {
   const aot::AotModel* model = nullptr;
   aot::AotHost host{};
   aot::AotContext ctx{};
+  int32_t num_nodes = 0;  // what contexts' num_nodes point to
+  std::unique_ptr<InstanceFibers> fibers;  // programs that read tensors
   std::vector<const ir::Rhs*> sites;
   std::vector<const float*> param_data;
   std::vector<int64_t> param_counts, param_rows;
@@ -126,7 +129,7 @@ struct AotEngine::State {
     arena.reset_peak();
     objects.reset();
     flush_seconds = 0;
-    ctx.num_nodes = 0;
+    num_nodes = 0;
   }
 
   const float* output_of(const Val& v) const {
@@ -172,7 +175,7 @@ struct AotEngine::State {
     row[block].push_back(id);
     st.stats->tensor_ops += static_cast<int64_t>(s.ops.size());
     st.stats->flops += s.flops;
-    ctx->num_nodes = id + 1;
+    st.num_nodes = id + 1;
     return id;
   }
 
@@ -183,7 +186,14 @@ struct AotEngine::State {
   static const float* read_tensor(aot::AotContext* ctx, Val v) {
     State& st = of(ctx);
     if (v.node < 0) return v.data;
-    if (st.nodes[v.node].batch < 0) st.flush();
+    if (st.nodes[v.node].batch < 0) {
+      // On a fiber: wait until every instance waits, then the graph runs. Otherwise run it now.
+      if (st.fibers && st.fibers->inside())
+        st.fibers->wait();
+      else
+        st.flush();
+      ACROBAT_ASSERT(st.nodes[v.node].batch >= 0, "a tensor read resumed before its node ran");
+    }
     st.stats->kernel_calls++;
     st.stats->tensor_ops++;
     return st.output_of(v);
@@ -454,7 +464,10 @@ struct AotEngine::State {
 
 AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
                      std::shared_ptr<const ParamStore> params, const AotOptions& options)
-    : module_(std::move(module)), params_(std::move(params)), state_(std::make_unique<State>()) {
+    : module_(std::move(module)),
+      params_(std::move(params)),
+      fibers_(options.fibers),
+      state_(std::make_unique<State>()) {
   ACROBAT_ASSERT(module_->plan, "the AOT engine needs a module compiled by compile_model");
   State& st = *state_;
   st.module = module_.get();
@@ -522,6 +535,7 @@ AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
   st.ctx.param_counts = st.param_counts.data();
   st.ctx.param_row_sizes = st.param_rows.data();
   st.ctx.constants = st.constants.data();
+  st.ctx.num_nodes = &st.num_nodes;
   st.ctx.max_call_depth = Interpreter::kMaxCallDepth;
 
   int threads = std::max(1, options.threads);
@@ -552,6 +566,25 @@ RunResult AotEngine::run(const std::vector<Value>& inputs, const std::string& en
   outputs.reserve(inputs.size());
   if (!worker_) worker_ = std::make_unique<StackThread>();
   worker_->run([&] {
+    if (fibers_ && st.plan->tensor_reads && inputs.size() > 1) {
+      // One fiber and one context (its call depth) per instance.
+      if (!st.fibers) st.fibers = std::make_unique<InstanceFibers>();
+      std::vector<aot::AotContext> contexts(inputs.size(), st.ctx);
+      outputs.resize(inputs.size());
+      st.fibers->run(
+          inputs.size(),
+          [&](size_t i) {
+            try {
+              Val in = st.from_value(inputs[i], in_layout);
+              contexts[i].call_depth = 0;
+              outputs[i] = st.model->entry(&contexts[i], func, in);
+            } catch (const UserError& e) {
+              throw for_instance(e, first_instance + i);
+            }
+          },
+          [&] { st.flush(); });
+      return;
+    }
     for (size_t i = 0; i < inputs.size(); ++i) {
       try {
         Val in = st.from_value(inputs[i], in_layout);

@@ -16,6 +16,7 @@ struct AotOptions {
   std::string object;     // a prebuilt shared object; "" to generate, build and cache
   std::string cache_dir;  // "" for codegen::default_cache_dir()
   int threads = 1;        // threads splitting each batched kernel
+  bool fibers = true;     // false: see BatchedEngine's `fibers`
 };
 
 // How the engine got its shared object.
@@ -46,6 +47,7 @@ class AotEngine : public Engine {
   std::shared_ptr<const ir::Module> module_;
   std::shared_ptr<const ParamStore> params_;
   AotBuildInfo build_;
+  bool fibers_;
   std::unique_ptr<State> state_;
   std::unique_ptr<StackThread> worker_;
 };

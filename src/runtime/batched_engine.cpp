@@ -14,6 +14,7 @@
 #include "runtime/arena.h"
 #include "runtime/batched_kernels.h"
 #include "runtime/big_stack.h"
+#include "runtime/fibers.h"
 #include "runtime/interpreter.h"
 #include "runtime/thread_pool.h"
 
@@ -73,6 +74,7 @@ struct Batch {
 struct BatchedEngine::State {
   const analysis::Plan* plan = nullptr;
   std::unique_ptr<ThreadPool> pool;  // null: one thread
+  std::unique_ptr<InstanceFibers> fibers;  // programs that read tensors
   std::map<const ir::Rhs*, Value> constants;
   Arena arena;    // outputs that outlive their batch: one run
   Arena scratch;  // gathered panels and outputs used only inside their batch
@@ -189,7 +191,14 @@ class RecordingInterpreter : public Interpreter {
 
   const Tensor& tensor_contents(const Value& v) override {
     if (v.kind != Value::Kind::Lazy) return *v.tensor;
-    if (st_.nodes[v.i].batch < 0) flush_();
+    if (st_.nodes[v.i].batch < 0) {
+      // On a fiber: wait until every instance waits, then the graph runs. Otherwise run it now.
+      if (st_.fibers && st_.fibers->inside())
+        st_.fibers->wait();
+      else
+        flush_();
+      ACROBAT_ASSERT(st_.nodes[v.i].batch >= 0, "a tensor read resumed before its node ran");
+    }
     read_.shape = st_.shape_of(v);
     read_.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), st_.output_of(v));
     return read_;
@@ -476,10 +485,11 @@ Value materialize(const BatchedEngine::State& st, const Value& v) {
 
 BatchedEngine::BatchedEngine(std::shared_ptr<const ir::Module> module,
                              std::shared_ptr<const ParamStore> params, Scheduler scheduler,
-                             int threads)
+                             int threads, bool fibers)
     : module_(std::move(module)),
       params_(std::move(params)),
       scheduler_(scheduler),
+      fibers_(fibers),
       state_(std::make_unique<State>()) {
   ACROBAT_ASSERT(module_->plan, "the batched engine needs a module compiled by compile_model");
   state_->plan = module_->plan.get();
@@ -532,6 +542,26 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
   outputs.reserve(inputs.size());
   if (!worker_) worker_ = std::make_unique<StackThread>();
   worker_->run([&] {
+    if (fibers_ && st.plan->tensor_reads && inputs.size() > 1) {
+      // One fiber and one interpreter (call depth, frames) per instance.
+      if (!st.fibers) st.fibers = std::make_unique<InstanceFibers>();
+      std::vector<std::unique_ptr<RecordingInterpreter>> interps;
+      for (size_t i = 0; i < inputs.size(); ++i)
+        interps.push_back(
+            std::make_unique<RecordingInterpreter>(*module_, *params_, stats, st, scheduler_, flush));
+      outputs.resize(inputs.size());
+      st.fibers->run(
+          inputs.size(),
+          [&](size_t i) {
+            try {
+              outputs[i] = interps[i]->call(func, {inputs[i]}, module_->functions[func].span);
+            } catch (const UserError& e) {
+              throw for_instance(e, first_instance + i);
+            }
+          },
+          flush);
+      return;
+    }
     RecordingInterpreter interp(*module_, *params_, stats, st, scheduler_, flush);
     for (size_t i = 0; i < inputs.size(); ++i) {
       try {

@@ -38,9 +38,11 @@ Scheduler parse_scheduler(const std::string& name);
 
 class BatchedEngine : public Engine {
  public:
-  // `threads` > 1 splits each large kernel call across that many threads.
+  // `threads` > 1 splits each large kernel call across that many threads. `fibers` false runs the
+  // instances of a program that reads tensors one after the other, each read running the pending
+  // graph there and then (for comparison).
   BatchedEngine(std::shared_ptr<const ir::Module> module, std::shared_ptr<const ParamStore> params,
-                Scheduler scheduler = Scheduler::InlineDepth, int threads = 1);
+                Scheduler scheduler = Scheduler::InlineDepth, int threads = 1, bool fibers = true);
   ~BatchedEngine() override;
   const char* name() const override { return scheduler_name(scheduler_); }
   // All inputs form one batch.
@@ -53,6 +55,7 @@ class BatchedEngine : public Engine {
   std::shared_ptr<const ir::Module> module_;
   std::shared_ptr<const ParamStore> params_;
   Scheduler scheduler_;
+  bool fibers_;
   std::unique_ptr<State> state_;  // segments found so far and the arenas, kept across runs
   std::unique_ptr<StackThread> worker_;  // runs the interpreter (deep recursion needs its stack)
 };

@@ -46,7 +46,7 @@ Val f0(AotContext* ctx, Val p0) {
     if (v1.i < 0 || v1.i >= ctx->param_counts[0]) ctx->host->fail(ctx, 1, v1.i, 0);
     v2 = T(ctx->params[0] + v1.i * ctx->param_row_sizes[0]);
     {
-      const int32_t node = ctx->num_nodes;
+      const int32_t node = *ctx->num_nodes;
       v3 = L(node, 0);
       const Val args[] = {v2};
       ctx->host->record(ctx, 0, args);
@@ -60,7 +60,7 @@ Val f0(AotContext* ctx, Val p0) {
     if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, 4, 0, 0);
     v7 = f0(ctx, v5);
     {
-      const int32_t node = ctx->num_nodes;
+      const int32_t node = *ctx->num_nodes;
       v8 = L(node, 0);
       v9 = T(ctx->params[1]);
       v10 = L(node, 1);
@@ -102,7 +102,7 @@ Val f1(AotContext* ctx, Val p0) {
   if (v1.node >= 0) { v1.phase_ends++; v1.ghost = 0; }
   v2 = T(ctx->params[3]);
   {
-    const int32_t node = ctx->num_nodes;
+    const int32_t node = *ctx->num_nodes;
     v3 = L(node, 0);
     v4 = L(node, 1);
     const Val args[] = {v1, v2};
@@ -229,6 +229,6 @@ const BlockKernel kKernels[] = {kernel0, kernel1, kernel2, nullptr};
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "da9e3d9c377db908", 3, kKernels, entry};
+  static const AotModel model = {kAbiVersion, "5836f8d880ebe660", 3, kKernels, entry};
   return &model;
 }

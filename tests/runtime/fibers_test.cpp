@@ -1,0 +1,193 @@
+// Fibers for tensor-dependent control flow: the scheduler itself (rounds, flushes, deep recursion on
+// a fiber, errors), and both batched engines on programs that decide from tensor values: the same
+// outputs as the reference engine with and without fibers, and with fibers the instances batch
+// across their decisions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+
+#include "ir/pipeline.h"
+#include "lang/frontend.h"
+#include "runtime/aot_engine.h"
+#include "runtime/batched_engine.h"
+#include "runtime/fibers.h"
+#include "runtime/inputs.h"
+#include "runtime/reference_engine.h"
+
+namespace acrobat {
+namespace {
+
+TEST(InstanceFibers, FlushesOnceEveryFiberWaits) {
+  InstanceFibers fibers;
+  std::vector<int> progress(5, 0);
+  int flushes_seen = 0;
+  std::vector<std::string> log;
+  fibers.run(
+      5,
+      [&](size_t i) {
+        // Instance i waits i times; each wait must see one more flush.
+        for (size_t w = 0; w < i; ++w) {
+          int before = flushes_seen;
+          fibers.wait();
+          EXPECT_EQ(flushes_seen, before + 1) << "instance " << i;
+          ++progress[i];
+        }
+      },
+      [&] {
+        EXPECT_FALSE(fibers.inside());
+        ++flushes_seen;
+      });
+  EXPECT_EQ(flushes_seen, 4);
+  EXPECT_EQ(fibers.flushes(), 4);
+  EXPECT_EQ(progress, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_FALSE(fibers.inside());
+}
+
+TEST(InstanceFibers, RecursesDeepOnAFiberStack) {
+  InstanceFibers fibers;
+  std::function<int(int)> down = [&](int n) -> int {
+    volatile char pad[512];
+    pad[0] = static_cast<char>(n);
+    return n == 0 ? pad[0] : 1 + down(n - 1);
+  };
+  std::vector<int> out(3);
+  fibers.run(3, [&](size_t i) { out[i] = down(20000 + static_cast<int>(i)); }, [] {});
+  EXPECT_EQ(out, (std::vector<int>{20000, 20001, 20002}));
+}
+
+TEST(InstanceFibers, RethrowsTheLowestInstancesError) {
+  InstanceFibers fibers;
+  int finished = 0;
+  try {
+    fibers.run(
+        6,
+        [&](size_t i) {
+          fibers.wait();
+          if (i == 4 || i == 2) throw std::runtime_error("instance " + std::to_string(i));
+          fibers.wait();
+          ++finished;
+        },
+        [] {});
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "instance 2");
+  }
+  EXPECT_EQ(finished, 4);
+  // The scheduler is usable again afterwards.
+  int ran = 0;
+  fibers.run(2, [&](size_t) { ++ran; }, [] {});
+  EXPECT_EQ(ran, 2);
+}
+
+std::shared_ptr<const ir::Module> compile_text(const std::string& text) {
+  return compile_checked(parse_model_text("fibers.acr", text, {}), CompileOptions{});
+}
+
+std::vector<Value> int_inputs(const ir::Module& m, int n) {
+  const auto& f = m.functions[entry_function(m, "main")];
+  std::vector<Value> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back(value_from_json(i, f.vars[f.params[0]].type, SourceLoc{"test"}));
+  return out;
+}
+
+void expect_equal_outputs(const RunResult& got, const RunResult& want, const std::string& label) {
+  ASSERT_EQ(got.outputs.size(), want.outputs.size()) << label;
+  for (size_t i = 0; i < want.outputs.size(); ++i) {
+    const auto& g = got.outputs[i].agg->fields;
+    const auto& w = want.outputs[i].agg->fields;
+    EXPECT_EQ(g[1].i, w[1].i) << label << ", instance " << i << ": decisions differ";
+    const Tensor& a = *g[0].tensor;
+    const Tensor& b = *w[0].tensor;
+    for (int64_t j = 0; j < b.size(); ++j)
+      ASSERT_LE(std::fabs(a.data[j] - b.data[j]), 1e-5f * std::fabs(b.data[j]) + 1e-6f)
+          << label << ", instance " << i;
+  }
+}
+
+// Each instance keeps transforming its state until the state's argmax says stop (at most 12
+// steps): how many steps it takes depends on tensor values.
+const char* kGrow = R"(dim H = 16
+param W: f32[H, H]
+param U[4]: f32[H, H]
+param S[64]: f32[1, H]
+def grow(x: f32[1, H], steps: int) -> (f32[1, H], int) {
+  let y = tanh(x @ W + x @ U[steps % 4]);
+  if steps == 12 || argmax(y) < 3 { (y, steps) } else { grow(y, steps + 1) }
+}
+def main(n: int) -> (f32[1, H], int) { grow(S[n] * 2.0, 0) }
+)";
+
+TEST(Fibers, InstancesBatchAcrossTheirDecisions) {
+  auto m = compile_text(kGrow);
+  ASSERT_TRUE(m->plan->tensor_reads);
+  auto params = std::make_shared<ParamStore>(init_params(*m, 2));
+  auto inputs = int_inputs(*m, 64);
+  RunResult want = ReferenceEngine(m, params).run(inputs);
+  int64_t steps = 0, longest = 0;
+  for (const auto& v : want.outputs) {
+    steps += v.agg->fields[1].i + 1;
+    longest = std::max(longest, v.agg->fields[1].i + 1);
+  }
+  ASSERT_GT(longest, 2) << "the test needs instances that take several steps";
+  ASSERT_LT(steps, 64 * 13) << "the test needs instances that stop at different steps";
+
+  RunResult with = BatchedEngine(m, params).run(inputs);
+  RunResult without = BatchedEngine(m, params, Scheduler::InlineDepth, 1, false).run(inputs);
+  expect_equal_outputs(with, want, "batched with fibers");
+  expect_equal_outputs(without, want, "batched without fibers");
+  // With fibers the starts form one batch and the k-th steps of all instances still running
+  // another: 1 + the longest instance's steps. Without, every read runs what is pending: each
+  // instance's start and each of its steps on its own.
+  EXPECT_EQ(with.stats.nodes, steps + 64);
+  EXPECT_EQ(with.stats.batches, longest + 1);
+  EXPECT_EQ(without.stats.batches, steps + 64);
+  EXPECT_NEAR(with.stats.mean_batch_size(), double(steps + 64) / double(longest + 1), 1e-9);
+
+  AotOptions ao;
+  ao.cache_dir = ACROBAT_TEST_CACHE_DIR;
+  RunResult aot = AotEngine(m, params, ao).run(inputs);
+  expect_equal_outputs(aot, want, "aot with fibers");
+  EXPECT_EQ(aot.stats.batches, longest + 1);
+  ao.fibers = false;
+  RunResult aot_without = AotEngine(m, params, ao).run(inputs);
+  expect_equal_outputs(aot_without, want, "aot without fibers");
+  EXPECT_EQ(aot_without.stats.batches, steps + 64);
+}
+
+TEST(Fibers, AnErrorNamesTheLowestFailingInstance) {
+  // Instances 5 and 9 index out of range after their first decision.
+  auto m = compile_text(R"(dim H = 8
+param W: f32[H, H]
+param E[3]: f32[1, H]
+def main(n: int) -> f32[1, H] {
+  let y = tanh(ones(1, H) @ W);
+  let k = if argmax(y) >= 0 && (n == 5 || n == 9) { 7 } else { n % 3 };
+  y + E[k]
+}
+)");
+  auto params = std::make_shared<ParamStore>(init_params(*m, 1));
+  auto inputs = int_inputs(*m, 12);
+  for (bool fibers : {true, false}) {
+    AotOptions ao;
+    ao.cache_dir = ACROBAT_TEST_CACHE_DIR;
+    ao.fibers = fibers;
+    BatchedEngine batched(m, params, Scheduler::InlineDepth, 1, fibers);
+    AotEngine aot(m, params, ao);
+    for (Engine* engine : {static_cast<Engine*>(&batched), static_cast<Engine*>(&aot)}) {
+      try {
+        engine->run(inputs);
+        FAIL() << "no error";
+      } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("instance 5: index 7 is out of range for param 'E'"),
+                  std::string::npos)
+            << engine->name() << (fibers ? " with" : " without") << " fibers: " << e.what();
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace acrobat
