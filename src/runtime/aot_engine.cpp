@@ -18,6 +18,7 @@
 #include "runtime/fibers.h"
 #include "runtime/interpreter.h"
 #include "runtime/reference_kernels.h"
+#include "runtime/schedule.h"
 #include "runtime/thread_pool.h"
 
 namespace acrobat {
@@ -109,7 +110,10 @@ struct AotEngine::State {
   std::vector<Node> nodes;
   std::vector<Val> externals;
   std::vector<std::vector<float*>> batch_outputs;
-  std::vector<std::vector<std::vector<std::vector<int>>>> buckets;  // [phase][depth][block]
+  Buckets buckets;
+  std::vector<int> demanded;  // nodes whose values waiting tensor reads need
+  std::vector<uint32_t> marks;
+  uint32_t stamp = 0;
   Arena arena;
   ObjectArena objects;
   std::vector<std::vector<const float*>> rows;  // per argument of the batch being run
@@ -125,6 +129,7 @@ struct AotEngine::State {
     externals.clear();
     batch_outputs.clear();
     buckets.clear();
+    demanded.clear();
     arena.reset();
     arena.reset_peak();
     objects.reset();
@@ -150,7 +155,8 @@ struct AotEngine::State {
     Node n{block, 0, 0, static_cast<uint32_t>(st.externals.size())};
     for (size_t a = 0; a < s.args.size(); ++a) {
       const Val& v = args[a];
-      if (v.node >= 0) {
+      // Inputs an earlier flush computed are ready: like parameters, they place no constraint.
+      if (v.node >= 0 && st.nodes[v.node].batch < 0) {
         const Node& in = st.nodes[v.node];
         int phase = in.phase + v.phase_ends;
         int depth = (v.phase_ends > 0 ? 0 : in.depth) + v.ghost;
@@ -166,13 +172,7 @@ struct AotEngine::State {
     n.depth += 1;
     int32_t id = static_cast<int32_t>(st.nodes.size());
     st.nodes.push_back(n);
-    auto& buckets = st.buckets;
-    if (buckets.size() <= static_cast<size_t>(n.phase)) buckets.resize(n.phase + 1);
-    auto& by_depth = buckets[n.phase];
-    if (by_depth.size() <= static_cast<size_t>(n.depth)) by_depth.resize(n.depth + 1);
-    auto& row = by_depth[n.depth];
-    if (row.size() <= static_cast<size_t>(block)) row.resize(block + 1);
-    row[block].push_back(id);
+    add_to_bucket(st.buckets, n.phase, n.depth, block, id);
     st.stats->tensor_ops += static_cast<int64_t>(s.ops.size());
     st.stats->flops += s.flops;
     st.num_nodes = id + 1;
@@ -187,7 +187,9 @@ struct AotEngine::State {
     State& st = of(ctx);
     if (v.node < 0) return v.data;
     if (st.nodes[v.node].batch < 0) {
-      // On a fiber: wait until every instance waits, then the graph runs. Otherwise run it now.
+      // On a fiber: wait until every instance waits, then what they wait for runs. Otherwise run
+      // it now.
+      st.demanded.push_back(v.node);
       if (st.fibers && st.fibers->inside())
         st.fibers->wait();
       else
@@ -359,13 +361,24 @@ struct AotEngine::State {
     return it == packed.end() ? nullptr : it->second;
   }
 
+  // Runs what the tensor reads in `demanded` wait for, or (none demanded) everything pending.
   void flush() {
     auto t0 = Clock::now();
-    for (auto& phase : buckets)
-      for (auto& row : phase)
-        for (size_t b = 0; b < row.size(); ++b)
-          if (!row[b].empty()) run_batch(static_cast<int>(b), row[b]);
-    buckets.clear();
+    auto run = [&](int block, const std::vector<int>& ids) { run_batch(block, ids); };
+    if (demanded.empty()) {
+      run_all(buckets, run);
+    } else {
+      auto inputs = [&](int n, auto&& f) {
+        const Node& node = nodes[n];
+        size_t count = plan->blocks[node.block].args.size();
+        for (size_t a = 0; a < count; ++a) {
+          const Val& v = externals[node.external_begin + a];
+          if (v.node >= 0 && nodes[v.node].batch < 0) f(v.node);
+        }
+      };
+      run_demanded(buckets, demanded, nodes.size(), marks, stamp, inputs, run);
+      demanded.clear();
+    }
     double s = seconds_since(t0);
     flush_seconds += s;
     stats->kernel_seconds += s;

@@ -16,6 +16,7 @@
 #include "runtime/big_stack.h"
 #include "runtime/fibers.h"
 #include "runtime/interpreter.h"
+#include "runtime/schedule.h"
 #include "runtime/thread_pool.h"
 
 namespace acrobat {
@@ -83,14 +84,17 @@ struct BatchedEngine::State {
   std::vector<Value> externals;
   std::vector<Batch> batches;
   size_t first_pending = 0;
-  // inline depth: [phase][depth][block] -> pending nodes
-  std::vector<std::vector<std::vector<std::vector<int>>>> buckets;
+  Buckets buckets;            // inline depth
+  std::vector<int> demanded;  // nodes whose values waiting tensor reads need
+  std::vector<uint32_t> marks;
+  uint32_t stamp = 0;
 
   void reset_run() {
     nodes.clear();
     externals.clear();
     batches.clear();
     buckets.clear();
+    demanded.clear();
     first_pending = 0;
     arena.reset();
     arena.reset_peak();
@@ -157,11 +161,12 @@ class RecordingInterpreter : public Interpreter {
       ++k;
     }
     if (s.ops.empty()) return s.end - s.begin;
-    // Phase: the latest among the inputs'; depth: 1 + the deepest input in that phase.
+    // Phase: the latest among the pending inputs'; depth: 1 + the deepest of them in that phase.
     Node n{s.id, 0, 0, st_.externals.size()};
     for (const BlockArg& a : s.args) {
       const Value& v = frame[a.var];
-      if (v.kind == Value::Kind::Lazy) {
+      // Inputs an earlier flush computed are ready: like parameters, they place no constraint.
+      if (v.kind == Value::Kind::Lazy && st_.nodes[v.i].batch < 0) {
         ACROBAT_ASSERT(v.i != node_id, "a block reads its own output as an argument");
         const Node& in = st_.nodes[v.i];
         int phase = in.phase + v.phase_ends;
@@ -177,22 +182,16 @@ class RecordingInterpreter : public Interpreter {
     }
     n.depth += 1;
     st_.nodes.push_back(n);
-    if (scheduler_ == Scheduler::InlineDepth) {
-      auto& buckets = st_.buckets;
-      if (buckets.size() <= static_cast<size_t>(n.phase)) buckets.resize(n.phase + 1);
-      auto& by_depth = buckets[n.phase];
-      if (by_depth.size() <= static_cast<size_t>(n.depth)) by_depth.resize(n.depth + 1);
-      auto& row = by_depth[n.depth];
-      if (row.size() <= static_cast<size_t>(s.id)) row.resize(s.id + 1);
-      row[s.id].push_back(node_id);
-    }
+    if (scheduler_ == Scheduler::InlineDepth) add_to_bucket(st_.buckets, n.phase, n.depth, s.id, node_id);
     return s.end - s.begin;
   }
 
   const Tensor& tensor_contents(const Value& v) override {
     if (v.kind != Value::Kind::Lazy) return *v.tensor;
     if (st_.nodes[v.i].batch < 0) {
-      // On a fiber: wait until every instance waits, then the graph runs. Otherwise run it now.
+      // On a fiber: wait until every instance waits, then what they wait for runs. Otherwise run
+      // it now.
+      st_.demanded.push_back(static_cast<int>(v.i));
       if (st_.fibers && st_.fibers->inside())
         st_.fibers->wait();
       else
@@ -513,8 +512,21 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
     auto t0 = Clock::now();
     double schedule = 0;
     if (scheduler_ == Scheduler::InlineDepth) {
-      for (const auto& phase : st.buckets) run_buckets(st, phase, stats);
-      st.buckets.clear();
+      auto run = [&](int block, const std::vector<int>& ids) { run_batch(st, block, ids, stats); };
+      if (st.demanded.empty()) {
+        run_all(st.buckets, run);
+      } else {
+        auto inputs = [&](int n, auto&& f) {
+          const Node& node = st.nodes[n];
+          size_t count = st.plan->blocks[node.block].args.size();
+          for (size_t a = 0; a < count; ++a) {
+            const Value& v = st.externals[node.external_begin + a];
+            if (v.kind == Value::Kind::Lazy && st.nodes[v.i].batch < 0) f(static_cast<int>(v.i));
+          }
+        };
+        run_demanded(st.buckets, st.demanded, st.nodes.size(), st.marks, st.stamp, inputs, run);
+      }
+      st.demanded.clear();
     } else if (scheduler_ == Scheduler::Depth) {
       auto t1 = Clock::now();
       std::vector<int> depth = traversal_depths(st);
@@ -531,6 +543,7 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
     } else {
       run_agenda(st, stats, schedule);
     }
+    st.demanded.clear();
     st.first_pending = st.nodes.size();
     double total = seconds_since(t0);
     stats.schedule_seconds += schedule;

@@ -7,8 +7,9 @@
 //     arguments (lazy handles of earlier nodes, or concrete tensors such as parameters and embedding
 //     rows); only outputs that code after the block reads outlive their batch.
 //  2. Recording. Each instance's host program runs to completion. With inline depth, a node's phase
-//     is the latest phase among the values it reads and its depth 1 + the deepest of them in that
-//     phase (ghost levels included), computed right there; the node goes straight into bucket
+//     is the latest phase among the pending values it reads and its depth 1 + the deepest of them
+//     in that phase (ghost levels included; values an earlier flush computed count as ready
+//     inputs, like parameters), computed right there; the node goes straight into bucket
 //     [phase][depth][block] and no graph traversal follows. Values returned by calls the depth
 //     analysis marks as phase ends move to the next phase; branches it marks add ghost levels to
 //     the values they return (analysis/depth.h).

@@ -1,0 +1,67 @@
+// The inline-depth schedule shared by the batched and AOT engines: pending dataflow-graph nodes in
+// buckets [phase][depth][block], filled as the host program records them, and run bucket by bucket.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace acrobat {
+
+// [phase][depth][block] -> pending node ids, in recording order.
+using Buckets = std::vector<std::vector<std::vector<std::vector<int>>>>;
+
+inline void add_to_bucket(Buckets& buckets, int phase, int depth, int block, int node) {
+  if (buckets.size() <= static_cast<size_t>(phase)) buckets.resize(phase + 1);
+  auto& by_depth = buckets[phase];
+  if (by_depth.size() <= static_cast<size_t>(depth)) by_depth.resize(depth + 1);
+  auto& row = by_depth[depth];
+  if (row.size() <= static_cast<size_t>(block)) row.resize(block + 1);
+  row[block].push_back(node);
+}
+
+// Runs every pending node, bucket by bucket: run(block, ids) executes one batch.
+template <class Run>
+void run_all(Buckets& buckets, Run&& run) {
+  for (auto& phase : buckets)
+    for (auto& row : phase)
+      for (size_t b = 0; b < row.size(); ++b)
+        if (!row[b].empty()) run(static_cast<int>(b), row[b]);
+  buckets.clear();
+}
+
+// Runs only what tensor reads wait for: the `demanded` nodes and, transitively, the pending nodes
+// they read (inputs(n, f) calls f(m) for each pending node m that node n reads), bucket by bucket.
+// Everything else stays in its bucket for a later, larger batch: with fibers, work nobody waits for
+// yet (e.g. the combination steps on the way back up a recursion) keeps accumulating across
+// flushes instead of running a few nodes at a time. `marks` and `stamp` are scratch kept by the
+// caller (no clearing per call).
+template <class Inputs, class Run>
+void run_demanded(Buckets& buckets, const std::vector<int>& demanded, size_t num_nodes,
+                  std::vector<uint32_t>& marks, uint32_t& stamp, Inputs&& inputs, Run&& run) {
+  if (marks.size() < num_nodes) marks.resize(num_nodes, 0);
+  ++stamp;
+  std::vector<int> stack(demanded.begin(), demanded.end());
+  while (!stack.empty()) {
+    int n = stack.back();
+    stack.pop_back();
+    if (marks[n] == stamp) continue;
+    marks[n] = stamp;
+    inputs(n, [&](int m) {
+      if (marks[m] != stamp) stack.push_back(m);
+    });
+  }
+  std::vector<int> needed, rest;
+  for (auto& phase : buckets)
+    for (auto& row : phase)
+      for (size_t b = 0; b < row.size(); ++b) {
+        if (row[b].empty()) continue;
+        needed.clear();
+        rest.clear();
+        for (int n : row[b]) (marks[n] == stamp ? needed : rest).push_back(n);
+        if (needed.empty()) continue;
+        row[b].swap(rest);
+        run(static_cast<int>(b), needed);
+      }
+}
+
+}  // namespace acrobat
