@@ -11,6 +11,7 @@ packages=(
   libboost-context-dev                            # fibers for tensor-dependent control flow
   libgtest-dev libgmock-dev                       # tests
   python3 python3-torch python3-numpy             # the PyTorch oracle (tests/reference)
+  python3-matplotlib                              # bench --all's plot
 )
 missing=()
 for p in "${packages[@]}"; do

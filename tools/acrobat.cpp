@@ -407,8 +407,8 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand(
       "bench", "Throughput of the reference engine, the batched engine (each scheduler and batch "
                "size) and eager PyTorch, side by side, with the sgemm yardstick");
-  bench_cmd->add_option("model", bench_opts.model, "Model file (.acr)")->required();
-  bench_cmd->add_option("--input", bench_opts.input, "KIND:FILE")->required();
+  bench_cmd->add_option("model", bench_opts.model, "Model file (.acr); not with --all");
+  bench_cmd->add_option("--input", bench_opts.input, "KIND:FILE; not with --all");
   bench_cmd->add_option("--vocab", bench_opts.vocab, "Vocabulary for sst inputs");
   bench_cmd->add_option("--set", bench_opts.sets, "Override a dim: NAME=VALUE (repeatable)");
   bench_cmd->add_option("--limit", bench_opts.limit, "Use only the first N instances");
@@ -416,7 +416,13 @@ int main(int argc, char** argv) {
   std::string bench_engines = "batched", bench_threads = "1";
   bench_cmd->add_option("--engine", bench_engines, "Engines besides the reference: batched, aot or batched,aot");
   bench_cmd->add_option("--threads", bench_threads, "Thread counts, comma-separated (default 1)");
-  bool bench_ablation = false;
+  bool bench_ablation = false, bench_all = false, bench_quick = false;
+  std::string bench_out = "bench/results/all";
+  bench_cmd->add_flag("--all", bench_all,
+                      "Every model of models/ at its sizes on its data with the oracle's weights "
+                      "(the other options but --reps are ignored): all.md, all.json, all.png");
+  bench_cmd->add_option("--out", bench_out, "--all: output directory (default bench/results/all)");
+  bench_cmd->add_flag("--quick", bench_quick, "--all: small sizes, few instances, one repetition");
   bench_cmd->add_flag("--ablation", bench_ablation,
                       "Rows for each analysis switched off in turn and for all off (ignores --disable)");
   bench_cmd->add_option("--params", bench_opts.params, "Parameters (default: random, seed 0)");
@@ -432,6 +438,16 @@ int main(int argc, char** argv) {
 
   try {
     if (*run_cmd) return run_command(run);
+    if (*bench_cmd && bench_all) {
+      BenchAllOptions a;
+      a.source_dir = ACROBAT_SOURCE_DIR;
+      a.out_dir = bench_out;
+      a.reps = bench_reps;
+      a.quick = bench_quick;
+      return bench_all_command(a);
+    }
+    if (*bench_cmd && bench_opts.model.empty())
+      throw UserError("bench: a model file is required (or --all)");
     if (*bench_cmd)
       return bench(bench_opts, bench_batches, bench_schedulers, bench_reps, bench_json, bench_pytorch,
                    bench_engines, bench_threads, bench_ablation);

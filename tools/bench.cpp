@@ -160,9 +160,11 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
     std::cerr << "\rbench: PyTorch eager (" << o.pytorch_limit << " instances)                  \n";
     std::string cmd = "/usr/bin/python3 " + shell_quote(o.pytorch_script) + " --model " +
                       shell_quote(o.pytorch_model) + " --data " + shell_quote(o.data_path) +
-                      " --vocab " + shell_quote(o.vocab_path) + " --limit " +
-                      std::to_string(o.pytorch_limit) + " --reps " + std::to_string(o.reps);
+                      " --limit " + std::to_string(o.pytorch_limit) + " --reps " +
+                      std::to_string(o.reps);
+    if (!o.vocab_path.empty()) cmd += " --vocab " + shell_quote(o.vocab_path);
     for (const auto& s : o.sets) cmd += " --set " + shell_quote(s);
+    if (!o.pytorch_params.empty()) cmd += " --params " + shell_quote(o.pytorch_params);
     std::string out = run_capture(cmd + " 2>/dev/null");
     auto j = nlohmann::json::parse(out, nullptr, false);
     if (j.is_object() && j.contains("instances_per_s")) {

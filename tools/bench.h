@@ -23,7 +23,7 @@ struct BenchOptions {
   int reps = 3;
   std::string json_path;
   // Eager PyTorch row (empty model: none).
-  std::string pytorch_model, pytorch_script, data_path, vocab_path;
+  std::string pytorch_model, pytorch_script, data_path, vocab_path, pytorch_params;
   size_t pytorch_limit = 300;
 };
 
@@ -36,5 +36,17 @@ struct BenchConfig {
 // Rows for every configuration; the reference row runs the first configuration's module.
 int bench_command(const BenchOptions& options, const std::vector<BenchConfig>& configs,
                   std::shared_ptr<const ParamStore> params, const std::vector<Value>& inputs);
+
+// `acrobat bench --all`: every model of models/ at its sizes (reference, interpreter and AOT engines
+// at batch 8 and 64, eager PyTorch), each on its data with the oracle's weights; writes all.md,
+// all.json and all.png (speed-up over the reference engine per model) to `out_dir`.
+struct BenchAllOptions {
+  std::string source_dir;  // the repository (models/, data/, tests/reference/)
+  std::string out_dir = "bench/results/all";
+  std::string acrobat;     // this executable, for the records
+  int reps = 3;
+  bool quick = false;      // small sizes, few instances, one repetition (a smoke test)
+};
+int bench_all_command(const BenchAllOptions& options);
 
 }  // namespace acrobat
