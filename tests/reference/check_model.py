@@ -1,17 +1,21 @@
 #!/usr/bin/python3
 """End-to-end model test: acrobat's outputs must equal the PyTorch oracle's.
 
-  check_model.py --acrobat PATH/TO/acrobat --model treelstm|mvrnn|birnn [--set H=512 ...]
-                 [--limit 200] [--seed 0] [--data FILE] [--workdir DIR] [--keep]
-                 [--rtol 1e-4] [--atol 1e-5] [--timeout SECONDS]
-                 [--extra-args="ARGS"]... [-- MORE ACROBAT ARGS]
+  check_model.py --acrobat PATH/TO/acrobat --model NAME [--set H=512 ...]
+                 [--limit 200] [--seed 0] [--data FILE] [--data-seed 1] [--workdir DIR] [--keep]
+                 [--rtol 1e-4] [--atol 1e-5] [--margin-eps 1e-4] [--max-near-ties 0.05]
+                 [--timeout SECONDS] [--extra-args="ARGS"]... [-- MORE ACROBAT ARGS]
 
+NAME: treelstm, mvrnn, birnn or any tests/reference/model_NAME.py (registry.py).
 Steps (each command is printed before it runs; its output goes straight through):
-  1. generate.py: oracle weights W.safetensors and expected outputs EXPECTED.json
+  1. generate.py: oracle weights W.safetensors and expected outputs EXPECTED.json; for a model
+     with make_data (and no --data given), it first writes --limit synthetic instances from
+     --data-seed to DATA in the workdir
   2. ACROBAT run <repo>/models/<model>.acr --params W.safetensors --input KIND:<data>
-       --vocab <repo>/data/sst/vocab.txt [--set K=V ...] --limit N --output ACTUAL.json [extra args]
-     with KIND = sst (treelstm, mvrnn) or sst-tokens (birnn)
-  3. compare.py EXPECTED.json ACTUAL.json --rtol --atol
+       [--vocab <repo>/data/sst/vocab.txt] [--set K=V ...] --limit N --output ACTUAL.json [extra args]
+     with KIND the model's INPUT_KIND (--vocab for sst and sst-tokens); the default data is
+     <repo>/data/sst/test.txt for models without make_data
+  3. compare.py EXPECTED.json ACTUAL.json --rtol --atol --margin-eps --max-near-ties
 
 The repository root is derived from this script's location (<repo>/tests/reference/).
 Exit status: 0 pass; otherwise the exit status of the first failing step (compare: 1 mismatch,
@@ -33,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-import models  # noqa: E402  (light: only for the model table and --set parsing; imports torch)
+import registry  # noqa: E402  (the model table and --set parsing; imports torch)
 
 
 def say(msg):
@@ -72,24 +76,29 @@ def main(argv):
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--acrobat", required=True, help="path to the acrobat binary")
-    ap.add_argument("--model", required=True, choices=sorted(models.MODELS))
+    ap.add_argument("--model", required=True, choices=registry.names())
     ap.add_argument("--set", action="append", default=[], metavar="K=V", help="dim override (repeatable)")
     ap.add_argument("--limit", type=int, default=200, help="first N instances (0 = all)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data", default=os.path.join(REPO, "data", "sst", "test.txt"))
+    ap.add_argument("--data", help="input file (default: generated for models with make_data, "
+                    "else <repo>/data/sst/test.txt)")
+    ap.add_argument("--data-seed", type=int, default=1, help="seed of the generated data")
     ap.add_argument("--vocab", default=os.path.join(REPO, "data", "sst", "vocab.txt"))
     ap.add_argument("--workdir", help="directory for weights/expected/actual files (kept)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary workdir even on success")
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--margin-eps", type=float, default=1e-4, help="near-tie decision margin (compare.py)")
+    ap.add_argument("--max-near-ties", type=float, default=0.05, help="fraction of near ties allowed")
     ap.add_argument("--timeout", type=float, default=None, help="seconds allowed for the acrobat run")
     ap.add_argument("--extra-args", action="append", default=[], metavar="ARGS",
                     help='extra acrobat arguments, shell-split (use --extra-args="--x 1")')
     args = ap.parse_args(argv)
 
     try:
-        sets = models.parse_sets(args.set)
-        models.resolve_dims(args.model, sets)  # validate early
+        sets = registry.parse_sets(args.set)
+        spec = registry.get(args.model)
+        registry.resolve_dims(spec, sets)  # validate early
     except ValueError as e:
         say("error: %s" % e)
         return 2
@@ -100,8 +109,18 @@ def main(argv):
         acrobat = shutil.which(acrobat) or acrobat
     acrobat = os.path.abspath(acrobat)
     model_file = os.path.join(REPO, "models", args.model + ".acr")
-    for what, path in (("acrobat binary", acrobat), ("model source", model_file),
-                       ("data file", args.data), ("vocabulary", args.vocab)):
+    make_data = args.data is None and spec.make_data is not None
+    if args.data is None and not make_data:
+        args.data = os.path.join(REPO, "data", "sst", "test.txt")
+    if make_data and args.limit <= 0:
+        say("error: model %s generates its data: --limit must be > 0" % args.model)
+        return 2
+    checks = [("acrobat binary", acrobat), ("model source", model_file)]
+    if not make_data:
+        checks.append(("data file", args.data))
+    if spec.reads_vocab:
+        checks.append(("vocabulary", args.vocab))
+    for what, path in checks:
         if not os.path.isfile(path):
             say("error: %s %s does not exist" % (what, path))
             return 2
@@ -119,24 +138,31 @@ def main(argv):
     expected = os.path.join(workdir, tag + ".expected.json")
     actual = os.path.join(workdir, tag + ".actual.json")
     set_args = [a for k, v in sorted(sets.items()) for a in ("--set", "%s=%d" % (k, v))]
+    vocab_args = ["--vocab", args.vocab] if spec.reads_vocab else []
+    data_args = ["--data", args.data]
+    if make_data:
+        args.data = os.path.join(workdir, tag + ".data." + ("json" if spec.INPUT_KIND == "json" else "txt"))
+        data_args = ["--data", args.data, "--make-data", "--data-seed", str(args.data_seed)]
 
     rc = run_step("oracle", [sys.executable, os.path.join(HERE, "generate.py"), "--model", args.model,
-                             *set_args, "--data", args.data, "--vocab", args.vocab,
+                             *set_args, *data_args, *vocab_args,
                              "--limit", str(args.limit), "--seed", str(args.seed),
                              "--params", params, "--expected", expected])
     if rc == 0:
         if os.path.exists(actual):
             os.remove(actual)  # never compare against a stale result
         rc = run_step("acrobat", [acrobat, "run", model_file, "--params", params,
-                                  "--input", "%s:%s" % (models.INPUT_KIND[args.model], args.data),
-                                  "--vocab", args.vocab, *set_args, "--limit", str(args.limit),
+                                  "--input", "%s:%s" % (spec.INPUT_KIND, args.data),
+                                  *vocab_args, *set_args, "--limit", str(args.limit),
                                   "--output", actual, *extra], timeout=args.timeout)
         if rc == 0 and not os.path.isfile(actual):
             say("error: acrobat exited 0 but wrote no output file %s" % actual)
             rc = 2
     if rc == 0:
         rc = run_step("compare", [sys.executable, os.path.join(HERE, "compare.py"), expected, actual,
-                                  "--rtol", repr(args.rtol), "--atol", repr(args.atol)])
+                                  "--rtol", repr(args.rtol), "--atol", repr(args.atol),
+                                  "--margin-eps", repr(args.margin_eps),
+                                  "--max-near-ties", repr(args.max_near_ties)])
 
     if rc == 0:
         say("PASS %s" % tag)

@@ -55,18 +55,19 @@ class Model(torch.nn.Module):
 
 
 def init_params(model, seed):
-    """Matrices ~ U(-1/sqrt(H), 1/sqrt(H)) scaled by 1.5 (so states are not all near zero); the
-    decision vectors ~ N(0, 1/H) with a bias that keeps trees of a few to a few dozen nodes."""
+    """Matrices ~ U(-1/sqrt(H), 1/sqrt(H)) (a larger scale amplifies float32 rounding along deep
+    trees), Wo at a quarter of that (the output sums every node's); the decision vectors ~ N(0, 64/H), so
+    that decision logits are far from 0 (near ties rare) while each decision stays about even."""
     torch.manual_seed(seed)
     H = model.H
-    bound = 1.5 / math.sqrt(H)
+    bound = 1.0 / math.sqrt(H)
     with torch.no_grad():
         model.Wa.uniform_(-bound, bound)
         model.Wf.uniform_(-bound, bound)
         model.b.uniform_(-0.1, 0.1)
-        model.v_child.normal_(0.0, 2.0 / math.sqrt(H))
-        model.v_sibling.normal_(0.0, 2.0 / math.sqrt(H))
-        model.Wo.uniform_(-bound, bound)
+        model.v_child.normal_(0.0, 8.0 / math.sqrt(H))
+        model.v_sibling.normal_(0.0, 8.0 / math.sqrt(H))
+        model.Wo.uniform_(-0.25 * bound, 0.25 * bound)
     return model
 
 

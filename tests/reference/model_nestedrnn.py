@@ -1,0 +1,108 @@
+"""Oracle for models/nestedrnn.acr: an RNN over a sequence of sequences (a loop inside a loop).
+
+Instance: a list of inner sequences of token ids (List[List[int]], one JSON array per line).
+Inner GRU from h = 0 over each inner sequence (x = emb[w]):
+    z, r = split(x @ W_zr + h @ U_zr + b_zr)      (update, reset; pre-activation)
+    n    = tanh(x @ W_n + (sigmoid(r) * h) @ U_n + b_n)
+    h    = (1 - sigmoid(z)) * n + sigmoid(z) * h
+Outer tanh RNN from g = 0 over the inner final states s: g = tanh(s @ Wo_x + g @ Wo_h + b_o).
+Output: log_softmax(g @ W_out + b_out), [1, C].
+"""
+
+import json
+import math
+import random
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+NAME = "nestedrnn"
+DIMS = {"H": 256, "E": None, "V": 1000, "C": 5}  # E follows H unless set
+INPUT_KIND = "json"
+
+# make_data: 2-8 inner sequences of 1-12 tokens each
+OUTER_LEN = (2, 8)
+INNER_LEN = (1, 12)
+
+
+class Model(nn.Module):
+    PARAM_ORDER = ["emb", "W_zr", "U_zr", "b_zr", "W_n", "U_n", "b_n", "Wo_x", "Wo_h", "b_o", "W_out", "b_out"]
+
+    def __init__(self, H=256, E=None, V=1000, C=5):
+        super().__init__()
+        E = H if E is None else E
+        self.H, self.E, self.V, self.C = H, E, V, C
+        shapes = {"emb": (V, E), "W_zr": (E, 2 * H), "U_zr": (H, 2 * H), "b_zr": (2 * H,),
+                  "W_n": (E, H), "U_n": (H, H), "b_n": (H,), "Wo_x": (H, H), "Wo_h": (H, H), "b_o": (H,),
+                  "W_out": (H, C), "b_out": (C,)}
+        for n in self.PARAM_ORDER:
+            setattr(self, n, nn.Parameter(torch.empty(*shapes[n])))
+
+    def inner(self, seq):
+        h = torch.zeros(1, self.H)
+        for w in seq:
+            x = self.emb[w : w + 1]
+            z, r = torch.split(x @ self.W_zr + h @ self.U_zr + self.b_zr, self.H, dim=1)
+            n = torch.tanh(x @ self.W_n + (torch.sigmoid(r) * h) @ self.U_n + self.b_n)
+            u = torch.sigmoid(z)
+            h = (1.0 - u) * n + u * h
+        return h
+
+    def forward(self, seqs):
+        g = torch.zeros(1, self.H)
+        for seq in seqs:
+            g = torch.tanh(self.inner(seq) @ self.Wo_x + g @ self.Wo_h + self.b_o)
+        return F.log_softmax(g @ self.W_out + self.b_out, dim=1)
+
+
+def init_params(model, seed=0):
+    """torch.manual_seed(seed), parameters drawn in PARAM_ORDER: emb ~ N(0, 0.5), matrices
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in the first dim, biases U(-0.1, 0.1)."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for n in model.PARAM_ORDER:
+            p = getattr(model, n)
+            if n == "emb":
+                p.normal_(0.0, 0.5)
+            elif p.dim() == 1:
+                p.uniform_(-0.1, 0.1)
+            else:
+                bound = 1.0 / math.sqrt(p.shape[0])
+                p.uniform_(-bound, bound)
+    return model
+
+
+def make_data(path, count, seed, dims):
+    """`count` lines, each a JSON array of 2-8 arrays of 1-12 token ids in [0, V)."""
+    rng = random.Random(seed)
+    V = dims["V"]
+    with open(path, "w") as f:
+        for _ in range(count):
+            seqs = [[rng.randrange(V) for _ in range(rng.randint(*INNER_LEN))]
+                    for _ in range(rng.randint(*OUTER_LEN))]
+            f.write(json.dumps(seqs) + "\n")
+
+
+def load_instances(path, vocab_path, limit, dims):
+    out = []
+    with open(path) as f:
+        for k, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            seqs = json.loads(line)
+            if not isinstance(seqs, list) or not all(isinstance(s, list) for s in seqs):
+                raise ValueError("%s:%d: expected an array of arrays of token ids" % (path, k))
+            for s in seqs:
+                for w in s:
+                    if not isinstance(w, int) or not 0 <= w < dims["V"]:
+                        raise ValueError("%s:%d: token %r out of range [0, %d)" % (path, k, w, dims["V"]))
+            out.append(seqs)
+            if limit and len(out) == limit:
+                break
+    return out
+
+
+def output_entry(y):
+    y = y.detach().to(torch.float32).contiguous()
+    return {"shape": list(y.shape), "data": [float(v) for v in y.reshape(-1).tolist()]}

@@ -1,0 +1,151 @@
+"""The set of oracle models: the three built-in SST models of models.py and every
+`model_<name>.py` module beside this file.
+
+A model module exposes (names fixed: other modules are written to them):
+
+  NAME = "nestedrnn"             # the acrobat model is <repo>/models/<NAME>.acr
+  DIMS = {"H": 256, ...}         # default dims (acrobat `dim`s), overridable with --set K=V
+  INPUT_KIND = "json"            # acrobat --input kind: "sst", "sst-tokens", "tokens" or "json"
+  class Model(torch.nn.Module):  # PARAM_ORDER = parameter names = acrobat param names
+      def __init__(self, **dims)
+      def forward(self, instance) # what acrobat's main returns: a tensor, or a tuple/list of
+                                  # tensors/ints/floats/bools (nested)
+  def init_params(model, seed)    # deterministic
+  def make_data(path, count, seed, dims)            # OPTIONAL: writes `count` synthetic instances
+  def load_instances(path, vocab_path, limit, dims) # python instances from the file acrobat reads
+  def output_entry(y)             # OPTIONAL: JSON value as acrobat's --output writes it
+                                  # (default: generate.output_entry, which handles the above)
+
+Optional, for models whose control flow depends on tensor values (see README, "Decisions"): a
+Model with a `margins` attribute (a list) appends to it the margin of every decision it takes;
+the harness empties it before each instance and records the per-instance minimum (or a
+`last_margins` list that forward resets itself).
+
+get(name) returns a Spec with those attributes (make_data None when absent) for any model.
+"""
+
+import glob
+import importlib
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import models  # noqa: E402
+import sst  # noqa: E402
+
+BUILTIN = ("treelstm", "mvrnn", "birnn")
+INPUT_KINDS = ("sst", "sst-tokens", "tokens", "json")
+SST_VOCAB_SIZE = 21702  # lines of data/sst/vocab.txt; the harness sets V from the vocabulary
+
+
+def names():
+    """Every model name: the built-ins and the model_*.py modules (found by file name, not
+    imported, so a module being written cannot break the others)."""
+    found = set(BUILTIN)
+    for path in glob.glob(os.path.join(HERE, "model_*.py")):
+        found.add(os.path.basename(path)[len("model_"):-len(".py")])
+    return sorted(found)
+
+
+class Spec:
+    def __init__(self, **kw):
+        self.NAME = kw["NAME"]
+        self.DIMS = dict(kw["DIMS"])
+        self.INPUT_KIND = kw["INPUT_KIND"]
+        self.Model = kw["Model"]
+        self.init_params = kw["init_params"]
+        self.make_data = kw.get("make_data")
+        self.load_instances = kw["load_instances"]
+        self.output_entry = kw.get("output_entry") or default_output_entry
+        if self.INPUT_KIND not in INPUT_KINDS:
+            raise ValueError("model %s: INPUT_KIND %r is not one of %s"
+                             % (self.NAME, self.INPUT_KIND, ", ".join(INPUT_KINDS)))
+
+    @property
+    def reads_vocab(self):
+        return self.INPUT_KIND in ("sst", "sst-tokens")
+
+
+def default_output_entry(y):
+    """A model output as acrobat's --output writes it: a tensor as {"shape", "data"} (float32
+    values as exact doubles), a tuple or list as an array, ints, floats and bools as themselves."""
+    import torch
+
+    if isinstance(y, torch.Tensor):
+        y = y.detach().to(torch.float32).contiguous()
+        return {"shape": list(y.shape), "data": [float(v) for v in y.reshape(-1).tolist()]}
+    if isinstance(y, (tuple, list)):
+        return [default_output_entry(v) for v in y]
+    if isinstance(y, bool):
+        return y
+    if isinstance(y, int):
+        return int(y)
+    if isinstance(y, float):
+        return float(y)
+    raise TypeError("cannot write a model output of type %s" % type(y).__name__)
+
+
+def _builtin(name):
+    cls, defaults = models.MODELS[name]
+
+    def load_instances(path, vocab_path, limit, dims):
+        vocab, V = sst.load_vocab(vocab_path)
+        if V != dims["V"]:
+            raise ValueError("vocabulary %s has %d words but V = %d" % (vocab_path, V, dims["V"]))
+        trees = [sst.index_tree(t, vocab) for t in sst.load_trees(path, limit)]
+        return [models.make_instance(name, t) for t in trees]
+
+    return Spec(NAME=name, DIMS=dict(defaults, V=SST_VOCAB_SIZE), INPUT_KIND=models.INPUT_KIND[name],
+                Model=lambda **dims: cls(**dims), init_params=models.init_params,
+                load_instances=load_instances)
+
+
+_cache = {}
+
+
+def get(name):
+    """The Spec of model `name` (ValueError if unknown or malformed)."""
+    if name in _cache:
+        return _cache[name]
+    if name in BUILTIN:
+        spec = _builtin(name)
+    else:
+        if not os.path.isfile(os.path.join(HERE, "model_%s.py" % name)):
+            raise ValueError("unknown model %r (expected one of %s)" % (name, ", ".join(names())))
+        mod = importlib.import_module("model_%s" % name)
+        missing = [a for a in ("NAME", "DIMS", "INPUT_KIND", "Model", "init_params", "load_instances")
+                   if not hasattr(mod, a)]
+        if missing:
+            raise ValueError("model_%s.py lacks %s" % (name, ", ".join(missing)))
+        if mod.NAME != name:
+            raise ValueError("model_%s.py has NAME = %r" % (name, mod.NAME))
+        spec = Spec(**{a: getattr(mod, a) for a in ("NAME", "DIMS", "INPUT_KIND", "Model", "init_params",
+                                                     "make_data", "load_instances", "output_entry")
+                       if hasattr(mod, a)})
+    _cache[name] = spec
+    return spec
+
+
+def resolve_dims(spec, overrides, vocab_path=None):
+    """The spec's default dims updated with `overrides` (validated). A dim whose default is None
+    follows H (the built-ins' E). For models that read the SST vocabulary, V is the vocabulary's
+    size unless set explicitly."""
+    dims = dict(spec.DIMS)
+    for k, v in overrides.items():
+        if k not in dims:
+            raise ValueError("model %s has no dim %r (dims: %s)" % (spec.NAME, k, ", ".join(dims)))
+        if v <= 0:
+            raise ValueError("dim %s must be positive, got %d" % (k, v))
+        dims[k] = v
+    for k in dims:
+        if dims[k] is None:
+            dims[k] = dims["H"]
+    if spec.reads_vocab and "V" in dims and "V" not in overrides and vocab_path:
+        dims["V"] = sst.load_vocab(vocab_path)[1]
+    return dims
+
+
+parse_sets = models.parse_sets
