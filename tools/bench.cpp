@@ -92,12 +92,6 @@ std::string run_capture(const std::string& command) {
   return status == 0 ? out : "";
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 }  // namespace
 
 int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs,
@@ -158,13 +152,13 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
   // Eager PyTorch, per instance, on the same data (the FLOPs per instance are acrobat's count).
   if (!o.pytorch_model.empty()) {
     std::cerr << "\rbench: PyTorch eager (" << o.pytorch_limit << " instances)                  \n";
-    std::string cmd = "/usr/bin/python3 " + shell_quote(o.pytorch_script) + " --model " +
-                      shell_quote(o.pytorch_model) + " --data " + shell_quote(o.data_path) +
+    std::string cmd = "/usr/bin/python3 " + io::shell_quote(o.pytorch_script) + " --model " +
+                      io::shell_quote(o.pytorch_model) + " --data " + io::shell_quote(o.data_path) +
                       " --limit " + std::to_string(o.pytorch_limit) + " --reps " +
                       std::to_string(o.reps);
-    if (!o.vocab_path.empty()) cmd += " --vocab " + shell_quote(o.vocab_path);
-    for (const auto& s : o.sets) cmd += " --set " + shell_quote(s);
-    if (!o.pytorch_params.empty()) cmd += " --params " + shell_quote(o.pytorch_params);
+    if (!o.vocab_path.empty()) cmd += " --vocab " + io::shell_quote(o.vocab_path);
+    for (const auto& s : o.sets) cmd += " --set " + io::shell_quote(s);
+    if (!o.pytorch_params.empty()) cmd += " --params " + io::shell_quote(o.pytorch_params);
     std::string out = run_capture(cmd + " 2>/dev/null");
     auto j = nlohmann::json::parse(out, nullptr, false);
     if (j.is_object() && j.contains("instances_per_s")) {

@@ -51,12 +51,6 @@ std::vector<Case> cases() {
   };
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 }  // namespace
 
 int bench_all_command(const BenchAllOptions& o) {
@@ -80,15 +74,15 @@ int bench_all_command(const BenchAllOptions& o) {
     std::string vocab = c.synthetic ? "" : src + "/data/sst/vocab.txt";
     std::string weights = dir + "/weights.safetensors";
     // The oracle's weights (and data): both sides run the same model on the same instances.
-    std::string gen = "/usr/bin/python3 " + shell_quote(src + "/tests/reference/generate.py") +
-                      " --model " + c.model + " --data " + shell_quote(data) + " --limit " +
+    std::string gen = "/usr/bin/python3 " + io::shell_quote(src + "/tests/reference/generate.py") +
+                      " --model " + c.model + " --data " + io::shell_quote(data) + " --limit " +
                       std::to_string(c.synthetic ? count : 8) + " --params " +
-                      shell_quote(weights) + " --expected " + shell_quote(dir + "/expected.json");
+                      io::shell_quote(weights) + " --expected " + io::shell_quote(dir + "/expected.json");
     if (c.synthetic) gen += " --make-data";
-    if (!vocab.empty()) gen += " --vocab " + shell_quote(vocab);
+    if (!vocab.empty()) gen += " --vocab " + io::shell_quote(vocab);
     for (const auto& s : c.sets) gen += " --set " + s;
     std::cerr << "bench --all: " << c.model << " " << c.size << ": " << gen << "\n";
-    if (std::system((gen + " > " + shell_quote(dir + "/generate.log") + " 2>&1").c_str()) != 0)
+    if (std::system((gen + " > " + io::shell_quote(dir + "/generate.log") + " 2>&1").c_str()) != 0)
       throw UserError("bench --all: the oracle failed for " + c.model + " " + c.size + " (see " + dir +
                       "/generate.log)");
 
@@ -156,8 +150,8 @@ int bench_all_command(const BenchAllOptions& o) {
   }
   io::write_file(o.out_dir + "/all.md", md.str());
   std::cout << md.str();
-  std::string plot = "/usr/bin/python3 " + shell_quote(src + "/bench/plot_all.py") + " " +
-                     shell_quote(o.out_dir + "/all.json") + " " + shell_quote(o.out_dir + "/all.png");
+  std::string plot = "/usr/bin/python3 " + io::shell_quote(src + "/bench/plot_all.py") + " " +
+                     io::shell_quote(o.out_dir + "/all.json") + " " + io::shell_quote(o.out_dir + "/all.png");
   if (std::system(plot.c_str()) != 0) throw UserError("bench --all: the plot failed: " + plot);
   std::cout << "wrote " << o.out_dir << "/all.md, all.json, all.png\n";
   return 0;

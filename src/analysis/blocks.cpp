@@ -19,6 +19,8 @@
 #include <map>
 #include <set>
 
+#include "ir/walk.h"
+
 namespace acrobat::analysis {
 
 bool is_tensor_op(const ir::Rhs& r) {
@@ -54,12 +56,9 @@ void collect_uses(const ir::Block& b, size_t from, std::set<int>& used) {
 
 // The binding that defines each variable of a function (parameters and pattern variables: none).
 void collect_definitions(const ir::Block& b, std::vector<const ir::Rhs*>& defs) {
-  for (const auto& bind : b.bindings) {
-    defs[bind.var] = bind.rhs.get();
-    collect_definitions(bind.rhs->then_block, defs);
-    collect_definitions(bind.rhs->else_block, defs);
-    for (const auto& c : bind.rhs->clauses) collect_definitions(c.body, defs);
-  }
+  ir::for_each_block(b, [&](const ir::Block& block) {
+    for (const auto& bind : block.bindings) defs[bind.var] = bind.rhs.get();
+  });
 }
 
 // Slices of a leading-1 region (the common [1, H] rows) become views; a view that escapes keeps the

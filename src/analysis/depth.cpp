@@ -26,6 +26,8 @@
 #include <functional>
 #include <unordered_map>
 
+#include "ir/walk.h"
+
 namespace acrobat::analysis {
 
 namespace {
@@ -33,14 +35,12 @@ namespace {
 constexpr int kUnbounded = 1 << 29;
 int add_depth(int a, int b) { return (a >= kUnbounded || b >= kUnbounded) ? kUnbounded : a + b; }
 
+// Calls f on every right-hand side of `b`, nested blocks included.
 template <class F>
 void for_each_rhs(const ir::Block& b, F&& f) {
-  for (const auto& bind : b.bindings) {
-    f(*bind.rhs);
-    for_each_rhs(bind.rhs->then_block, f);
-    for_each_rhs(bind.rhs->else_block, f);
-    for (const auto& c : bind.rhs->clauses) for_each_rhs(c.body, f);
-  }
+  ir::for_each_block(b, [&](const ir::Block& block) {
+    for (const auto& bind : block.bindings) f(*bind.rhs);
+  });
 }
 
 class DepthAnalysis {

@@ -39,12 +39,6 @@ std::string read_all(const std::string& path) {
   return s.str();
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // The cache key covers everything that goes into the object: the generated source, the headers it
 // includes from the source tree, and the compiler command.
 std::string cache_key(const std::string& source, const std::string& command) {
@@ -52,14 +46,7 @@ std::string cache_key(const std::string& source, const std::string& command) {
   for (const char* header : {"/acrobat/aot.h"}) all += read_all(std::string(ACROBAT_AOT_INCLUDE) + header);
   for (const char* header : {"/kernels/simd.h", "/kernels/vec_math.h"})
     all += read_all(std::string(ACROBAT_AOT_KERNELS) + header);
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : all) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return content_hash(all);
 }
 
 }  // namespace
@@ -71,7 +58,7 @@ BuiltObject build_shared_object(const GeneratedCpp& code, const std::string& cac
   if (ec) throw UserError("cannot create the compile cache directory " + dir + ": " + ec.message());
   BuiltObject out;
   const std::string flags = " -std=c++20 -O3 -march=native -ffp-contract=off -fPIC -shared -w -I" +
-                            shell_quote(ACROBAT_AOT_INCLUDE) + " -I" + shell_quote(ACROBAT_AOT_KERNELS);
+                            io::shell_quote(ACROBAT_AOT_INCLUDE) + " -I" + io::shell_quote(ACROBAT_AOT_KERNELS);
   std::string base = dir + "/" + cache_key(code.source, system_compiler() + flags);
   out.path = base + ".so";
   if (fs::exists(out.path) && fs::exists(base + ".cpp") && read_all(base + ".cpp") == code.source) {
@@ -83,9 +70,9 @@ BuiltObject build_shared_object(const GeneratedCpp& code, const std::string& cac
   std::string tmp = base + ".tmp" + std::to_string(getpid());
   io::write_file(tmp + ".cpp", code.source);
   std::string log = tmp + ".log";
-  out.command = system_compiler() + flags + " -o " + shell_quote(tmp + ".so") + " " + shell_quote(tmp + ".cpp");
+  out.command = system_compiler() + flags + " -o " + io::shell_quote(tmp + ".so") + " " + io::shell_quote(tmp + ".cpp");
   auto t0 = std::chrono::steady_clock::now();
-  int status = std::system((out.command + " > " + shell_quote(log) + " 2>&1").c_str());
+  int status = std::system((out.command + " > " + io::shell_quote(log) + " 2>&1").c_str());
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (status != 0) {
     std::string messages = read_all(log);

@@ -21,6 +21,9 @@ namespace acrobat::codegen {
 // then-blocks before else-blocks, clauses in order). Generated code names IR places by this index.
 std::vector<const ir::Rhs*> number_sites(const ir::Module& module);
 
+// 16 hex digits of the 64-bit FNV-1a hash of `text` (generated code and compile-cache keys).
+std::string content_hash(const std::string& text);
+
 struct GeneratedCpp {
   std::string source;
   std::string hash;  // 16 hex digits, FNV-1a of the source; embedded in the source as well

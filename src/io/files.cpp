@@ -16,6 +16,12 @@
 
 namespace acrobat::io {
 
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 namespace {
 
 // Closes a file descriptor when it goes out of scope.

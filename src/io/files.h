@@ -22,6 +22,9 @@ std::string read_file(const std::string& path);
 // Replaces the file with `bytes` (written to PATH.tmp, then renamed). Throws UserError on failure.
 void write_file(const std::string& path, std::string_view bytes);
 
+// `s` as one single-quoted word for /bin/sh (for paths and values put into a command line).
+std::string shell_quote(const std::string& s);
+
 // One line of a text file, without its line terminator.
 struct TextLine {
   std::string_view text;  // points into the string given to split_lines

@@ -152,24 +152,17 @@ struct AotEngine::State {
   static int32_t record(aot::AotContext* ctx, int32_t block, const Val* args) {
     State& st = of(ctx);
     const analysis::StaticBlock& s = st.plan->blocks[block];
-    Node n{block, 0, 0, static_cast<uint32_t>(st.externals.size())};
+    Placement place;
     for (size_t a = 0; a < s.args.size(); ++a) {
       const Val& v = args[a];
       // Inputs an earlier flush computed are ready: like parameters, they place no constraint.
       if (v.node >= 0 && st.nodes[v.node].batch < 0) {
         const Node& in = st.nodes[v.node];
-        int phase = in.phase + v.phase_ends;
-        int depth = (v.phase_ends > 0 ? 0 : in.depth) + v.ghost;
-        if (phase > n.phase) {
-          n.phase = phase;
-          n.depth = depth;
-        } else if (phase == n.phase && depth > n.depth) {
-          n.depth = depth;
-        }
+        place.add_input(in.phase, in.depth, v.phase_ends, v.ghost);
       }
-      st.externals.push_back(v);
     }
-    n.depth += 1;
+    Node n{block, place.phase, place.node_depth(), static_cast<uint32_t>(st.externals.size())};
+    st.externals.insert(st.externals.end(), args, args + s.args.size());
     int32_t id = static_cast<int32_t>(st.nodes.size());
     st.nodes.push_back(n);
     add_to_bucket(st.buckets, n.phase, n.depth, block, id);

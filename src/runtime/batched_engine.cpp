@@ -162,25 +162,19 @@ class RecordingInterpreter : public Interpreter {
     }
     if (s.ops.empty()) return s.end - s.begin;
     // Phase: the latest among the pending inputs'; depth: 1 + the deepest of them in that phase.
-    Node n{s.id, 0, 0, st_.externals.size()};
+    Placement place;
+    size_t external_begin = st_.externals.size();
     for (const BlockArg& a : s.args) {
       const Value& v = frame[a.var];
+      st_.externals.push_back(v);
       // Inputs an earlier flush computed are ready: like parameters, they place no constraint.
       if (v.kind == Value::Kind::Lazy && st_.nodes[v.i].batch < 0) {
         ACROBAT_ASSERT(v.i != node_id, "a block reads its own output as an argument");
         const Node& in = st_.nodes[v.i];
-        int phase = in.phase + v.phase_ends;
-        int depth = (v.phase_ends > 0 ? 0 : in.depth) + v.ghost;
-        if (phase > n.phase) {
-          n.phase = phase;
-          n.depth = depth;
-        } else if (phase == n.phase) {
-          n.depth = std::max(n.depth, depth);
-        }
+        place.add_input(in.phase, in.depth, v.phase_ends, v.ghost);
       }
-      st_.externals.push_back(v);
     }
-    n.depth += 1;
+    Node n{s.id, place.phase, place.node_depth(), external_begin};
     st_.nodes.push_back(n);
     if (scheduler_ == Scheduler::InlineDepth) add_to_bucket(st_.buckets, n.phase, n.depth, s.id, node_id);
     return s.end - s.begin;

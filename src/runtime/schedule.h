@@ -10,6 +10,25 @@ namespace acrobat {
 // [phase][depth][block] -> pending node ids, in recording order.
 using Buckets = std::vector<std::vector<std::vector<std::vector<int>>>>;
 
+// Where a node goes: it starts at (phase 0, depth 0) and takes in each pending input, which sits at
+// (in_phase, in_depth) and reaches the node through `phase_ends` phase ends and `ghost` ghost
+// levels (analysis/depth.h); the node then lies one level below the latest, deepest of them.
+struct Placement {
+  int phase = 0;
+  int depth = 0;
+  void add_input(int in_phase, int in_depth, int phase_ends, int ghost) {
+    int p = in_phase + phase_ends;
+    int d = (phase_ends > 0 ? 0 : in_depth) + ghost;
+    if (p > phase) {
+      phase = p;
+      depth = d;
+    } else if (p == phase && d > depth) {
+      depth = d;
+    }
+  }
+  int node_depth() const { return depth + 1; }
+};
+
 inline void add_to_bucket(Buckets& buckets, int phase, int depth, int block, int node) {
   if (buckets.size() <= static_cast<size_t>(phase)) buckets.resize(phase + 1);
   auto& by_depth = buckets[phase];

@@ -204,9 +204,3 @@ def load_instances(path, vocab_path, limit, dims):
                 raise ValueError("%s:%d: the mask is not n zeros (n >= 1) then %g" % (path, lineno, MASK_NEG))
             out.append((torch.tensor(xs["data"], dtype=torch.float32).view(S, D), n))
     return out
-
-
-def output_entry(y):
-    logp, layers = y
-    t = logp.detach().to(torch.float32).contiguous()
-    return [{"shape": list(t.shape), "data": [float(v) for v in t.reshape(-1).tolist()]}, int(layers)]

@@ -95,9 +95,3 @@ def load_instances(path, vocab_path, limit, dims):
                 raise ValueError("%s:%d: expected shape [1, %d], found %s" % (path, lineno, H, t["shape"]))
             out.append(torch.tensor(t["data"], dtype=torch.float32).reshape(1, H))
     return out
-
-
-def output_entry(y):
-    total, count = y
-    t = total.detach().to(torch.float32).contiguous()
-    return [{"shape": list(t.shape), "data": [float(v) for v in t.reshape(-1).tolist()]}, int(count)]

@@ -101,8 +101,3 @@ def load_instances(path, vocab_path, limit, dims):
             if limit and len(out) == limit:
                 break
     return out
-
-
-def output_entry(y):
-    y = y.detach().to(torch.float32).contiguous()
-    return {"shape": list(y.shape), "data": [float(v) for v in y.reshape(-1).tolist()]}

@@ -110,10 +110,3 @@ def load_instances(path, vocab_path, limit, dims):
     if V != dims["V"]:
         raise ValueError("vocabulary %s has %d words but V = %d" % (vocab_path, V, dims["V"]))
     return [[leaf.wid for leaf in sst.index_tree(t, vocab).leaves()] for t in sst.load_trees(path, limit)]
-
-
-def output_entry(y):
-    logp, actions = y
-    logp = logp.detach().to(torch.float32).contiguous()
-    return [{"shape": list(logp.shape), "data": [float(v) for v in logp.reshape(-1).tolist()]},
-            [int(a) for a in actions]]

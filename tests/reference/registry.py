@@ -14,7 +14,7 @@ A model module exposes (names fixed: other modules are written to them):
   def make_data(path, count, seed, dims)            # OPTIONAL: writes `count` synthetic instances
   def load_instances(path, vocab_path, limit, dims) # python instances from the file acrobat reads
   def output_entry(y)             # OPTIONAL: JSON value as acrobat's --output writes it
-                                  # (default: generate.output_entry, which handles the above)
+                                  # (default: default_output_entry below, which handles the above)
 
 Optional, for models whose control flow depends on tensor values (see README, "Decisions"): a
 Model with a `margins` attribute (a list) appends to it the margin of every decision it takes;
