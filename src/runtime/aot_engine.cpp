@@ -155,11 +155,12 @@ struct AotEngine::State {
     Placement place;
     for (size_t a = 0; a < s.args.size(); ++a) {
       const Val& v = args[a];
-      // Inputs an earlier flush computed are ready: like parameters, they place no constraint.
-      if (v.node >= 0 && st.nodes[v.node].batch < 0) {
-        const Node& in = st.nodes[v.node];
+      if (v.node < 0) continue;
+      const Node& in = st.nodes[v.node];
+      if (in.batch < 0)
         place.add_input(in.phase, in.depth, v.phase_ends, v.ghost);
-      }
+      else
+        place.add_computed_input(in.phase, v.phase_ends, v.ghost);
     }
     Node n{block, place.phase, place.node_depth(), static_cast<uint32_t>(st.externals.size())};
     st.externals.insert(st.externals.end(), args, args + s.args.size());

@@ -167,12 +167,13 @@ class RecordingInterpreter : public Interpreter {
     for (const BlockArg& a : s.args) {
       const Value& v = frame[a.var];
       st_.externals.push_back(v);
-      // Inputs an earlier flush computed are ready: like parameters, they place no constraint.
-      if (v.kind == Value::Kind::Lazy && st_.nodes[v.i].batch < 0) {
-        ACROBAT_ASSERT(v.i != node_id, "a block reads its own output as an argument");
-        const Node& in = st_.nodes[v.i];
+      if (v.kind != Value::Kind::Lazy) continue;
+      ACROBAT_ASSERT(v.i != node_id, "a block reads its own output as an argument");
+      const Node& in = st_.nodes[v.i];
+      if (in.batch < 0)
         place.add_input(in.phase, in.depth, v.phase_ends, v.ghost);
-      }
+      else
+        place.add_computed_input(in.phase, v.phase_ends, v.ghost);
     }
     Node n{s.id, place.phase, place.node_depth(), external_begin};
     st_.nodes.push_back(n);

@@ -41,7 +41,6 @@ class InstanceFibers {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  size_t stack_bytes_;
   bool running_ = false;
   int64_t flushes_ = 0;
 };

@@ -10,9 +10,12 @@ namespace acrobat {
 // [phase][depth][block] -> pending node ids, in recording order.
 using Buckets = std::vector<std::vector<std::vector<std::vector<int>>>>;
 
-// Where a node goes: it starts at (phase 0, depth 0) and takes in each pending input, which sits at
-// (in_phase, in_depth) and reaches the node through `phase_ends` phase ends and `ghost` ghost
-// levels (analysis/depth.h); the node then lies one level below the latest, deepest of them.
+// Where a node goes: it starts at (phase 0, depth 0) and takes in each input. A pending input sits
+// at (in_phase, in_depth) and reaches the node through `phase_ends` phase ends and `ghost` ghost
+// levels (analysis/depth.h); the node then lies one level below the latest, deepest of them. An
+// input an earlier flush computed counts as depth 0 of its phase: its own depth belonged to buckets
+// that are gone, but its ghost levels still line the node up with the nodes of the longer branch
+// (SHIFT's already-computed leaf against REDUCE's pending composition, say).
 struct Placement {
   int phase = 0;
   int depth = 0;
@@ -25,6 +28,9 @@ struct Placement {
     } else if (p == phase && d > depth) {
       depth = d;
     }
+  }
+  void add_computed_input(int in_phase, int phase_ends, int ghost) {
+    add_input(in_phase, 0, phase_ends, ghost);
   }
   int node_depth() const { return depth + 1; }
 };
@@ -52,8 +58,15 @@ void run_all(Buckets& buckets, Run&& run) {
 // they read (inputs(n, f) calls f(m) for each pending node m that node n reads), bucket by bucket.
 // Everything else stays in its bucket for a later, larger batch: with fibers, work nobody waits for
 // yet (e.g. the combination steps on the way back up a recursion) keeps accumulating across
-// flushes instead of running a few nodes at a time. `marks` and `stamp` are scratch kept by the
-// caller (no clearing per call).
+// flushes instead of running a few nodes at a time.
+//
+// A batch that runs anyway takes along every other pending node of its block and phase, at its
+// depth or deeper, whose inputs are all computed by then. That costs no launch, and each of them
+// would otherwise need a later one. Two cases this catches: leaf encodings of a whole sentence
+// computed up front (SPINN) but demanded a word at a time run as one batch; and a step whose input
+// was computed by an earlier flush lies a level shallower than the same step of an instance whose
+// input is still pending (a SHIFT's leaf against a REDUCE's composition), yet both run together.
+// `marks` and `stamp` are scratch kept by the caller (no clearing per call).
 template <class Inputs, class Run>
 void run_demanded(Buckets& buckets, const std::vector<int>& demanded, size_t num_nodes,
                   std::vector<uint32_t>& marks, uint32_t& stamp, Inputs&& inputs, Run&& run) {
@@ -69,16 +82,38 @@ void run_demanded(Buckets& buckets, const std::vector<int>& demanded, size_t num
       if (marks[m] != stamp) stack.push_back(m);
     });
   }
+  auto ready = [&](int n) {
+    bool all = true;
+    inputs(n, [&](int) { all = false; });
+    return all;
+  };
   std::vector<int> needed, rest;
   for (auto& phase : buckets)
-    for (auto& row : phase)
-      for (size_t b = 0; b < row.size(); ++b) {
-        if (row[b].empty()) continue;
+    for (size_t d = 0; d < phase.size(); ++d)
+      for (size_t b = 0; b < phase[d].size(); ++b) {
+        std::vector<int>& bucket = phase[d][b];
+        if (bucket.empty()) continue;
         needed.clear();
-        rest.clear();
-        for (int n : row[b]) (marks[n] == stamp ? needed : rest).push_back(n);
+        for (int n : bucket)
+          if (marks[n] == stamp) needed.push_back(n);
         if (needed.empty()) continue;
-        row[b].swap(rest);
+        // The marked nodes of earlier buckets have run: what is left here and deeper in this block
+        // either is ready now or waits for a later flush.
+        for (size_t e = d; e < phase.size(); ++e) {
+          if (b >= phase[e].size()) continue;
+          std::vector<int>& other = phase[e][b];
+          rest.clear();
+          for (int n : other) {
+            if (e == d && marks[n] == stamp) continue;  // already in `needed`
+            if (ready(n)) {
+              marks[n] = stamp;
+              needed.push_back(n);
+            } else {
+              rest.push_back(n);
+            }
+          }
+          other.swap(rest);
+        }
         run(static_cast<int>(b), needed);
       }
 }

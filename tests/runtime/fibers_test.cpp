@@ -158,6 +158,81 @@ TEST(Fibers, InstancesBatchAcrossTheirDecisions) {
   EXPECT_EQ(aot_without.stats.batches, without.stats.batches);
 }
 
+// Runs `text` on 64 instances with both batched engines (fibers on) and checks the int outputs
+// against the reference engine; returns the batched engine's and the AOT engine's stats.
+std::pair<RunStats, RunStats> run_int_program(const std::string& text) {
+  auto m = compile_text(text);
+  EXPECT_TRUE(m->plan->tensor_reads);
+  auto params = std::make_shared<ParamStore>(init_params(*m, 3));
+  auto inputs = int_inputs(*m, 64);
+  RunResult want = ReferenceEngine(m, params).run(inputs);
+  RunResult batched = BatchedEngine(m, params).run(inputs);
+  AotOptions ao;
+  ao.cache_dir = ACROBAT_TEST_CACHE_DIR;
+  RunResult aot = AotEngine(m, params, ao).run(inputs);
+  for (size_t i = 0; i < want.outputs.size(); ++i) {
+    EXPECT_EQ(batched.outputs[i].i, want.outputs[i].i) << "batched, instance " << i;
+    EXPECT_EQ(aot.outputs[i].i, want.outputs[i].i) << "aot, instance " << i;
+  }
+  return {batched.stats, aot.stats};
+}
+
+TEST(Fibers, ABatchTakesAlongReadyNodesOfItsBlock) {
+  // Six encodings per instance, computed up front (they read nothing pending), then read one per
+  // round: the first read's batch takes all 384 along, so nothing else ever runs.
+  auto [batched, aot] = run_int_program(R"(dim H = 16
+param E[64]: f32[1, H]
+param W: f32[H, H]
+def encs(n: int, k: int) -> List[f32[1, H]] {
+  if k == 0 { Nil } else { Cons(tanh(E[(n + k) % 64] @ W), encs(n, k - 1)) }
+}
+def walk(xs: List[f32[1, H]], count: int) -> int {
+  match xs {
+    Nil => count,
+    Cons(x, rest) => {
+      let c = if argmax(x) < 8 { 1 } else { 0 };
+      walk(rest, count + c)
+    },
+  }
+}
+def main(n: int) -> int { walk(encs(n, 6), 0) }
+)");
+  for (const RunStats& s : {batched, aot}) {
+    EXPECT_EQ(s.nodes, 64 * 6);
+    EXPECT_EQ(s.batches, 1);
+  }
+}
+
+TEST(Fibers, ABatchTakesAlongDeeperReadyNodesOfItsBlock) {
+  // Each round every instance reads its state's argmax; some then put the state itself in a list,
+  // the others a transform of it (one block more: lists carry no ghost levels), and every instance
+  // steps from the list's head. A stepped state whose input an earlier flush computed lies a
+  // level shallower than one whose transform is pending, yet each round's steps run as one batch.
+  // The read of step k runs the transforms of step k - 1 and then all k-th steps: after the
+  // starts, two batches for each of the six steps (three if the steps split by depth).
+  auto [batched, aot] = run_int_program(R"(dim H = 16
+param S[64]: f32[1, H]
+param W: f32[H, H]
+param G: f32[H, H]
+def head(xs: List[f32[1, H]]) -> f32[1, H] {
+  match xs { Cons(x, _) => x, Nil => zeros(1, H) }
+}
+def run(s: f32[1, H], k: int) -> int {
+  let a = argmax(s);
+  if k == 6 { a } else {
+    let xs = if a % 2 == 0 { Cons(s, Nil) } else { Cons(tanh(s @ G), Nil) };
+    run(tanh(head(xs) @ W), k + 1)
+  }
+}
+def main(n: int) -> int { run(tanh(S[n] @ W), 0) }
+)");
+  for (const RunStats& s : {batched, aot}) {
+    EXPECT_GT(s.nodes, 64 + 64 * 6) << "the test needs instances that transform";
+    EXPECT_LT(s.nodes, 64 + 2 * 64 * 6) << "the test needs instances that do not transform";
+    EXPECT_EQ(s.batches, 1 + 2 * 6);
+  }
+}
+
 TEST(Fibers, AnErrorNamesTheLowestFailingInstance) {
   // Instances 5 and 9 index out of range after their first decision.
   auto m = compile_text(R"(dim H = 8
