@@ -15,7 +15,7 @@ using Buckets = std::vector<std::vector<std::vector<std::vector<int>>>>;
 // levels (analysis/depth.h); the node then lies one level below the latest, deepest of them. An
 // input an earlier flush computed counts as depth 0 of its phase: its own depth belonged to buckets
 // that are gone, but its ghost levels still line the node up with the nodes of the longer branch
-// (SHIFT's already-computed leaf against REDUCE's pending composition, say).
+// (an `if` returning either a state read earlier or a pending transform of it, say).
 struct Placement {
   int phase = 0;
   int depth = 0;
