@@ -469,14 +469,24 @@ class Emitter {
     return o.local ? s.ops[o.index].shape : s.args[o.index].shape;
   }
 
+  // An elementwise operator the fused loops can compute: each operand has the operator's shape, is
+  // a single number, or is one row [1, N] broadcast down an [M, N] result (a bias, an attention
+  // mask) whose rows are whole vectors, so that the row's vectors line up with the result's.
   bool fusable(const StaticBlock& s, const BlockOp& op) const {
     if (!is_elementwise(op)) return false;
     for (const auto& o : op.operands) {
       auto shape = operand_shape(s, o);
-      if (shape != op.shape && num_elements(shape) != 1) return false;
+      if (shape != op.shape && num_elements(shape) != 1 && !row_broadcast(shape, op.shape))
+        return false;
     }
     return true;
   }
+
+  static bool row_broadcast(const std::vector<int64_t>& operand, const std::vector<int64_t>& result) {
+    return operand.size() == 2 && result.size() == 2 && operand[0] == 1 && result[0] > 1 &&
+           operand[1] == result[1] && result[1] % kMaxLanes == 0;
+  }
+  static constexpr int64_t kMaxLanes = 16;  // floats in the widest vector simd.h may use
 
   std::string row_ptr(const Src& src, const std::string& b) const {
     if (src.arg) return fmt::format("row(c.args[{}], {})", src.index, b);
@@ -596,8 +606,9 @@ class Emitter {
         k = end;
         continue;
       }
-      if (op.rhs->op == OpId::MatMul && !op.operands[1].local && s.args[op.operands[1].index].known &&
-          s.args[op.operands[1].index].mode == ArgMode::Reuse) {
+      const analysis::BlockArg* w = op.operands[1].local ? nullptr : &s.args[op.operands[1].index];
+      if (op.rhs->op == OpId::MatMul && w && w->known &&
+          (w->mode == ArgMode::Reuse || w->mode == ArgMode::Indexed)) {
         matmul(s, src, static_cast<int>(k));
       } else {
         host_kernel(s, src, static_cast<int>(k));
@@ -663,8 +674,11 @@ class Emitter {
             return tail ? fmt::format("tail_load({} + j, {} - j)", ptr, size)
                         : fmt::format("simd::load({} + j)", ptr);
           };
-          if (num_elements(operand_shape(s, o)) == 1 && size != 1) {
+          const auto shape = operand_shape(s, o);
+          if (num_elements(shape) == 1 && size != 1) {
             in.push_back(fmt::format("simd::splat({}[0])", p));
+          } else if (row_broadcast(shape, op.shape)) {
+            in.push_back(fmt::format("simd::load({} + j % {})", p, shape[1]));
           } else if (sr.bias >= 0) {
             std::string q = pointers.at(fmt::format("row(c.args[{}], b) + {}", sr.bias, sr.bias_offset));
             in.push_back("(" + load(p) + " + " + load(q) + ")");
@@ -717,8 +731,10 @@ class Emitter {
     return fmt::format("Operand{{o{} + {}, {}, nullptr, nullptr}}", sr.index, sr.offset, sr.stride);
   }
 
-  // A matmul by reuse weights: one GEMM over all instances' rows on the packed weights, onto the
-  // broadcast bias when an add was fused into it.
+  // A matmul by a param (reuse, or indexed when the whole batch picked the same matrix, as the
+  // instances at one layer of a transformer do): one GEMM over all instances' rows on the packed
+  // weights, onto the broadcast bias when an add was fused into it. Other batches of an indexed
+  // param take the library's grouped matmul.
   void matmul(const StaticBlock& s, const std::vector<Src>& src, int k) {
     const BlockOp& op = s.ops[k];
     int64_t M = op.shape[0], N = op.shape[1];

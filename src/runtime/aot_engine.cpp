@@ -83,6 +83,7 @@ struct KernelThread {
   aot::AotContext ctx{};
   Arena scratch;
   std::vector<const float*> pointers;
+  std::vector<const kernels::PackedWeights*> packed;
   AotEngine::State* state = nullptr;
 };
 
@@ -262,10 +263,13 @@ struct AotEngine::State {
     };
     if (op.rhs->op == OpId::MatMul && !(ops[1].data && ops[1].stride == 0)) {
       t.pointers.resize(static_cast<size_t>(B));
-      for (int64_t b = 0; b < B; ++b)
+      t.packed.resize(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) {
         t.pointers[b] = ops[1].data ? ops[1].data + b * ops[1].stride : ops[1].rows[b];
+        t.packed[b] = static_cast<const kernels::PackedWeights*>(t.state->packed_of(t.pointers[b]));
+      }
       gather(ops[0]);
-      batched_matmul_grouped(B, ops[0], t.pointers.data(), op.shape, out, t.scratch);
+      batched_matmul_grouped(B, ops[0], t.pointers.data(), t.packed.data(), op.shape, out, t.scratch);
       return;
     }
     if (op.rhs->op != OpId::Concat)
@@ -275,8 +279,24 @@ struct AotEngine::State {
 
   // ---- execution ----
 
-  void run_batch(int block, const std::vector<int>& ids) {
+  // The nodes of a batch in the order that puts instances picking the same matrix of an indexed
+  // param next to each other (batched_matmul_grouped then reads and writes them in place).
+  std::vector<int> sorted_ids;
+  const std::vector<int>& by_weights(const analysis::StaticBlock& s, const std::vector<int>& ids) {
+    int e = indexed_weight_arg(s);
+    if (e < 0 || ids.size() < 2) return ids;
+    std::vector<const float*> key(ids.size());
+    for (size_t b = 0; b < ids.size(); ++b) key[b] = externals[nodes[ids[b]].external_begin + e].data;
+    std::vector<int> order = order_by_weights(key);
+    if (order.empty()) return ids;
+    sorted_ids.resize(ids.size());
+    for (size_t b = 0; b < ids.size(); ++b) sorted_ids[b] = ids[order[b]];
+    return sorted_ids;
+  }
+
+  void run_batch(int block, const std::vector<int>& batch_ids) {
     const analysis::StaticBlock& s = plan->blocks[block];
+    const std::vector<int>& ids = by_weights(s, batch_ids);
     int64_t B = static_cast<int64_t>(ids.size());
     int batch = static_cast<int>(batch_outputs.size());
     for (size_t r = 0; r < ids.size(); ++r) {
@@ -516,6 +536,8 @@ AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
     st.param_counts.push_back(pv.count);
     st.param_rows.push_back(num_elements(pv.elem_shape));
     if (pv.tensor.packed) st.packed[pv.tensor.data.get()] = pv.tensor.packed.get();
+    for (size_t i = 0; i < pv.packed_rows.size(); ++i)
+      st.packed[pv.tensor.data.get() + i * st.param_rows.back()] = pv.packed_rows[i].get();
   }
   // Constants are computed once, with the reference kernels, and addressed by IR site.
   st.constants.assign(st.sites.size(), nullptr);

@@ -249,9 +249,22 @@ BatchOperand slice(BatchOperand x, int64_t b0) {
 }
 
 // Executes one batch: the nodes (all of one block, all ready) as one kernel call per operator.
-void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& node_ids,
+void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& batch_ids,
                RunStats& stats) {
   const StaticBlock& s = st.plan->blocks[block];
+  // Instances picking the same matrix of an indexed param next to each other (see
+  // batched_matmul_grouped).
+  std::vector<int> sorted_ids;
+  if (int e = indexed_weight_arg(s); e >= 0 && batch_ids.size() > 1) {
+    std::vector<const float*> key(batch_ids.size());
+    for (size_t b = 0; b < key.size(); ++b) {
+      const Value& v = st.externals[st.nodes[batch_ids[b]].external_begin + e];
+      key[b] = v.kind == Value::Kind::Lazy ? st.output_of(v) : v.tensor->data.get();
+    }
+    std::vector<int> order = order_by_weights(key);
+    for (int o : order) sorted_ids.push_back(batch_ids[o]);
+  }
+  const std::vector<int>& node_ids = sorted_ids.empty() ? batch_ids : sorted_ids;
   int64_t B = static_cast<int64_t>(node_ids.size());
   int batch_id = static_cast<int>(st.batches.size());
   for (size_t r = 0; r < node_ids.size(); ++r) {
@@ -265,6 +278,7 @@ void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& node
   // place, or scattered (then gathered into a panel, or read where they lie).
   std::vector<BatchOperand> externals(s.args.size());
   std::vector<std::vector<const float*>> slot_rows(externals.size());
+  std::vector<std::vector<const kernels::PackedWeights*>> slot_packed(externals.size());
   for (size_t e = 0; e < externals.size(); ++e) {
     const BlockArg& arg = s.args[e];
     BatchOperand& op = externals[e];
@@ -277,7 +291,9 @@ void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& node
       continue;
     }
     std::vector<const float*>& rows = slot_rows[e];
+    std::vector<const kernels::PackedWeights*>& packs = slot_packed[e];
     rows.resize(B);
+    packs.assign(B, nullptr);
     int64_t n = num_elements(arg.shape);
     const kernels::PackedWeights* packed = nullptr;
     for (int64_t b = 0; b < B; ++b) {
@@ -286,7 +302,7 @@ void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& node
         rows[b] = st.output_of(v);
       } else {
         rows[b] = v.tensor->data.get();
-        packed = v.tensor->packed.get();
+        packed = packs[b] = v.tensor->packed.get();
       }
     }
     bool shared = true, strided = true;
@@ -339,7 +355,9 @@ void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& node
     }
     if (op.rhs->op == OpId::MatMul && in[1].stride < 0) {
       float* out = (op.escapes ? st.arena : st.scratch).alloc(static_cast<size_t>(B * op.size));
-      stats.kernel_calls += batched_matmul_grouped(B, in[0], slot_rows[op.operands[1].index].data(), op.shape, out, st.scratch);
+      stats.kernel_calls += batched_matmul_grouped(B, in[0], slot_rows[op.operands[1].index].data(),
+                                                   slot_packed[op.operands[1].index].data(), op.shape,
+                                                   out, st.scratch);
       outputs[k] = Rows{out, op.size};
       continue;
     }

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "acrobat/kernels.h"
+#include "analysis/blocks.h"
 #include "runtime/reference_kernels.h"
 #include "runtime/value.h"
 
@@ -238,9 +239,53 @@ static_assert(kKernels.size() == static_cast<size_t>(kNumOps), "one kernel per r
 BatchedKernel batched_kernel(OpId op) { return kKernels[static_cast<size_t>(op)]; }
 
 int64_t batched_matmul_grouped(int64_t B, const BatchOperand& a, const float* const* weights,
+                               const kernels::PackedWeights* const* packed,
                                const std::vector<int64_t>& out_shape, float* out, Arena& scratch) {
-  int64_t M = (*a.shape)[0], K = (*a.shape)[1], N = out_shape[1];
-  int64_t a_stride = B == 1 ? M * K : a.stride;
+  const int64_t M = (*a.shape)[0], K = (*a.shape)[1], N = out_shape[1];
+  const int64_t a_stride = B == 1 ? M * K : a.stride;
+  // g instances' rows of A, starting at `rows` (lda floats apart), times matrix w.
+  auto gemm = [&](int64_t g, const float* rows, int64_t lda, int64_t first, float* c) {
+    const kernels::PackedWeights* p = packed ? packed[first] : nullptr;
+    if (p)
+      k::gemm_packed(static_cast<int>(g * M), rows, static_cast<int>(lda), *p, c,
+                     static_cast<int>(N), false);
+    else
+      k::gemm(static_cast<int>(g * M), static_cast<int>(N), static_cast<int>(K), rows,
+              static_cast<int>(lda), weights[first], static_cast<int>(N), c, static_cast<int>(N),
+              false);
+  };
+  // A run of adjacent instances is one panel of A when their matrices lie back to back (or are
+  // single rows at a fixed stride).
+  const bool panel = a_stride == M * K || (M == 1 && a_stride >= K);
+  const int64_t panel_lda = M == 1 ? std::max<int64_t>(a_stride, K) : K;
+
+  // Runs of adjacent instances sharing a matrix; if a matrix comes back after its run, group by
+  // matrix instead.
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  std::unordered_map<const float*, int64_t> run_of;
+  bool adjacent = true;
+  for (int64_t b = 0; b < B; ++b) {
+    if (b > 0 && weights[b] == weights[b - 1]) {
+      runs.back().second = b + 1;
+      continue;
+    }
+    adjacent = run_of.emplace(weights[b], static_cast<int64_t>(runs.size())).second && adjacent;
+    runs.emplace_back(b, b + 1);
+  }
+  if (adjacent) {
+    for (auto [b0, b1] : runs) {
+      const int64_t g = b1 - b0;
+      if (g == 1 || panel) {
+        gemm(g, a.data + b0 * a_stride, g == 1 ? K : panel_lda, b0, out + b0 * M * N);
+      } else {
+        float* rows = scratch.alloc(static_cast<size_t>(g * M * K));
+        for (int64_t b = b0; b < b1; ++b)
+          std::memcpy(rows + (b - b0) * M * K, a.data + b * a_stride, M * K * sizeof(float));
+        gemm(g, rows, K, b0, out + b0 * M * N);
+      }
+    }
+    return static_cast<int64_t>(runs.size());
+  }
   std::unordered_map<const float*, std::vector<int64_t>> groups;
   std::vector<const float*> order;
   for (int64_t b = 0; b < B; ++b) {
@@ -251,23 +296,41 @@ int64_t batched_matmul_grouped(int64_t B, const BatchOperand& a, const float* co
   for (const float* w : order) {
     const std::vector<int64_t>& members = groups[w];
     int64_t g = static_cast<int64_t>(members.size());
-    if (g == 1) {
-      int64_t b = members[0];
-      kernels::gemm(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
-                    a.data + b * a_stride, static_cast<int>(K), w, static_cast<int>(N),
-                    out + b * M * N, static_cast<int>(N), false);
-      continue;
-    }
-    float* panel = scratch.alloc(static_cast<size_t>(g * M * K));
+    float* rows = scratch.alloc(static_cast<size_t>(g * M * K));
     float* result = scratch.alloc(static_cast<size_t>(g * M * N));
     for (int64_t i = 0; i < g; ++i)
-      std::memcpy(panel + i * M * K, a.data + members[i] * a_stride, M * K * sizeof(float));
-    kernels::gemm(static_cast<int>(g * M), static_cast<int>(N), static_cast<int>(K), panel,
-                  static_cast<int>(K), w, static_cast<int>(N), result, static_cast<int>(N), false);
+      std::memcpy(rows + i * M * K, a.data + members[i] * a_stride, M * K * sizeof(float));
+    gemm(g, rows, K, members[0], result);
     for (int64_t i = 0; i < g; ++i)
       std::memcpy(out + members[i] * M * N, result + i * M * N, M * N * sizeof(float));
   }
   return static_cast<int64_t>(order.size());
+}
+
+int indexed_weight_arg(const analysis::StaticBlock& s) {
+  for (size_t e = 0; e < s.args.size(); ++e) {
+    const analysis::BlockArg& a = s.args[e];
+    if (a.known && a.mode == analysis::ArgMode::Indexed && a.weights_only && a.shape.size() == 2)
+      return static_cast<int>(e);
+  }
+  return -1;
+}
+
+std::vector<int> order_by_weights(const std::vector<const float*>& key) {
+  // Already grouped (every matrix one run)? Then keep the order: the usual case of one matrix.
+  std::unordered_map<const float*, size_t> seen;
+  bool grouped = true;
+  for (size_t b = 0; b < key.size() && grouped; ++b)
+    if (b == 0 || key[b] != key[b - 1]) grouped = seen.emplace(key[b], b).second;
+  if (grouped) return {};
+  std::vector<int> order(key.size());
+  for (size_t b = 0; b < order.size(); ++b) order[b] = static_cast<int>(b);
+  // By first appearance of the matrix, so the result does not depend on addresses.
+  std::unordered_map<const float*, size_t> first;
+  for (size_t b = 0; b < key.size(); ++b) first.emplace(key[b], b);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return first[key[x]] < first[key[y]]; });
+  return order;
 }
 
 }  // namespace acrobat

@@ -15,6 +15,9 @@
 namespace acrobat::kernels {
 class PackedWeights;
 }
+namespace acrobat::analysis {
+struct StaticBlock;
+}
 
 namespace acrobat {
 
@@ -40,9 +43,22 @@ void batched_matmul(int64_t batch, const BatchOperand& a, const BatchOperand& w,
                     const std::vector<int64_t>& out_shape, float* out, bool accumulate);
 
 // out[b] = a[b] @ W_b where the W_b are scattered matrices (parameter slices chosen by a host int,
-// or per-instance matrices): instances sharing a matrix form one GEMM over their gathered rows.
-// `a` must not be `rows`-scattered. Returns the number of GEMM calls made.
+// or per-instance matrices); packed[b] (null, or null entries) is W_b prepared for GEMM. Instances
+// sharing a matrix form one GEMM. The engines order a batch by its indexed weights, so each shared
+// matrix is one run of adjacent instances: its rows of `a` and of `out` are then one panel each,
+// read and written in place. Otherwise the instances sharing a matrix are gathered first. `a` must
+// not be `rows`-scattered. Returns the number of GEMM calls made.
 int64_t batched_matmul_grouped(int64_t B, const BatchOperand& a, const float* const* weights,
+                               const kernels::PackedWeights* const* packed,
                                const std::vector<int64_t>& out_shape, float* out, Arena& scratch);
+
+// The order in which to run the nodes of a batch so that instances picking the same matrix of an
+// indexed parameter are adjacent: a stable sort of [0, B) by key[b] (the matrix's address).
+// Returns an empty vector when they already are.
+std::vector<int> order_by_weights(const std::vector<const float*>& key);
+
+// The first argument of `s` that is a matrix of an indexed param read only as a matmul's right
+// operand (what order_by_weights sorts a batch by), or -1.
+int indexed_weight_arg(const analysis::StaticBlock& s);
 
 }  // namespace acrobat

@@ -14,6 +14,7 @@ Tensor ParamValue::row(int64_t i) const {
   t.shape = elem_shape;
   int64_t n = num_elements(elem_shape);
   t.data = std::shared_ptr<float[]>(tensor.data, tensor.data.get() + i * n);
+  if (!packed_rows.empty()) t.packed = packed_rows[static_cast<size_t>(i)];
   return t;
 }
 
@@ -32,14 +33,21 @@ std::vector<int64_t> without_ones(const std::vector<int64_t>& shape) {
   return out;
 }
 
-// Prepares a plain matrix param for GEMM (any 2-D param may be a matmul's right operand).
+// Prepares every matrix of a param for GEMM (any 2-D param, or element of an indexed one, may be a
+// matmul's right operand: `x @ W` or `x @ W[layer]`).
 ParamValue make_value(const ir::Param& p, Tensor t) {
   ParamValue v;
   v.count = p.count;
   v.elem_shape = p.shape;
-  if (p.count == 0 && p.shape.size() == 2)
-    t.packed = kernels::pack_weights(static_cast<int>(p.shape[0]), static_cast<int>(p.shape[1]),
-                                     t.data.get(), static_cast<int>(p.shape[1]));
+  if (p.shape.size() == 2) {
+    const int K = static_cast<int>(p.shape[0]), N = static_cast<int>(p.shape[1]);
+    if (p.count == 0) {
+      t.packed = kernels::pack_weights(K, N, t.data.get(), N);
+    } else {
+      for (int64_t i = 0; i < p.count; ++i)
+        v.packed_rows.push_back(kernels::pack_weights(K, N, t.data.get() + i * K * N, N));
+    }
+  }
   v.tensor = std::move(t);
   v.value = Value::of_tensor(v.tensor);
   return v;

@@ -18,6 +18,8 @@ struct ParamValue {
   Value value;  // `tensor` as a host value, shared by every load of the param
   int64_t count = 0;
   std::vector<int64_t> elem_shape;
+  // An indexed matrix param: each matrix prepared for GEMM (what `row(i)` carries as `packed`).
+  std::vector<std::shared_ptr<const kernels::PackedWeights>> packed_rows;
 
   Tensor row(int64_t i) const;
 };
