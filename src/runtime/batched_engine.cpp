@@ -115,14 +115,15 @@ struct BatchedEngine::State {
 
 namespace {
 
-// Applies `f` to every pending tensor handle inside `v` (aggregates are copied, not changed).
+// Applies `f` to every tensor handle `v` holds directly or in tuples (tuples are copied, not
+// changed), as the generated code does: ghost levels and phase ends mark the values a branch or a
+// call returns, not the tensors stored in data types or closures, which may have been made long
+// before (an element deep in a parser's stack) and are shared.
 template <class F>
 void for_each_lazy(Value& v, F&& f) {
   switch (v.kind) {
     case Value::Kind::Lazy: f(v); return;
-    case Value::Kind::Tuple:
-    case Value::Kind::Adt:
-    case Value::Kind::Closure: {
+    case Value::Kind::Tuple: {
       auto agg = std::make_shared<Aggregate>(*v.agg);
       for (auto& field : agg->fields) for_each_lazy(field, f);
       v.agg = std::move(agg);

@@ -207,9 +207,9 @@ Value Interpreter::host_read(const ir::Rhs& r, const std::vector<Value>& frame) 
   const Tensor* t = &tensor_contents(frame[r.args[0].var]);
   Tensor out = Tensor::allocate({1});
   reference_kernel(r.op)(r.attrs, std::span<const Tensor* const>(&t, 1), out);
+  // Host work, like the generated code's reads: not part of the dataflow graph's useful FLOPs.
   stats_.kernel_calls++;
   stats_.tensor_ops++;
-  stats_.flops += r.flops;
   if (r.type->kind == TypeKind::Int) return Value::of_int(static_cast<int64_t>(out.data[0]));
   return Value::of_float(out.data[0]);
 }
