@@ -227,6 +227,35 @@ int main(int argc, char** argv) {
     json["gemm_gflops"].push_back(j);
   }
 
+  // Plain B: both operands per instance (attention q k^T and a v, MV-RNN's phrase matrices), so B
+  // is not packed. One JIT kernel reading B in place against cblas_sgemm.
+  fmt::print("\nGEMM GFLOP/s on a plain B (not packed)\n");
+  fmt::print("    M     K     N |    xsmm    blas  xsmm/blas | chosen\n");
+  std::vector<std::array<int, 3>> plain_shapes = {
+      {4, 64, 64},    {16, 64, 64},    {64, 64, 64},    {64, 128, 64},    {64, 64, 128},
+      {128, 64, 128}, {128, 128, 64},  {64, 64, 256},   {256, 256, 256},  {512, 512, 512},
+      {1024, 1024, 1024}};
+  if (tree_only) plain_shapes.clear();
+  for (const auto& [M, K, N] : plain_shapes) {
+    const auto A = random_floats(size_t(M) * K, -1, 1, 1);
+    const auto B = random_floats(size_t(K) * N, -1, 1, 2);
+    std::vector<float> C(size_t(M) * N);
+    auto via = [&](GemmPath path) {
+      return [&, path] {
+        kernels::gemm_via(path, M, N, K, A.data(), K, B.data(), N, C.data(), N, false);
+        escape(C.data());
+      };
+    };
+    const std::vector<double> seconds = time_calls(timing, {via(GemmPath::Xsmm), via(GemmPath::Blas)});
+    const double xsmm = 2.0 * M * N * K / seconds[0] * 1e-9, blas = 2.0 * M * N * K / seconds[1] * 1e-9;
+    const GemmPath chosen = kernels::choose_plain_gemm_path(M, N, K);
+    fmt::print("{:5} {:5} {:5} | {:7.1f} {:7.1f}  {:9.2f} | {}\n", M, K, N, xsmm, blas, xsmm / blas,
+               kernels::gemm_path_name(chosen));
+    json["plain_gemm_gflops"].push_back(
+        {{"M", M}, {"K", K}, {"N", N}, {"xsmm", xsmm}, {"blas", blas},
+         {"chosen_path", kernels::gemm_path_name(chosen)}});
+  }
+
   if (tree_only) return 0;
   fmt::print("\nElementwise ns/element on 1<<16 random floats in [-10, 10] ((0, 10] for log)\n");
   fmt::print("  function |  acrobat |     libm\n");

@@ -12,6 +12,9 @@ namespace acrobat::kernels {
 
 // ---- GEMM ---------------------------------------------------------------------------------------
 // C[M,N] = A[M,K] * B[K,N]  (C += ... when accumulate). lda/ldb/ldc are row strides in elements.
+// For a B used once (both operands computed per instance); a parameter is packed instead (below).
+// Uses choose_plain_gemm_path(M, N, K); the first Xsmm call for a new (M, N, K, lda, ldb, ldc,
+// accumulate) on a thread JIT-compiles its kernel and caches it.
 void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
           bool accumulate);
 
@@ -25,6 +28,11 @@ enum class GemmPath {
 };
 const char* gemm_path_name(GemmPath path);
 GemmPath choose_gemm_path(int M, int N, int K);
+// For a plain B: Gemv for M == 1, else Xsmm (one JIT kernel reading B in place) up to 512^3, Blas.
+GemmPath choose_plain_gemm_path(int M, int N, int K);
+// gemm with the path forced (for benchmarks and tests of every path).
+void gemm_via(GemmPath path, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+              float* C, int ldc, bool accumulate);
 
 // A weight matrix B[K,N] used by many GEMMs (a model parameter), prepared once for every path:
 // the original row-major copy (for Gemv/Blas) and column panels for the JIT kernels (plus W^T

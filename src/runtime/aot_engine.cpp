@@ -340,22 +340,26 @@ struct AotEngine::State {
     if (pool && B >= 2 && double(B) * double(s.flops) >= kMinParallelFlops)
       tasks = static_cast<int>(std::min<int64_t>(pool->size(), B));
     aot::BlockKernel kernel = model->kernels[block];
+    const int64_t chunk = chunk_instances(s);
     auto run_part = [&](int t) {
-      int64_t b0 = B * t / tasks, b1 = B * (t + 1) / tasks;
       KernelThread& th = *threads[t];
-      th.scratch.reset();
-      std::vector<Operand> part(args);
-      std::vector<float*> outs(outputs);
-      if (b0 > 0) {
-        for (auto& a : part) {
-          if (a.data) a.data += b0 * a.stride;
-          else a.rows += b0;
+      // This thread's instances, a chunk at a time.
+      for (int64_t b0 = B * t / tasks, end = B * (t + 1) / tasks; b0 < end; b0 += chunk) {
+        int64_t b1 = std::min(end, b0 + chunk);
+        th.scratch.reset();
+        std::vector<Operand> part(args);
+        std::vector<float*> outs(outputs);
+        if (b0 > 0) {
+          for (auto& a : part) {
+            if (a.data) a.data += b0 * a.stride;
+            else a.rows += b0;
+          }
+          for (size_t k = 0; k < outs.size(); ++k)
+            if (outs[k]) outs[k] += b0 * s.ops[k].size;
         }
-        for (size_t k = 0; k < outs.size(); ++k)
-          if (outs[k]) outs[k] += b0 * s.ops[k].size;
+        aot::KernelCall call{&th.ctx, &host, b1 - b0, part.data(), outs.data()};
+        kernel(call);
       }
-      aot::KernelCall call{&th.ctx, &host, b1 - b0, part.data(), outs.data()};
-      kernel(call);
     };
     if (tasks == 1) run_part(0);
     else pool->run(tasks, run_part);
@@ -368,6 +372,28 @@ struct AotEngine::State {
     for (const auto& th : threads) scratch_peak += th->scratch.peak_bytes();
     stats->peak_bytes = std::max<int64_t>(stats->peak_bytes,
                                           static_cast<int64_t>(arena.peak_bytes() + scratch_peak));
+  }
+
+  // Instances per kernel call. A block whose intermediate values are large per instance (a
+  // transformer layer: 64 x 1024 floats after the first feed-forward GEMM; MV-RNN's phrase
+  // matrices) runs its batch in chunks whose intermediates stay in L2, as one instance's do in the
+  // reference engine. A chunk still gives the block's main GEMMs on shared weights the 64 rows at
+  // which they run at full speed (kernels' row blocks), so one-row cells (Tree-LSTM, RNNs) keep
+  // their batches whole. Measured on BERxiT small and MV-RNN H=64, batch 64, against no chunks
+  // (runs interleaved): +20-30% and +25-35% at 512 KiB, within noise of 256 KiB and 1 MiB.
+  static constexpr int64_t kChunkFloats = int64_t{1} << 17;  // 512 KiB
+  static constexpr int64_t kGemmRows = 64;
+  static int64_t chunk_instances(const analysis::StaticBlock& s) {
+    int64_t per_instance = 0, rows = kGemmRows;
+    for (const auto& op : s.ops) {
+      if (!op.view && !op.fused) per_instance += op.size;
+      bool shared_weight = op.rhs->op == OpId::MatMul && !op.operands[1].local &&
+                           s.args[op.operands[1].index].mode != analysis::ArgMode::Scatter;
+      if (shared_weight && 4 * op.rhs->flops >= s.flops) rows = std::min(rows, op.shape[0]);
+    }
+    int64_t by_cache = kChunkFloats / std::max<int64_t>(1, per_instance);
+    int64_t by_rows = (kGemmRows + rows - 1) / rows;
+    return std::max<int64_t>({1, by_cache, by_rows});
   }
 
   const void* packed_of(const float* data) const {
