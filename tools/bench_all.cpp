@@ -48,6 +48,7 @@ std::vector<Case> cases() {
       {"berxit", "small", {}, "json", true, 256, 16, true},
       {"berxit", "base", {"D=768", "NH=12", "FF=3072", "S=128", "L=12"}, "json", true, 64, 8, false},
       {"stackrnn", "H=256", {"H=256"}, "sst-tokens", false, 2210, 32, true},
+      {"stackrnn", "H=512", {"H=512"}, "sst-tokens", false, 2210, 32, false},
   };
 }
 
