@@ -35,12 +35,6 @@ std::shared_ptr<const ir::Module> compile_file(const std::string& path, Analysis
   return compile_model(path, o);
 }
 
-const ir::Function& function(const ir::Module& m, const std::string& name) {
-  int f = m.find_function(name);
-  EXPECT_GE(f, 0) << name;
-  return m.functions[f];
-}
-
 std::vector<const StaticBlock*> blocks_of(const ir::Module& m, const std::string& fn) {
   std::vector<const StaticBlock*> out;
   for (const auto& s : m.plan->blocks)
