@@ -380,7 +380,8 @@ struct AotEngine::State {
   // reference engine. A chunk still gives the block's main GEMMs on shared weights the 64 rows at
   // which they run at full speed (kernels' row blocks), so one-row cells (Tree-LSTM, RNNs) keep
   // their batches whole. Measured on BERxiT small and MV-RNN H=64, batch 64, against no chunks
-  // (runs interleaved): +20-30% and +25-35% at 512 KiB, within noise of 256 KiB and 1 MiB.
+  // (three interleaved pairs each): +14-41% and +19-47% at 512 KiB, within noise of 256 KiB and
+  // 1 MiB.
   static constexpr int64_t kChunkFloats = int64_t{1} << 17;  // 512 KiB
   static constexpr int64_t kGemmRows = 64;
   static int64_t chunk_instances(const analysis::StaticBlock& s) {
