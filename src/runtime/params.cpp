@@ -33,8 +33,9 @@ std::vector<int64_t> without_ones(const std::vector<int64_t>& shape) {
   return out;
 }
 
-// Prepares every matrix of a param for GEMM (any 2-D param, or element of an indexed one, may be a
-// matmul's right operand: `x @ W` or `x @ W[layer]`).
+// Prepares the matrices of a param for GEMM (any 2-D param, or element of an indexed one, may be a
+// matmul's right operand: `x @ W` or `x @ W[layer]`). Rows of an indexed param (`emb[V]: f32[1, E]`:
+// embeddings, biases per layer) are left as they are: there are many, and they are read as vectors.
 ParamValue make_value(const ir::Param& p, Tensor t) {
   ParamValue v;
   v.count = p.count;
@@ -43,7 +44,7 @@ ParamValue make_value(const ir::Param& p, Tensor t) {
     const int K = static_cast<int>(p.shape[0]), N = static_cast<int>(p.shape[1]);
     if (p.count == 0) {
       t.packed = kernels::pack_weights(K, N, t.data.get(), N);
-    } else {
+    } else if (K > 1) {
       for (int64_t i = 0; i < p.count; ++i)
         v.packed_rows.push_back(kernels::pack_weights(K, N, t.data.get() + i * K * N, N));
     }
