@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import models
+
 NAME = "berxit"
 DIMS = {"D": 256, "NH": 4, "FF": 1024, "S": 64, "L": 4, "C": 3}
 INPUT_KIND = "json"
@@ -188,19 +190,13 @@ def load_instances(path, vocab_path, limit, dims):
     d = _dims(dims)
     S, D = d["S"], d["D"]
     out = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if limit and len(out) >= limit:
-                break
-            xs, ms = json.loads(line)
-            if xs["shape"] != [S, D] or ms["shape"] != [1, S]:
-                raise ValueError("%s:%d: expected shapes [%d, %d] and [1, %d], found %s and %s"
-                                 % (path, lineno, S, D, S, xs["shape"], ms["shape"]))
-            mask = ms["data"]
-            n = sum(1 for v in mask if v == 0.0)
-            if mask != [0.0] * n + [MASK_NEG] * (S - n) or n == 0:
-                raise ValueError("%s:%d: the mask is not n zeros (n >= 1) then %g" % (path, lineno, MASK_NEG))
-            out.append((torch.tensor(xs["data"], dtype=torch.float32).view(S, D), n))
+    for lineno, (xs, ms) in models.json_lines(path, limit):
+        if xs["shape"] != [S, D] or ms["shape"] != [1, S]:
+            raise ValueError("%s:%d: expected shapes [%d, %d] and [1, %d], found %s and %s"
+                             % (path, lineno, S, D, S, xs["shape"], ms["shape"]))
+        mask = ms["data"]
+        n = sum(1 for v in mask if v == 0.0)
+        if mask != [0.0] * n + [MASK_NEG] * (S - n) or n == 0:
+            raise ValueError("%s:%d: the mask is not n zeros (n >= 1) then %g" % (path, lineno, MASK_NEG))
+        out.append((torch.tensor(xs["data"], dtype=torch.float32).view(S, D), n))
     return out

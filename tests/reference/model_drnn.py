@@ -12,6 +12,8 @@ import random
 
 import torch
 
+import models
+
 NAME = "drnn"
 DIMS = {"H": 256, "DEPTH": 6, "WIDTH": 4}
 INPUT_KIND = "json"
@@ -84,14 +86,8 @@ def make_data(path, count, seed, dims):
 def load_instances(path, vocab_path, limit, dims):
     H = dict(DIMS, **(dims or {}))["H"]
     out = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if limit and len(out) >= limit:
-                break
-            t = json.loads(line)
-            if t["shape"] != [1, H]:
-                raise ValueError("%s:%d: expected shape [1, %d], found %s" % (path, lineno, H, t["shape"]))
-            out.append(torch.tensor(t["data"], dtype=torch.float32).reshape(1, H))
+    for lineno, t in models.json_lines(path, limit):
+        if t["shape"] != [1, H]:
+            raise ValueError("%s:%d: expected shape [1, %d], found %s" % (path, lineno, H, t["shape"]))
+        out.append(torch.tensor(t["data"], dtype=torch.float32).reshape(1, H))
     return out

@@ -10,12 +10,13 @@ Output: log_softmax(g @ W_out + b_out), [1, C].
 """
 
 import json
-import math
 import random
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+import models
 
 NAME = "nestedrnn"
 DIMS = {"H": 256, "E": None, "V": 1000, "C": 5}  # E follows H unless set
@@ -62,14 +63,7 @@ def init_params(model, seed=0):
     torch.manual_seed(seed)
     with torch.no_grad():
         for n in model.PARAM_ORDER:
-            p = getattr(model, n)
-            if n == "emb":
-                p.normal_(0.0, 0.5)
-            elif p.dim() == 1:
-                p.uniform_(-0.1, 0.1)
-            else:
-                bound = 1.0 / math.sqrt(p.shape[0])
-                p.uniform_(-bound, bound)
+            models.init_tensor(getattr(model, n), embedding=n == "emb")
     return model
 
 
@@ -86,18 +80,12 @@ def make_data(path, count, seed, dims):
 
 def load_instances(path, vocab_path, limit, dims):
     out = []
-    with open(path) as f:
-        for k, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            seqs = json.loads(line)
-            if not isinstance(seqs, list) or not all(isinstance(s, list) for s in seqs):
-                raise ValueError("%s:%d: expected an array of arrays of token ids" % (path, k))
-            for s in seqs:
-                for w in s:
-                    if not isinstance(w, int) or not 0 <= w < dims["V"]:
-                        raise ValueError("%s:%d: token %r out of range [0, %d)" % (path, k, w, dims["V"]))
-            out.append(seqs)
-            if limit and len(out) == limit:
-                break
+    for k, seqs in models.json_lines(path, limit):
+        if not isinstance(seqs, list) or not all(isinstance(s, list) for s in seqs):
+            raise ValueError("%s:%d: expected an array of arrays of token ids" % (path, k))
+        for s in seqs:
+            for w in s:
+                if not isinstance(w, int) or not 0 <= w < dims["V"]:
+                    raise ValueError("%s:%d: token %r out of range [0, %d)" % (path, k, w, dims["V"]))
+        out.append(seqs)
     return out

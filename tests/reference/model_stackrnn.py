@@ -15,12 +15,11 @@ h = σ(o)·tanh(c). After every action s = tanh(act[a] + top.h @ W_sx + s @ W_ss
 Output: (log_softmax([h_final, s_final] @ W_out + b_out), [actions in order]).
 """
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+import models
 import sst
 
 NAME = "stackrnn"
@@ -93,15 +92,10 @@ def init_params(model, seed=0):
     with torch.no_grad():
         for n in model.PARAM_ORDER:
             p = getattr(model, n)
-            if n in ("emb", "act"):
-                p.normal_(0.0, 0.5)
-            elif n == "W_act":
+            if n == "W_act":
                 p.uniform_(-0.5, 0.5)
-            elif p.dim() == 1:
-                p.uniform_(-0.1, 0.1)
             else:
-                bound = 1.0 / math.sqrt(p.shape[0])
-                p.uniform_(-bound, bound)
+                models.init_tensor(p, embedding=n in ("emb", "act"))
     return model
 
 

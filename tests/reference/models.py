@@ -13,6 +13,7 @@ Each model: forward(instance) -> [1, C] log-probabilities, where the instance is
 order in which init_params draws them from the global torch RNG.
 """
 
+import json
 import math
 
 import torch
@@ -171,29 +172,50 @@ def build_model(name, V, dims):
     return cls(V, **dims)
 
 
+def init_tensor(p, embedding=False):
+    """The default draw of one parameter from the global torch RNG (under torch.no_grad()): an
+    embedding table ~ N(0, 0.5), a bias (1-D) ~ U(-0.1, 0.1), a matrix ~ U(-1/sqrt(fan_in),
+    1/sqrt(fan_in)) with fan_in its first dim. The model modules share it."""
+    if embedding:
+        p.normal_(0.0, 0.5)
+    elif p.dim() == 1:
+        p.uniform_(-0.1, 0.1)
+    else:
+        bound = 1.0 / math.sqrt(p.shape[0])
+        p.uniform_(-bound, bound)
+
+
+def json_lines(path, limit):
+    """(line number, parsed value) for each non-blank line of a JSON-lines file, at most `limit`
+    of them (0: all). For the model modules' load_instances."""
+    count = 0
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if limit and count >= limit:
+                return
+            count += 1
+            yield lineno, json.loads(line)
+
+
 def init_params(model, seed=0):
     """Deterministic initialisation from torch.manual_seed(seed), drawing parameters in
-    PARAM_ORDER. Matrices ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = first dim; biases
-    (1-D) ~ U(-0.1, 0.1); emb ~ N(0, 0.5). MV-RNN: wmat[i] = I + U(-0.05, 0.05) and
+    PARAM_ORDER with init_tensor (emb as an embedding). MV-RNN: wmat[i] = I + U(-0.05, 0.05) and
     WM = 0.5 * [I, I] + U(-0.01, 0.01)."""
     torch.manual_seed(seed)
     with torch.no_grad():
         for name in model.PARAM_ORDER:
             p = getattr(model, name)
-            if name == "emb":
-                p.normal_(0.0, 0.5)
-            elif isinstance(model, MVRNN) and name == "wmat":
+            if isinstance(model, MVRNN) and name == "wmat":
                 p.uniform_(-0.05, 0.05)
                 p += torch.eye(model.H)  # broadcast over the VM matrices
             elif isinstance(model, MVRNN) and name == "WM":
                 p.uniform_(-0.01, 0.01)
                 eye = torch.eye(model.H)
                 p += 0.5 * torch.cat([eye, eye], dim=1)
-            elif p.dim() == 1:
-                p.uniform_(-0.1, 0.1)
             else:
-                bound = 1.0 / math.sqrt(p.shape[0])
-                p.uniform_(-bound, bound)
+                init_tensor(p, embedding=name == "emb")
     return model
 
 
