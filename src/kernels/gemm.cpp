@@ -154,16 +154,18 @@ void gemm_blas(int M, int N, int K, const float* A, int lda, const float* B, int
 // k = K, where A^T and C^T are the caller's buffers reinterpreted with their row strides as
 // leading dimensions.
 
+// ldb: a plain B's row stride (the packed kernels' B is a panel: 0).
 struct XsmmKey {
   int M, N, K, lda, ldc;
   bool accumulate;
+  int ldb = 0;
   bool operator==(const XsmmKey&) const = default;
 };
 
 struct XsmmKeyHash {
   size_t operator()(const XsmmKey& k) const {
     size_t h = 0;
-    for (int v : {k.M, k.N, k.K, k.lda, k.ldc, int(k.accumulate)}) {
+    for (int v : {k.M, k.N, k.K, k.lda, k.ldc, int(k.accumulate), k.ldb}) {
       h = h * 0x9E3779B97F4A7C15ull + std::hash<int>{}(v);
     }
     return h;
@@ -177,9 +179,11 @@ struct XsmmKernels {
   bool ok = false;  // false when libxsmm could not JIT a kernel (e.g. LIBXSMM_TARGET=generic)
 };
 
-libxsmm_smmfunction dispatch_xsmm(int width, const XsmmKey& key) {
+// The kernel for `width` columns of C whose B^T has leading dimension ld_b (a panel's width, or a
+// plain B's row stride).
+libxsmm_smmfunction dispatch_xsmm(int width, int ld_b, const XsmmKey& key) {
   const libxsmm_blasint m = width, n = key.M, k = key.K;
-  const libxsmm_blasint lda = width, ldb = key.lda, ldc = key.ldc;
+  const libxsmm_blasint lda = ld_b, ldb = key.lda, ldc = key.ldc;
   const float alpha = 1.0f;
   const float beta = key.accumulate ? 1.0f : 0.0f;
   // BETA_0 lets the kernel write C without reading it, so garbage (even NaN) in C is harmless.
@@ -198,8 +202,8 @@ const XsmmKernels& xsmm_kernels(const XsmmKey& key) {
     XsmmKernels& kernels = it->second;
     const int full_panels = key.N / kPanelWidth;
     const int last_width = key.N % kPanelWidth;
-    if (full_panels > 0) kernels.full = dispatch_xsmm(kPanelWidth, key);
-    if (last_width > 0) kernels.last = dispatch_xsmm(last_width, key);
+    if (full_panels > 0) kernels.full = dispatch_xsmm(kPanelWidth, kPanelWidth, key);
+    if (last_width > 0) kernels.last = dispatch_xsmm(last_width, last_width, key);
     kernels.ok = (full_panels == 0 || kernels.full) && (last_width == 0 || kernels.last);
   }
   return it->second;
@@ -352,40 +356,17 @@ void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float*
 // reading B in place (C^T[N, M] = B^T[N, K] A^T[K, M] column-major, as above, with B's row stride
 // as its leading dimension).
 
-struct PlainXsmmKey {
-  int M, N, K, lda, ldb, ldc;
-  bool accumulate;
-  bool operator==(const PlainXsmmKey&) const = default;
-};
-
-struct PlainXsmmKeyHash {
-  size_t operator()(const PlainXsmmKey& k) const {
-    size_t h = 0;
-    for (int v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc, int(k.accumulate)})
-      h = h * 0x9E3779B97F4A7C15ull + std::hash<int>{}(v);
-    return h;
-  }
-};
-
 // Null when libxsmm cannot JIT the kernel. Cached per thread like xsmm_kernels.
-libxsmm_smmfunction plain_xsmm_kernel(const PlainXsmmKey& key) {
-  thread_local std::unordered_map<PlainXsmmKey, libxsmm_smmfunction, PlainXsmmKeyHash> cache;
+libxsmm_smmfunction plain_xsmm_kernel(const XsmmKey& key) {
+  thread_local std::unordered_map<XsmmKey, libxsmm_smmfunction, XsmmKeyHash> cache;
   auto [it, inserted] = cache.try_emplace(key, nullptr);
-  if (inserted) {
-    const libxsmm_blasint m = key.N, n = key.M, k = key.K;
-    const libxsmm_blasint lda = key.ldb, ldb = key.lda, ldc = key.ldc;
-    const float alpha = 1.0f;
-    const float beta = key.accumulate ? 1.0f : 0.0f;
-    const int flags = key.accumulate ? LIBXSMM_GEMM_FLAG_NONE : LIBXSMM_GEMM_FLAG_BETA_0;
-    const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
-    it->second = libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
-  }
+  if (inserted) it->second = dispatch_xsmm(key.N, key.ldb, key);
   return it->second;
 }
 
 void gemm_plain_xsmm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                      float* C, int ldc, bool accumulate) {
-  libxsmm_smmfunction kernel = plain_xsmm_kernel({M, N, K, lda, ldb, ldc, accumulate});
+  libxsmm_smmfunction kernel = plain_xsmm_kernel({M, N, K, lda, ldc, accumulate, ldb});
   if (!kernel) return gemm_blas(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
   kernel(B, A, C);
 }

@@ -117,6 +117,11 @@ TEST_P(GemmShapes, EveryPathMatchesDoubleReference) {
     run("unpacked gemm", [&](float* C) {
       gemm(M, N, K, A_padded.data(), lda, B_padded.data(), ldb, C, ldc, accumulate);
     });
+    for (GemmPath path : {GemmPath::Gemv, GemmPath::Xsmm, GemmPath::Blas}) {
+      run(std::string("unpacked ") + gemm_path_name(path), [&](float* C) {
+        gemm_via(path, M, N, K, A_padded.data(), lda, B_padded.data(), ldb, C, ldc, accumulate);
+      });
+    }
   }
 }
 
