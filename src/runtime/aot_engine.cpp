@@ -279,24 +279,13 @@ struct AotEngine::State {
 
   // ---- execution ----
 
-  // The nodes of a batch in the order that puts instances picking the same matrix of an indexed
-  // param next to each other (batched_matmul_grouped then reads and writes them in place).
-  std::vector<int> sorted_ids;
-  const std::vector<int>& by_weights(const analysis::StaticBlock& s, const std::vector<int>& ids) {
-    int e = indexed_weight_arg(s);
-    if (e < 0 || ids.size() < 2) return ids;
-    std::vector<const float*> key(ids.size());
-    for (size_t b = 0; b < ids.size(); ++b) key[b] = externals[nodes[ids[b]].external_begin + e].data;
-    std::vector<int> order = order_by_weights(key);
-    if (order.empty()) return ids;
-    sorted_ids.resize(ids.size());
-    for (size_t b = 0; b < ids.size(); ++b) sorted_ids[b] = ids[order[b]];
-    return sorted_ids;
-  }
-
   void run_batch(int block, const std::vector<int>& batch_ids) {
     const analysis::StaticBlock& s = plan->blocks[block];
-    const std::vector<int>& ids = by_weights(s, batch_ids);
+    // Instances picking the same matrix of an indexed param next to each other (see
+    // batched_matmul_grouped).
+    const std::vector<int> sorted_ids = ordered_by_indexed_weights(
+        s, batch_ids, [&](int id, int e) { return externals[nodes[id].external_begin + e].data; });
+    const std::vector<int>& ids = sorted_ids.empty() ? batch_ids : sorted_ids;
     int64_t B = static_cast<int64_t>(ids.size());
     int batch = static_cast<int>(batch_outputs.size());
     for (size_t r = 0; r < ids.size(); ++r) {

@@ -255,16 +255,10 @@ void run_batch(BatchedEngine::State& st, int block, const std::vector<int>& batc
   const StaticBlock& s = st.plan->blocks[block];
   // Instances picking the same matrix of an indexed param next to each other (see
   // batched_matmul_grouped).
-  std::vector<int> sorted_ids;
-  if (int e = indexed_weight_arg(s); e >= 0 && batch_ids.size() > 1) {
-    std::vector<const float*> key(batch_ids.size());
-    for (size_t b = 0; b < key.size(); ++b) {
-      const Value& v = st.externals[st.nodes[batch_ids[b]].external_begin + e];
-      key[b] = v.kind == Value::Kind::Lazy ? st.output_of(v) : v.tensor->data.get();
-    }
-    std::vector<int> order = order_by_weights(key);
-    for (int o : order) sorted_ids.push_back(batch_ids[o]);
-  }
+  const std::vector<int> sorted_ids = ordered_by_indexed_weights(s, batch_ids, [&](int id, int e) {
+    const Value& v = st.externals[st.nodes[id].external_begin + e];
+    return v.kind == Value::Kind::Lazy ? st.output_of(v) : v.tensor->data.get();
+  });
   const std::vector<int>& node_ids = sorted_ids.empty() ? batch_ids : sorted_ids;
   int64_t B = static_cast<int64_t>(node_ids.size());
   int batch_id = static_cast<int>(st.batches.size());

@@ -61,4 +61,18 @@ std::vector<int> order_by_weights(const std::vector<const float*>& key);
 // operand (what order_by_weights sorts a batch by), or -1.
 int indexed_weight_arg(const analysis::StaticBlock& s);
 
+// `ids`, a batch of `s`, in order_by_weights' order of the matrices the nodes pick for
+// indexed_weight_arg(s) (weight(id, arg) is node id's matrix); empty when their order stands.
+template <class Weight>
+std::vector<int> ordered_by_indexed_weights(const analysis::StaticBlock& s, const std::vector<int>& ids,
+                                            Weight&& weight) {
+  const int e = indexed_weight_arg(s);
+  if (e < 0 || ids.size() < 2) return {};
+  std::vector<const float*> key(ids.size());
+  for (size_t b = 0; b < ids.size(); ++b) key[b] = weight(ids[b], e);
+  std::vector<int> out = order_by_weights(key);
+  for (int& o : out) o = ids[static_cast<size_t>(o)];
+  return out;
+}
+
 }  // namespace acrobat
