@@ -76,16 +76,20 @@ void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.model << " H=" << 
 
 class AotEqualsInterpreter : public ::testing::TestWithParam<ModelCase> {};
 
+// The model's `main` inputs from the SST test set (limit 0: all of it).
+std::vector<Value> sst_inputs(const ir::Module& module, const ModelCase& c, size_t limit) {
+  const auto& f = module.functions[entry_function(module, "main")];
+  return load_inputs(parse_input_spec(std::string(c.input_kind) + ":" + kSource + "/data/sst/test.txt"),
+                     f.vars[f.params[0]].type, kSource + "/data/sst/vocab.txt", limit);
+}
+
 TEST_P(AotEqualsInterpreter, OnTheSstTestSet) {
   const ModelCase& c = GetParam();
   CompileOptions options;
   options.dims["H"] = c.hidden;
   auto module = compile_model(kSource + "/models/" + c.model + ".acr", options);
   auto params = std::make_shared<ParamStore>(init_params(*module, 11));
-  const auto& f = module->functions[entry_function(*module, "main")];
-  auto inputs = load_inputs(
-      parse_input_spec(std::string(c.input_kind) + ":" + kSource + "/data/sst/test.txt"),
-      f.vars[f.params[0]].type, kSource + "/data/sst/vocab.txt", 0);
+  auto inputs = sst_inputs(*module, c, 0);
   BatchedEngine interpreter(module, params);
   ReferenceEngine reference(module, params);
   std::vector<Value> first64(inputs.begin(), inputs.begin() + 64);
@@ -145,10 +149,7 @@ TEST(AotEngine, EqualsTheInterpreterWithEachAnalysisOff) {
       }
       auto module = compile_model(kSource + "/models/" + c.model + ".acr", options);
       auto params = std::make_shared<ParamStore>(init_params(*module, 3));
-      const auto& f = module->functions[entry_function(*module, "main")];
-      auto inputs = load_inputs(
-          parse_input_spec(std::string(c.input_kind) + ":" + kSource + "/data/sst/test.txt"),
-          f.vars[f.params[0]].type, kSource + "/data/sst/vocab.txt", 150);
+      auto inputs = sst_inputs(*module, c, 150);
       BatchedEngine interpreter(module, params);
       AotEngine aot(module, params, aot_options(2));
       RunResult want = ReferenceEngine(module, params).run(inputs);
