@@ -207,6 +207,7 @@ int run_command(const RunOptions& o) {
     AotOptions ao;
     ao.object = o.object;
     ao.threads = o.threads > 0 ? o.threads : default_threads();
+    ao.scheduler = parse_scheduler(o.scheduler);
     auto aot = std::make_unique<AotEngine>(module, params, ao);
     const AotBuildInfo& info = aot->build_info();
     std::cerr << fmt::format("note: compiled model {} ({}, loaded in {:.3f} s; {} threads)\n",

@@ -119,9 +119,13 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
       AotOptions ao;
       ao.threads = threads;
       ao.cache_dir = o.aot_cache_dir;
-      for (size_t batch : o.batches)
-        add(Row{"aot", batch, {}, threads, config}, std::make_unique<AotEngine>(c.module, params, ao),
-            batch);
+      for (const auto& name : o.schedulers) {
+        ao.scheduler = parse_scheduler(name);
+        std::string label = ao.scheduler == Scheduler::InlineDepth ? "aot" : "aot-" + name;
+        for (size_t batch : o.batches)
+          add(Row{label, batch, {}, threads, config}, std::make_unique<AotEngine>(c.module, params, ao),
+              batch);
+      }
     }
   }
   // One unmeasured run of every batched row first: libxsmm JIT-compiles its kernels per thread on

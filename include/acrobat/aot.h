@@ -15,24 +15,48 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 2;
+inline constexpr uint32_t kAbiVersion = 3;
 
 struct Obj;
 
 // A host value. Which member is meaningful follows from the IR type, which the generated code knows.
+// A tensor is either one that exists (`data`, node -1) or a lazy reference to output `slot` of
+// dataflow-graph node `node`; the graph runtime of both engines (runtime/graph.h) takes this as its
+// tensor reference.
 struct Val {
   union {
     int64_t i;          // int; bool as 0/1
     double f;           // float
     Obj* p;             // tuple, data-type value, closure
     const float* data;  // a tensor that exists (parameter, embedding row, constant, input)
+    struct {
+      int32_t slot;   // which output of the node
+      int32_t ghost;  // ghost levels added since the last phase end (analysis/depth.h)
+    } lazy;
   };
   int32_t node;        // tensors: the node computing it, or -1 when `data` holds it
-  int16_t slot;        // lazy tensors: which output of the node
-  int8_t phase_ends;   // lazy tensors: phase ends passed (analysis/depth.h)
-  int8_t ghost;        // lazy tensors: ghost levels added since
+  int32_t phase_ends;  // lazy tensors: phase ends passed (analysis/depth.h)
 };
 static_assert(sizeof(Val) == 16, "Val is two words");
+
+// Ghost levels and phase ends only ever move a value later in the schedule; they saturate instead
+// of wrapping, so no program, however long its branches or phases, places a node before its input.
+inline void add_ghost_levels(Val& v, int32_t levels) {
+  if (v.node < 0) return;
+  int64_t g = int64_t{v.lazy.ghost} + levels;
+  v.lazy.ghost = g > INT32_MAX ? INT32_MAX : static_cast<int32_t>(g);
+}
+inline void end_phase(Val& v) {
+  if (v.node < 0) return;
+  if (v.phase_ends < INT32_MAX) ++v.phase_ends;
+  v.lazy.ghost = 0;
+}
+inline Val lazy_val(int32_t node, int32_t slot) {
+  Val v{};
+  v.node = node;
+  v.lazy.slot = slot;
+  return v;
+}
 
 // A tuple (tag 0), a data-type value (tag: constructor index), or a closure (tag: function index,
 // fields: captured values).

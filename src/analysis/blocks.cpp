@@ -35,6 +35,14 @@ bool ends_block(const ir::Rhs& r) {
          (r.kind == ir::RhsKind::Op && op_info(r.op).op_class == OpClass::HostRead);
 }
 
+int64_t view_offset(const StaticBlock& s, const BlockOp& op) {
+  const auto& in = s.ops[op.operands[0].index].shape;
+  int axis = normalize_axis(op.rhs->attrs.ints[2], in.size());
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < in.size(); ++d) inner *= in[d];
+  return op.rhs->attrs.ints[0] * inner;
+}
+
 namespace {
 
 void collect_uses(const ir::Block& b, size_t from, std::set<int>& used);

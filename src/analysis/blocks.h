@@ -63,6 +63,9 @@ struct StaticBlock {
   int static_depth = 0;
 };
 
+// Where a view (BlockOp::view) starts in each instance's value of the operator it views, in floats.
+int64_t view_offset(const StaticBlock& s, const BlockOp& op);
+
 // Forms the static blocks of every function of `module`. `reuse` (nullable) gives argument modes.
 // Block ids are their indices in the result.
 std::vector<StaticBlock> form_static_blocks(const ir::Module& module, const ReuseInfo* reuse);

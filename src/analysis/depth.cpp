@@ -33,6 +33,10 @@ namespace acrobat::analysis {
 namespace {
 
 constexpr int kUnbounded = 1 << 29;
+// Ghost padding per branch is capped: each level is a bucket row the schedule walks, and a recursion
+// through such a branch adds the padding once per step. Past the cap, the work after the branch
+// lines up less well across instances (still correct: padding only ever places a node later).
+constexpr int kMaxGhostLevels = 256;
 int add_depth(int a, int b) { return (a >= kUnbounded || b >= kUnbounded) ? kUnbounded : a + b; }
 
 // Calls f on every right-hand side of `b`, nested blocks included.
@@ -252,7 +256,7 @@ class DepthAnalysis {
     std::vector<int> pads;
     bool any = false;
     for (int len : lengths) {
-      pads.push_back(longest - len);
+      pads.push_back(std::min(longest - len, kMaxGhostLevels));
       any = any || longest != len;
     }
     if (any) plan_.ghosts[&r] = std::move(pads);

@@ -4,7 +4,8 @@
 //  - Ghost operations. When the branches of an if or match add different numbers of blocks to the
 //    longest dependency chain through them (both counts fixed by the program), the shorter branch's
 //    result is padded with ghost operations: the values it returns count as that many levels deeper,
-//    so the work after the branch falls at the same depth whichever branch an instance took.
+//    so the work after the branch falls at the same depth whichever branch an instance took (up to
+//    256 levels of padding per branch).
 //  - Phases. A call in top-level code (a function that no recursion reaches) to a function whose work
 //    is unbounded (it recurses or loops) ends a phase for the values it returns: a block reading them
 //    goes to the next phase, whose depths restart at 1. A block's phase is the latest phase among

@@ -120,6 +120,13 @@ class Explainer {
       else if (a.known && a.mode == ArgMode::Reuse) mode += " (constant)";
       out_ += fmt::format("    arg {} {}: {}\n", var, shape_text(a.shape), mode);
     }
+    out_ += "    kernel plan:\n";
+    std::string listing = kernel_plan_str(s, plan_.kernels[s.id]);
+    for (size_t at = 0; at < listing.size();) {
+      size_t end = listing.find('\n', at);
+      out_ += "    " + listing.substr(at, end - at + 1);
+      at = end + 1;
+    }
   }
 
   const ir::Module& m_;

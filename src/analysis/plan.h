@@ -1,6 +1,7 @@
 // Everything the compiler decides about a module before it runs, in one place: what the passes after
-// lowering found (higher-order specialisations, the reuse analysis and its clones, static blocks,
-// depth and phases). The pipeline attaches it to the module; engines and `acrobat explain` read it.
+// lowering found (higher-order specialisations, the reuse analysis and its clones, static blocks and
+// their kernel plans, depth and phases). The pipeline attaches it to the module; engines and
+// `acrobat explain` read it.
 #pragma once
 
 #include <unordered_map>
@@ -8,6 +9,7 @@
 
 #include "analysis/blocks.h"
 #include "analysis/depth.h"
+#include "analysis/kernel_plan.h"
 #include "analysis/reuse.h"
 #include "transforms/specialise.h"
 
@@ -27,6 +29,7 @@ struct Plan {
   std::vector<SpecialisationRecord> specialisations;
   ReuseInfo reuse;  // empty when options.reuse is off
   std::vector<StaticBlock> blocks;
+  std::vector<KernelPlan> kernels;  // per block: how one batched call computes it
   std::unordered_map<const ir::Rhs*, int> block_starting_at;  // first binding's rhs -> block id
   DepthPlan depth;
   // Whether the host program reads tensors (argmax, item): the engines then run each instance on a

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -44,7 +45,6 @@ inline Val I(int64_t x) { Val v{}; v.i = x; v.node = -1; return v; }
 inline Val F(double x) { Val v{}; v.f = x; v.node = -1; return v; }
 inline Val P(Obj* p) { Val v{}; v.p = p; v.node = -1; return v; }
 inline Val T(const float* d) { Val v{}; v.data = d; v.node = -1; return v; }
-inline Val L(int32_t node, int16_t slot) { Val v{}; v.node = node; v.slot = slot; return v; }
 inline const float* row(const Operand& a, int64_t b) {
   return a.data ? a.data + b * a.stride : a.rows[b];
 }
@@ -60,7 +60,6 @@ inline void tail_store(float* p, Vec v, int64_t n) {
   simd::store(buf, v);
   for (int64_t j = 0; j < n; ++j) p[j] = buf[j];
 }
-inline Vec relu(Vec x) { return simd::max(simd::splat(0.0f), x); }
 
 )";
 
@@ -220,7 +219,7 @@ class Emitter {
       const ir::Binding& bind = b.bindings[j];
       const ir::Rhs& r = *bind.rhs;
       if (analysis::is_batched_op(r)) {
-        line(fmt::format("v{} = L(node, {});", bind.var, k++));
+        line(fmt::format("v{} = lazy_val(node, {});", bind.var, k++));
       } else if (analysis::is_tensor_op(r)) {
         line(fmt::format("v{} = T(ctx->constants[{}]);", bind.var, site_.at(&r)));
       } else {
@@ -330,9 +329,9 @@ class Emitter {
     if (!type) return;
     if (type->kind == TypeKind::Tensor) {
       if (pad > 0)
-        line(fmt::format("if ({0}.node >= 0) {0}.ghost = static_cast<int8_t>({0}.ghost + {1});", v, pad));
+        line(fmt::format("add_ghost_levels({}, {});", v, pad));
       else
-        line(fmt::format("if ({0}.node >= 0) {{ {0}.phase_ends++; {0}.ghost = 0; }}", v));
+        line(fmt::format("end_phase({});", v));
       return;
     }
     if (type->kind != TypeKind::Tuple || type->args.empty() || !holds_tensor(type)) return;
@@ -441,17 +440,7 @@ class Emitter {
 
   // ---- kernels ---------------------------------------------------------------------------------
 
-  // Where an operator's per-instance value lives: an argument, or a buffer of the kernel (instance b
-  // at buffer + b * stride + offset).
-  struct Src {
-    bool arg = false;
-    int index = 0;  // argument index, or the operator owning the buffer
-    int64_t stride = 0, offset = 0;
-    // A matmul whose bias add is deferred to its readers: they add row `bias_offset..` of argument
-    // `bias` to what they load.
-    int bias = -1;
-    int64_t bias_offset = 0;
-  };
+  using Src = analysis::ValueLoc;
 
   // "file:line:col" with the file's name only (the generated code does not depend on where the
   // model file lies).
@@ -461,32 +450,9 @@ class Emitter {
     return fmt::format("{}:{}:{}", file, l.line, l.col);
   }
 
-  static bool is_elementwise(const BlockOp& op) {
-    return op_info(op.rhs->op).op_class == OpClass::Elementwise && !op.fused;
-  }
-
   std::vector<int64_t> operand_shape(const StaticBlock& s, const analysis::BlockOperand& o) const {
     return o.local ? s.ops[o.index].shape : s.args[o.index].shape;
   }
-
-  // An elementwise operator the fused loops can compute: each operand has the operator's shape, is
-  // a single number, or is one row [1, N] broadcast down an [M, N] result (a bias, an attention
-  // mask) whose rows are whole vectors, so that the row's vectors line up with the result's.
-  bool fusable(const StaticBlock& s, const BlockOp& op) const {
-    if (!is_elementwise(op)) return false;
-    for (const auto& o : op.operands) {
-      auto shape = operand_shape(s, o);
-      if (shape != op.shape && num_elements(shape) != 1 && !row_broadcast(shape, op.shape))
-        return false;
-    }
-    return true;
-  }
-
-  static bool row_broadcast(const std::vector<int64_t>& operand, const std::vector<int64_t>& result) {
-    return operand.size() == 2 && result.size() == 2 && operand[0] == 1 && result[0] > 1 &&
-           operand[1] == result[1] && result[1] % kMaxLanes == 0;
-  }
-  static constexpr int64_t kMaxLanes = 16;  // floats in the widest vector simd.h may use
 
   std::string row_ptr(const Src& src, const std::string& b) const {
     if (src.arg) return fmt::format("row(c.args[{}], {})", src.index, b);
@@ -494,86 +460,9 @@ class Emitter {
   }
 
   void kernel(const StaticBlock& s) {
-    size_t n = s.ops.size();
-    // Storage: a fused bias add shares its matmul's buffer; a view points into its operand's.
-    std::vector<Src> src(n);
-    std::vector<int> owner(n);  // buffer owner of each operator
-    for (size_t k = 0; k < n; ++k) {
-      const BlockOp& op = s.ops[k];
-      owner[k] = static_cast<int>(k);
-      src[k] = Src{false, static_cast<int>(k), op.size, 0};
-      if (op.fused) {
-        owner[k] = owner[k - 1];
-        src[k] = src[k - 1];
-      } else if (op.view) {
-        const Src& base = src[op.operands[0].index];
-        const auto& in = s.ops[op.operands[0].index].shape;
-        int axis = normalize_axis(op.rhs->attrs.ints[2], in.size());
-        int64_t inner = 1;
-        for (size_t d = axis + 1; d < in.size(); ++d) inner *= in[d];
-        src[k] = Src{false, base.index, base.stride, base.offset + op.rhs->attrs.ints[0] * inner};
-        owner[k] = owner[op.operands[0].index];
-      }
-    }
-    // Fused groups of elementwise operators (views in between do not break a group).
-    std::vector<int> group(n, -1);
-    int groups = 0;
-    for (size_t k = 0; k < n;) {
-      if (!fusable(s, s.ops[k])) {
-        ++k;
-        continue;
-      }
-      int64_t size = s.ops[k].size;
-      size_t j = k;
-      for (; j < n; ++j) {
-        if (s.ops[j].view) continue;
-        if (!fusable(s, s.ops[j]) || s.ops[j].size != size) break;
-        group[j] = groups;
-      }
-      ++groups;
-      k = j;
-    }
-    // Which operators need memory: escaping ones, and any read outside its own group.
-    std::vector<bool> stored(n, false);
-    for (size_t k = 0; k < n; ++k) {
-      if (s.ops[k].escapes) stored[owner[k]] = true;
-      if (!is_elementwise(s.ops[k]) && !s.ops[k].view && !s.ops[k].fused) stored[k] = true;
-      for (const auto& o : s.ops[k].operands) {
-        if (!o.local) continue;
-        int from = o.index;
-        if (group[from] < 0 || group[from] != group[k]) stored[owner[from]] = true;
-      }
-    }
-    // A bias add fused into a [1, N] matmul whose results (through views) are read only by fused
-    // elementwise loops is left to those loops: each adds the bias as it loads, which saves writing
-    // the broadcast bias before the GEMM and the GEMM reading it back.
-    deferred_bias_.assign(n, false);
-    for (size_t k = 0; k + 1 < n; ++k) {
-      const BlockOp& mm = s.ops[k];
-      if (mm.bias_arg < 0 || mm.shape.size() != 2 || mm.shape[0] != 1) continue;
-      std::vector<bool> derived(n, false);
-      derived[k + 1] = true;
-      bool ok = !s.ops[k + 1].escapes;
-      for (size_t j = k + 2; j < n && ok; ++j) {
-        const BlockOp& op = s.ops[j];
-        bool reads = false;
-        for (const auto& o : op.operands) reads = reads || (o.local && derived[o.index]);
-        if (!reads) continue;
-        if (op.view) {
-          derived[j] = true;
-          ok = !op.escapes;
-        } else {
-          ok = group[j] >= 0;
-        }
-      }
-      if (!ok) continue;
-      deferred_bias_[k] = true;
-      for (size_t j = k + 1; j < n; ++j) {
-        if (!derived[j]) continue;
-        src[j].bias = mm.bias_arg;
-        src[j].bias_offset = src[j].offset - src[k].offset;
-      }
-    }
+    const size_t n = s.ops.size();
+    const analysis::KernelPlan& kp = plan_.kernels[s.id];
+    const std::vector<Src>& src = kp.loc;
     // Escaping views and fused adds that escape are written to their own output slot.
     out_ += fmt::format("// block #{} at {}\nvoid kernel{}(const KernelCall& c) {{\n", s.id,
                         where(*s.ops[0].rhs), s.id);
@@ -583,43 +472,24 @@ class Emitter {
     line("const int64_t B = c.B;");
     line("(void)ctx; (void)host;");
     for (size_t k = 0; k < n; ++k) {
-      if (owner[k] != static_cast<int>(k) || !stored[k]) continue;
-      // The buffer of an operator whose alias group escapes is that slot's output.
-      int slot = -1;
-      for (size_t a = 0; a < n; ++a)
-        if (owner[a] == static_cast<int>(k) && !s.ops[a].view && s.ops[a].escapes) slot = static_cast<int>(a);
-      if (slot >= 0)
-        line(fmt::format("float* o{} = c.outputs[{}];", k, slot));
+      if (kp.owner[k] != static_cast<int>(k) || !kp.stored[k]) continue;
+      if (kp.buffer_slot[k] >= 0)
+        line(fmt::format("float* o{} = c.outputs[{}];", k, kp.buffer_slot[k]));
       else
         line(fmt::format("float* o{} = host->scratch(ctx, B * {});", k, s.ops[k].size));
     }
-    for (size_t k = 0; k < n;) {
-      const BlockOp& op = s.ops[k];
-      if (op.view || op.fused) {
-        ++k;
-        continue;
+    for (const analysis::KernelStep& step : kp.steps) {
+      const int k = step.begin;
+      switch (step.kind) {
+        case analysis::StepKind::Fused: fused_loop(s, kp, step); break;
+        case analysis::StepKind::Gemm: matmul(s, src, k, step.add_bias); break;
+        case analysis::StepKind::Library: host_kernel(s, src, k, step.add_bias); break;
+        case analysis::StepKind::CopyView:
+          // The runtime reads every escaping output contiguously.
+          line(fmt::format("for (int64_t b = 0; b < B; ++b) std::memcpy(c.outputs[{}] + b * {}, {}, {} * sizeof(float));",
+                           k, s.ops[k].size, row_ptr(src[k], "b"), s.ops[k].size));
+          break;
       }
-      if (group[k] >= 0) {
-        size_t end = k;
-        while (end < n && (s.ops[end].view || group[end] == group[k])) ++end;
-        fused_loop(s, src, group, stored, k, end);
-        k = end;
-        continue;
-      }
-      const analysis::BlockArg* w = op.operands[1].local ? nullptr : &s.args[op.operands[1].index];
-      if (op.rhs->op == OpId::MatMul && w && w->known &&
-          (w->mode == ArgMode::Reuse || w->mode == ArgMode::Indexed)) {
-        matmul(s, src, static_cast<int>(k));
-      } else {
-        host_kernel(s, src, static_cast<int>(k));
-      }
-      ++k;
-    }
-    // Escaping views: copied to their slot (the runtime reads every escaping output contiguously).
-    for (size_t k = 0; k < n; ++k) {
-      if (!s.ops[k].view || !s.ops[k].escapes) continue;
-      line(fmt::format("for (int64_t b = 0; b < B; ++b) std::memcpy(c.outputs[{}] + b * {}, {}, {} * sizeof(float));",
-                       k, s.ops[k].size, row_ptr(src[k], "b"), s.ops[k].size));
     }
     out_ += "}\n\n";
   }
@@ -630,64 +500,62 @@ class Emitter {
     return Src{true, o.index, 0, 0};
   }
 
-  // One pass over each instance's row for operators [begin, end) of one group.
-  void fused_loop(const StaticBlock& s, const std::vector<Src>& src, const std::vector<int>& group,
-                  const std::vector<bool>& stored, size_t begin, size_t end) {
-    int g = group[begin];
-    int64_t size = s.ops[begin].size;
+  // One pass over each instance's row for the operators of one fused step.
+  void fused_loop(const StaticBlock& s, const analysis::KernelPlan& kp, const analysis::KernelStep& step) {
+    using analysis::FusedLoad;
+    const std::vector<Src>& src = kp.loc;
+    const int g = kp.group[step.begin];
+    const int64_t size = step.size;
+    auto in_group = [&](int k) { return kp.group[k] == g; };
     line(fmt::format("for (int64_t b = 0; b < B; ++b) {{  // fused: {} elements per instance", size));
     ++indent_;
     // Row pointers of every operand read from memory, and of every stored output.
     std::map<std::string, std::string> pointers;  // expression -> name
-    auto pointer = [&](const Src& sr) {
-      std::string e = row_ptr(sr, "b");
+    auto bias_ptr = [&](const Src& sr) { return fmt::format("row(c.args[{}], b) + {}", sr.bias, sr.bias_offset); };
+    auto pointer = [&](const std::string& e) {
       auto [it, fresh] = pointers.emplace(e, fmt::format("r{}", pointers.size()));
       if (fresh) line(fmt::format("const float* {} = {};", it->second, e));
-      if (sr.bias >= 0) {
-        std::string be = fmt::format("row(c.args[{}], b) + {}", sr.bias, sr.bias_offset);
-        auto [bt, bfresh] = pointers.emplace(be, fmt::format("r{}", pointers.size()));
-        if (bfresh) line(fmt::format("const float* {} = {};", bt->second, be));
-      }
-      return it->second;
     };
-    std::vector<std::string> loads;  // per operand occurrence, filled during the body
-    for (size_t k = begin; k < end; ++k) {
-      if (group[k] != g) continue;
-      for (const auto& o : s.ops[k].operands)
-        if (!(o.local && group[o.index] == g)) pointer(operand_src(s, src, o));
+    for (int k = step.begin; k < step.end; ++k) {
+      if (!in_group(k)) continue;
+      for (size_t a = 0; a < s.ops[k].operands.size(); ++a) {
+        if (kp.loads[k][a] == FusedLoad::Register) continue;
+        const Src sr = operand_src(s, src, s.ops[k].operands[a]);
+        pointer(row_ptr(sr, "b"));
+        if (kp.loads[k][a] == FusedLoad::FullPlusBias) pointer(bias_ptr(sr));
+      }
     }
-    for (size_t k = begin; k < end; ++k)
-      if (group[k] == g && stored[k]) line(fmt::format("float* w{} = o{} + b * {};", k, k, size));
+    for (int k = step.begin; k < step.end; ++k)
+      if (in_group(k) && kp.stored[k]) line(fmt::format("float* w{} = o{} + b * {};", k, k, size));
     auto body = [&](bool tail) {
-      for (size_t k = begin; k < end; ++k) {
-        if (group[k] != g) continue;
+      auto load = [&](const std::string& ptr) {
+        return tail ? fmt::format("tail_load({} + j, {} - j)", ptr, size) : fmt::format("simd::load({} + j)", ptr);
+      };
+      for (int k = step.begin; k < step.end; ++k) {
+        if (!in_group(k)) continue;
         const BlockOp& op = s.ops[k];
         std::vector<std::string> in;
-        for (const auto& o : op.operands) {
-          if (o.local && group[o.index] == g) {
+        for (size_t a = 0; a < op.operands.size(); ++a) {
+          const auto& o = op.operands[a];
+          if (kp.loads[k][a] == FusedLoad::Register) {
             in.push_back(fmt::format("t{}", o.index));
             continue;
           }
           const Src sr = operand_src(s, src, o);
-          std::string p = pointers.at(row_ptr(sr, "b"));
-          auto load = [&](const std::string& ptr) {
-            return tail ? fmt::format("tail_load({} + j, {} - j)", ptr, size)
-                        : fmt::format("simd::load({} + j)", ptr);
-          };
-          const auto shape = operand_shape(s, o);
-          if (num_elements(shape) == 1 && size != 1) {
-            in.push_back(fmt::format("simd::splat({}[0])", p));
-          } else if (row_broadcast(shape, op.shape)) {
-            in.push_back(fmt::format("simd::load({} + j % {})", p, shape[1]));
-          } else if (sr.bias >= 0) {
-            std::string q = pointers.at(fmt::format("row(c.args[{}], b) + {}", sr.bias, sr.bias_offset));
-            in.push_back("(" + load(p) + " + " + load(q) + ")");
-          } else {
-            in.push_back(load(p));
+          const std::string& p = pointers.at(row_ptr(sr, "b"));
+          switch (kp.loads[k][a]) {
+            case FusedLoad::Splat: in.push_back(fmt::format("simd::splat({}[0])", p)); break;
+            case FusedLoad::RowBroadcast:
+              in.push_back(fmt::format("simd::load({} + j % {})", p, operand_shape(s, o)[1]));
+              break;
+            case FusedLoad::FullPlusBias:
+              in.push_back("(" + load(p) + " + " + load(pointers.at(bias_ptr(sr))) + ")");
+              break;
+            default: in.push_back(load(p)); break;
           }
         }
         line(fmt::format("const Vec t{} = {};", k, expression(op.rhs->op, in)));
-        if (stored[k])
+        if (kp.stored[k])
           line(tail ? fmt::format("tail_store(w{} + j, t{}, {} - j);", k, k, size)
                     : fmt::format("simd::store(w{} + j, t{});", k, k));
       }
@@ -698,7 +566,7 @@ class Emitter {
     body(false);
     --indent_;
     line("}");
-    if (size % 16 != 0) {
+    if (size % analysis::kMaxLanes != 0) {
       line(fmt::format("if (j < {}) {{", size));
       ++indent_;
       body(true);
@@ -709,20 +577,29 @@ class Emitter {
     line("}");
   }
 
+  // The operator's fused SIMD expression (ops.def) with its operands `a` and `b` replaced by `in`.
   static std::string expression(OpId op, const std::vector<std::string>& in) {
-    switch (op) {
-      case OpId::Add: return in[0] + " + " + in[1];
-      case OpId::Sub: return in[0] + " - " + in[1];
-      case OpId::Mul: return in[0] + " * " + in[1];
-      case OpId::Div: return in[0] + " / " + in[1];
-      case OpId::Neg: return "-" + in[0];
-      case OpId::Sigmoid: return "simd::sigmoid(" + in[0] + ")";
-      case OpId::Tanh: return "simd::tanh(" + in[0] + ")";
-      case OpId::Relu: return "relu(" + in[0] + ")";
-      case OpId::Exp: return "simd::exp(" + in[0] + ")";
-      case OpId::Log: return "simd::log(" + in[0] + ")";
-      default: return "/* not elementwise */ simd::splat(0.0f)";
+    const std::string simd = op_info(op).simd;
+    ACROBAT_ASSERT(simd != "()", "a fused operator without a SIMD expression");
+    std::string out;
+    for (size_t i = 0; i < simd.size();) {
+      char ch = simd[i];
+      if (std::isalpha(static_cast<unsigned char>(ch)) || ch == '_') {
+        size_t j = i;
+        while (j < simd.size() && (std::isalnum(static_cast<unsigned char>(simd[j])) || simd[j] == '_')) ++j;
+        std::string word = simd.substr(i, j - i);
+        bool qualified = i >= 2 && simd.compare(i - 2, 2, "::") == 0;
+        if (!qualified && (word == "a" || word == "b"))
+          out += in[static_cast<size_t>(word[0] - 'a')];
+        else
+          out += word;
+        i = j;
+      } else {
+        out += ch;
+        ++i;
+      }
     }
+    return out;
   }
 
   // An Operand describing `sr` for the runtime's kernels.
@@ -735,7 +612,7 @@ class Emitter {
   // instances at one layer of a transformer do): one GEMM over all instances' rows on the packed
   // weights, onto the broadcast bias when an add was fused into it. Other batches of an indexed
   // param take the library's grouped matmul.
-  void matmul(const StaticBlock& s, const std::vector<Src>& src, int k) {
+  void matmul(const StaticBlock& s, const std::vector<Src>& src, int k, bool bias) {
     const BlockOp& op = s.ops[k];
     int64_t M = op.shape[0], N = op.shape[1];
     const auto left_shape = operand_shape(s, op.operands[0]);
@@ -775,7 +652,6 @@ class Emitter {
       line(fmt::format("const int64_t lda = {};", K));
     }
     std::string C = fmt::format("o{}", k);
-    bool bias = op.bias_arg >= 0 && !deferred_bias_[k];
     line("if (w.packed && w.data && w.stride == 0) {");
     ++indent_;
     if (bias) {
@@ -808,7 +684,7 @@ class Emitter {
     line("}");
   }
 
-  void host_kernel(const StaticBlock& s, const std::vector<Src>& src, int k) {
+  void host_kernel(const StaticBlock& s, const std::vector<Src>& src, int k, bool bias) {
     const BlockOp& op = s.ops[k];
     std::string in;
     for (const auto& o : op.operands) in += (in.empty() ? "" : ", ") + operand_expr(operand_src(s, src, o));
@@ -816,7 +692,7 @@ class Emitter {
     ++indent_;
     line(fmt::format("const Operand in[] = {{{}}};", in));
     line(fmt::format("host->op(ctx, {}, {}, B, in, o{});", s.id, k, k));
-    if (op.bias_arg >= 0 && !deferred_bias_[k])
+    if (bias)
       add_bias(fmt::format("o{}", k), op.bias_arg, op.size / op.shape.back(), op.shape.back());
     --indent_;
     line("}");
@@ -827,7 +703,6 @@ class Emitter {
   std::unordered_map<const ir::Rhs*, int> site_;
   std::set<int> function_values_;
   std::set<int> indirect_arities_;
-  std::vector<bool> deferred_bias_;  // per operator of the kernel being emitted
   std::string out_;
   int indent_ = 0;
   int func_ = 0;

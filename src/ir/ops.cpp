@@ -5,6 +5,8 @@
 #include <iterator>
 #include <map>
 
+#include "ir/ops_check.h"
+
 namespace acrobat {
 
 const char* op_class_name(OpClass c) {
@@ -259,10 +261,14 @@ std::vector<OpAttrSpec> parse_attr_spec(const char* spec) {
   return out;
 }
 
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd) ACROBAT_CHECK_OP_ROW(id, name, cls, simd)
+#include "ir/ops.def"
+#undef ACROBAT_OP
+
 const std::vector<OpInfo>& table() {
   static const std::vector<OpInfo> ops = {
-#define ACROBAT_OP(id, name, arity, attrs, cls) \
-  OpInfo{OpId::id, name, arity, parse_attr_spec(attrs), OpClass::cls, &shape_##id, &flops_##id},
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd) \
+  OpInfo{OpId::id, name, arity, parse_attr_spec(attrs), OpClass::cls, &shape_##id, &flops_##id, #simd},
 #include "ir/ops.def"
 #undef ACROBAT_OP
   };

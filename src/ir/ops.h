@@ -12,12 +12,12 @@
 namespace acrobat {
 
 enum class OpId {
-#define ACROBAT_OP(id, name, arity, attrs, cls) id,
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd) id,
 #include "ir/ops.def"
 #undef ACROBAT_OP
 };
 inline constexpr int kNumOps = 0
-#define ACROBAT_OP(id, name, arity, attrs, cls) +1
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd) +1
 #include "ir/ops.def"
 #undef ACROBAT_OP
     ;
@@ -64,6 +64,9 @@ struct OpInfo {
   OpClass op_class;
   ShapeRule shape;
   FlopRule flops;
+  // Elementwise operators: the fused SIMD expression of ops.def in `a` and `b`, e.g. "(a + b)";
+  // "()" for the other classes.
+  const char* simd;
 };
 
 const OpInfo& op_info(OpId id);

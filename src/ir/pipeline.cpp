@@ -45,8 +45,10 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
 
   // 5. Static blocks with their argument modes; 6. ghost operations and phases.
   plan->blocks = analysis::form_static_blocks(*ir, a.reuse ? &plan->reuse : nullptr);
-  for (const auto& s : plan->blocks)
+  for (const auto& s : plan->blocks) {
     plan->block_starting_at[s.block->bindings[s.begin].rhs.get()] = s.id;
+    plan->kernels.push_back(analysis::plan_kernel(s));
+  }
   plan->depth = analysis::analyse_depth(*ir, plan->blocks, analysis::DepthOptions{a.ghosts, a.phases});
   for (const auto& f : ir->functions)
     ir::for_each_block(f.body, [&](const ir::Block& b) {

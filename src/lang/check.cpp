@@ -861,7 +861,7 @@ class Checker {
     bool ok = tensor_operands(c, "split", 1, shapes);
     static const OpInfo spec{OpId::Slice, "split", 1,
                              {OpAttrSpec{"parts"}, OpAttrSpec{"axis", true, -1}},
-                             OpClass::DataMovement, nullptr, nullptr};
+                             OpClass::DataMovement, nullptr, nullptr, "()"};
     OpAttrs attrs;
     ok = bind_attrs(c, spec, 1, attrs) && ok;
     if (!ok) return error_type();

@@ -1,14 +1,14 @@
 // The ahead-of-time engine: runs a model compiled to a shared object by `acrobat compile` (or built
 // and cached on first use). The generated host program records each instance's static blocks as
-// dataflow-graph nodes, with the same inline depth, ghost and phase rules as the batched engine;
-// buckets then run through the generated batched kernel of their block, split across threads.
+// nodes of the graph runtime both engines share (runtime/graph.h); its batches run through the
+// generated batched kernel of their block.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "runtime/big_stack.h"
 #include "runtime/engine.h"
+#include "runtime/graph.h"
 
 namespace acrobat {
 
@@ -16,6 +16,7 @@ struct AotOptions {
   std::string object;     // a prebuilt shared object; "" to generate, build and cache
   std::string cache_dir;  // "" for codegen::default_cache_dir()
   int threads = 1;        // threads splitting each batched kernel
+  Scheduler scheduler = Scheduler::InlineDepth;
   bool fibers = true;     // false: see BatchedEngine's `fibers`
 };
 
@@ -47,9 +48,7 @@ class AotEngine : public Engine {
   std::shared_ptr<const ir::Module> module_;
   std::shared_ptr<const ParamStore> params_;
   AotBuildInfo build_;
-  bool fibers_;
   std::unique_ptr<State> state_;
-  std::unique_ptr<StackThread> worker_;
 };
 
 }  // namespace acrobat

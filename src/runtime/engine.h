@@ -16,7 +16,8 @@ namespace acrobat {
 
 struct RunStats {
   int64_t instances = 0;
-  int64_t kernel_calls = 0;   // kernel launches (batched engines: one per operator per batch)
+  int64_t kernel_calls = 0;   // kernel launches (batched engines: one per step of a block's kernel
+                              // plan per call, plus each extra GEMM of a grouped matmul)
   int64_t tensor_ops = 0;     // tensor operators the host program asked for, over all instances
   int64_t flops = 0;          // useful FLOPs, from the operator registry
   int64_t nodes = 0;          // dataflow-graph nodes recorded (batched engines)

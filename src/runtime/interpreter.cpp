@@ -13,7 +13,7 @@ UserError for_instance(const UserError& e, size_t i) {
 }
 
 Interpreter::Interpreter(const ir::Module& module, const ParamStore& params, RunStats& stats)
-    : m_(module), params_(params), stats_(stats) {}
+    : m_(module), params_(params), stats_(&stats) {}
 
 Value Interpreter::call(int func, std::vector<Value> args, const Span& site) {
   if (++depth_ > kMaxCallDepth)
@@ -208,8 +208,8 @@ Value Interpreter::host_read(const ir::Rhs& r, const std::vector<Value>& frame) 
   Tensor out = Tensor::allocate({1});
   reference_kernel(r.op)(r.attrs, std::span<const Tensor* const>(&t, 1), out);
   // Host work, like the generated code's reads: not part of the dataflow graph's useful FLOPs.
-  stats_.kernel_calls++;
-  stats_.tensor_ops++;
+  stats_->kernel_calls++;
+  stats_->tensor_ops++;
   if (r.type->kind == TypeKind::Int) return Value::of_int(static_cast<int64_t>(out.data[0]));
   return Value::of_float(out.data[0]);
 }
@@ -225,9 +225,9 @@ Value Interpreter::run_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   for (size_t i = 0; i < r.args.size(); ++i) inputs[i] = frame[r.args[i].var].tensor.get();
   Tensor out = Tensor::allocate(r.type->shape);
   reference_kernel(r.op)(r.attrs, std::span<const Tensor* const>(inputs, r.args.size()), out);
-  stats_.kernel_calls++;
-  stats_.tensor_ops++;
-  stats_.flops += r.flops;
+  stats_->kernel_calls++;
+  stats_->tensor_ops++;
+  stats_->flops += r.flops;
   return Value::of_tensor(std::move(out));
 }
 

@@ -18,6 +18,8 @@ class Interpreter {
 
   // Calls function `func` with `args`; `site` is where the call is made (for error positions).
   Value call(int func, std::vector<Value> args, const Span& site);
+  // Where the counters of the following calls go (an engine keeps its interpreters across runs).
+  void set_stats(RunStats& stats) { stats_ = &stats; }
 
   // Nested calls allowed before an instance fails with "recursion too deep". The interpreter
   // recurses on the machine stack; engines run it on a kInterpreterStackBytes stack (big_stack.h),
@@ -45,7 +47,7 @@ class Interpreter {
 
   const ir::Module& m_;
   const ParamStore& params_;
-  RunStats& stats_;
+  RunStats* stats_;
 
  private:
   Value block(const ir::Block& b, std::vector<Value>& frame);

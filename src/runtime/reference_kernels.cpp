@@ -148,7 +148,7 @@ void kernel_Item(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out)
 }
 
 constexpr std::array<ReferenceKernel, kNumOps> kKernels = {
-#define ACROBAT_OP(id, name, arity, attrs, cls) &kernel_##id,
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd) &kernel_##id,
 #include "ir/ops.def"
 #undef ACROBAT_OP
 };
@@ -157,5 +157,14 @@ static_assert(kKernels.size() == static_cast<size_t>(kNumOps), "one kernel per r
 }  // namespace
 
 ReferenceKernel reference_kernel(OpId op) { return kKernels[static_cast<size_t>(op)]; }
+
+Tensor constant_value(const ir::Rhs& r) {
+  ACROBAT_ASSERT(r.kind == ir::RhsKind::Op && r.args.empty() &&
+                     op_info(r.op).op_class == OpClass::Constant,
+                 "not a constant operator");
+  Tensor t = Tensor::allocate(r.type->shape);
+  reference_kernel(r.op)(r.attrs, {}, t);
+  return t;
+}
 
 }  // namespace acrobat

@@ -5,6 +5,7 @@
 
 #include <span>
 
+#include "ir/ir.h"
 #include "ir/ops.h"
 #include "runtime/value.h"
 
@@ -14,5 +15,9 @@ using ReferenceKernel = void (*)(const OpAttrs& attrs, std::span<const Tensor* c
                                  Tensor& out);
 
 ReferenceKernel reference_kernel(OpId op);
+
+// The value of a constant operator (zeros, ones, constant: no operands). The batched engines make
+// each once per engine, outside any run's work.
+Tensor constant_value(const ir::Rhs& r);
 
 }  // namespace acrobat

@@ -19,9 +19,9 @@ using Buckets = std::vector<std::vector<std::vector<std::vector<int>>>>;
 struct Placement {
   int phase = 0;
   int depth = 0;
-  void add_input(int in_phase, int in_depth, int phase_ends, int ghost) {
-    int p = in_phase + phase_ends;
-    int d = (phase_ends > 0 ? 0 : in_depth) + ghost;
+  void add_input(int in_phase, int in_depth, int32_t phase_ends, int32_t ghost) {
+    int p = clamp(int64_t{in_phase} + phase_ends);
+    int d = clamp(int64_t{phase_ends > 0 ? 0 : in_depth} + ghost);
     if (p > phase) {
       phase = p;
       depth = d;
@@ -29,10 +29,15 @@ struct Placement {
       depth = d;
     }
   }
-  void add_computed_input(int in_phase, int phase_ends, int ghost) {
+  void add_computed_input(int in_phase, int32_t phase_ends, int32_t ghost) {
     add_input(in_phase, 0, phase_ends, ghost);
   }
-  int node_depth() const { return depth + 1; }
+  int node_depth() const { return clamp(int64_t{depth} + 1); }
+
+ private:
+  // Levels beyond any bucket a run can fill: a value saturated there still lies after its inputs.
+  static int clamp(int64_t v) { return v > kMaxLevel ? kMaxLevel : static_cast<int>(v); }
+  static constexpr int64_t kMaxLevel = int64_t{1} << 30;
 };
 
 inline void add_to_bucket(Buckets& buckets, int phase, int depth, int block, int node) {

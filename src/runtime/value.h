@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "acrobat/aot.h"
 #include "lang/types.h"
 
 namespace acrobat::kernels {
@@ -29,18 +30,14 @@ struct Value;
 struct Aggregate;
 
 struct Value {
-  // Lazy: a tensor a batched engine has recorded but not yet computed: output `slot` of DFG node
-  // `i`. Engines turn every Lazy into a Tensor before they hand values back.
+  // Lazy: a tensor a batched engine has recorded but not yet computed, `ref` into its dataflow graph
+  // (runtime/graph.h). Engines turn every Lazy into a Tensor before they hand values back.
   enum class Kind : uint8_t { Unit, Int, Float, Bool, Tensor, Tuple, Adt, Closure, Lazy };
   Kind kind = Kind::Unit;
-  int32_t slot = 0;  // Lazy
-  int64_t i = 0;   // Int; Lazy: the node
-  double f = 0;    // Float
   bool b = false;  // Bool
-  // Lazy, for the inline depth schedule (analysis/depth.h): phase ends the value has passed (each
-  // moves it to the next phase, at depth 0 there), and ghost levels added since.
-  int16_t phase_ends = 0;
-  int16_t ghost = 0;
+  int64_t i = 0;   // Int
+  double f = 0;    // Float
+  aot::Val ref{};  // Lazy
   std::shared_ptr<const Tensor> tensor;
   std::shared_ptr<const Aggregate> agg;  // Tuple, Adt, Closure
 
@@ -52,7 +49,12 @@ struct Value {
   static Value tuple(std::vector<Value> fields);
   static Value adt(const CtorDef* ctor, std::vector<Value> fields);
   static Value closure(int func, std::vector<Value> captures);
-  static Value lazy(int64_t node, int32_t slot) { Value x; x.kind = Kind::Lazy; x.i = node; x.slot = slot; return x; }
+  static Value lazy(int32_t node, int32_t slot) {
+    Value x;
+    x.kind = Kind::Lazy;
+    x.ref = aot::lazy_val(node, slot);
+    return x;
+  }
 };
 
 struct Aggregate {

@@ -2,9 +2,13 @@
 // makes (blocks, argument modes, ghost padding, phase ends), the bucket counts and mean batch sizes
 // the batched engine gets from it, with each analysis on and off, and outputs equal to the reference
 // engine's in every configuration.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "analysis/explain.h"
@@ -244,6 +248,60 @@ TEST(Explain, ListsBlocksModesPhasesAndGhosts) {
   EXPECT_NE(text.find("ends phase 0"), std::string::npos) << text;
   EXPECT_NE(text.find("indexed @emb"), std::string::npos) << text;
   EXPECT_NE(text.find("matmul+bias"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace acrobat::analysis
+
+namespace acrobat::analysis {
+namespace {
+
+// The kernel plans of the Tree-LSTM and Stack-RNN blocks, checked as data (no C++ is generated or
+// compiled): a golden listing per model, and the decisions that make the cells fast stated directly.
+TEST(KernelPlan, TreeLstmAndStackRnnBlocks) {
+  for (const std::string model : {"treelstm", "stackrnn"}) {
+    auto m = compile_file(source("models/" + model + ".acr"));
+    std::string listing;
+    for (const auto& s : m->plan->blocks)
+      listing += fmt::format("block #{} at {}\n", s.id, s.name.substr(s.name.find_last_of('/') + 1)) +
+                 kernel_plan_str(s, m->plan->kernels[s.id]);
+    std::string golden = source("tests/golden/kernel_plan/" + model + ".txt");
+    const char* update = std::getenv("ACROBAT_UPDATE_GOLDEN");
+    if (update && std::string(update) == "1") {
+      std::ofstream(golden, std::ios::binary) << listing;
+      continue;
+    }
+    std::ifstream in(golden, std::ios::binary);
+    ASSERT_TRUE(in) << golden << " is missing; create it with ACROBAT_UPDATE_GOLDEN=1";
+    std::stringstream expected;
+    expected << in.rdbuf();
+    EXPECT_EQ(listing, expected.str()) << model << ": the kernel plans changed; if intended, regenerate "
+                                       << "with ACROBAT_UPDATE_GOLDEN=1 and review the diff";
+    for (const auto& s : m->plan->blocks) {
+      const KernelPlan& k = m->plan->kernels[s.id];
+      ASSERT_EQ(k.loc.size(), s.ops.size());
+      int gemms = 0, fused = 0, matmuls = 0;
+      for (const auto& op : s.ops) matmuls += op.rhs->op == OpId::MatMul;
+      for (const KernelStep& st : k.steps) {
+        gemms += st.kind == StepKind::Gemm;
+        fused += st.kind == StepKind::Fused;
+        // A fused loop stores only what escapes or is read outside it.
+        if (st.kind == StepKind::Fused)
+          for (int i = st.begin; i < st.end; ++i) {
+            if (k.group[i] < 0 || !k.stored[i]) continue;
+            bool read_outside = s.ops[i].escapes;
+            for (size_t j = 0; j < s.ops.size(); ++j)
+              for (const auto& o : s.ops[j].operands)
+                read_outside = read_outside || (o.local && k.owner[o.index] == i && k.group[j] != k.group[i]);
+            EXPECT_TRUE(read_outside) << model << " block " << s.id << " stores op " << i;
+          }
+      }
+      // Every matmul of these cells multiplies by a weight matrix every instance shares: a GEMM.
+      EXPECT_EQ(gemms, matmuls) << model << " block " << s.id;
+      // The gates of an LSTM cell (sigmoid, tanh, products, sums) are one fused loop per size.
+      if (matmuls > 0 && s.ops.size() > 6) EXPECT_GE(fused, 1) << model << " block " << s.id;
+    }
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "runtime/batched_engine.h"
 #include "runtime/inputs.h"
 #include "runtime/reference_engine.h"
+#include "expect_values.h"
 
 namespace acrobat {
 namespace {
@@ -43,27 +44,7 @@ std::shared_ptr<const ir::Module> compile_text(const std::string& text, CompileO
 // Tensors equal to a relative 1e-6 (the same kernels on the same rows; a GEMM split across threads
 // may sum in another order) or `rel`, anything else exactly.
 void expect_same(const Value& a, const Value& e, const std::string& where, float rel = 1e-6f) {
-  ASSERT_EQ(a.kind, e.kind) << where;
-  switch (e.kind) {
-    case Value::Kind::Tensor:
-      ASSERT_EQ(a.tensor->shape, e.tensor->shape) << where;
-      for (int64_t i = 0; i < e.tensor->size(); ++i) {
-        float x = a.tensor->data[i], y = e.tensor->data[i];
-        ASSERT_LE(std::fabs(x - y), rel * std::fabs(y) + 1e-7f) << where << " element " << i;
-      }
-      return;
-    case Value::Kind::Int: EXPECT_EQ(a.i, e.i) << where; return;
-    case Value::Kind::Float: EXPECT_EQ(a.f, e.f) << where; return;
-    case Value::Kind::Bool: EXPECT_EQ(a.b, e.b) << where; return;
-    case Value::Kind::Tuple:
-    case Value::Kind::Adt:
-      ASSERT_EQ(a.agg->ctor, e.agg->ctor) << where;
-      ASSERT_EQ(a.agg->fields.size(), e.agg->fields.size()) << where;
-      for (size_t i = 0; i < e.agg->fields.size(); ++i)
-        expect_same(a.agg->fields[i], e.agg->fields[i], where + "." + std::to_string(i), rel);
-      return;
-    default: return;
-  }
+  expect_values_close(a, e, where, rel);
 }
 
 struct ModelCase {

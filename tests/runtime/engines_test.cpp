@@ -9,6 +9,7 @@
 #include "runtime/batched_engine.h"
 #include "runtime/inputs.h"
 #include "runtime/reference_engine.h"
+#include "expect_values.h"
 
 namespace acrobat {
 namespace {
@@ -52,13 +53,7 @@ const Loaded& load(const ModelCase& c) {
 }
 
 void expect_close(const Value& actual, const Value& expected, size_t instance) {
-  ASSERT_EQ(actual.kind, Value::Kind::Tensor) << "instance " << instance;
-  ASSERT_EQ(actual.tensor->shape, expected.tensor->shape) << "instance " << instance;
-  for (int64_t i = 0; i < expected.tensor->size(); ++i) {
-    float a = actual.tensor->data[i], e = expected.tensor->data[i];
-    ASSERT_LE(std::fabs(a - e), 1e-5f * std::fabs(e) + 1e-7f)
-        << "instance " << instance << " element " << i << ": batched " << a << ", reference " << e;
-  }
+  expect_values_close(actual, expected, "instance " + std::to_string(instance), 1e-5f);
 }
 
 using Param = std::tuple<ModelCase, Scheduler>;

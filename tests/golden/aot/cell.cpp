@@ -15,7 +15,6 @@ inline Val I(int64_t x) { Val v{}; v.i = x; v.node = -1; return v; }
 inline Val F(double x) { Val v{}; v.f = x; v.node = -1; return v; }
 inline Val P(Obj* p) { Val v{}; v.p = p; v.node = -1; return v; }
 inline Val T(const float* d) { Val v{}; v.data = d; v.node = -1; return v; }
-inline Val L(int32_t node, int16_t slot) { Val v{}; v.node = node; v.slot = slot; return v; }
 inline const float* row(const Operand& a, int64_t b) {
   return a.data ? a.data + b * a.stride : a.rows[b];
 }
@@ -31,7 +30,6 @@ inline void tail_store(float* p, Vec v, int64_t n) {
   simd::store(buf, v);
   for (int64_t j = 0; j < n; ++j) p[j] = buf[j];
 }
-inline Vec relu(Vec x) { return simd::max(simd::splat(0.0f), x); }
 
 Val f0(AotContext* ctx, Val p0);
 Val f1(AotContext* ctx, Val p0);
@@ -47,7 +45,7 @@ Val f0(AotContext* ctx, Val p0) {
     v2 = T(ctx->params[0] + v1.i * ctx->param_row_sizes[0]);
     {
       const int32_t node = *ctx->num_nodes;
-      v3 = L(node, 0);
+      v3 = lazy_val(node, 0);
       const Val args[] = {v2};
       ctx->host->record(ctx, 0, args);
     }
@@ -61,13 +59,13 @@ Val f0(AotContext* ctx, Val p0) {
     v7 = f0(ctx, v5);
     {
       const int32_t node = *ctx->num_nodes;
-      v8 = L(node, 0);
+      v8 = lazy_val(node, 0);
       v9 = T(ctx->params[1]);
-      v10 = L(node, 1);
+      v10 = lazy_val(node, 1);
       v11 = T(ctx->params[2]);
-      v12 = L(node, 2);
-      v13 = L(node, 3);
-      v14 = L(node, 4);
+      v12 = lazy_val(node, 2);
+      v13 = lazy_val(node, 3);
+      v14 = lazy_val(node, 4);
       {
         Obj* o = ctx->host->alloc_obj(ctx, 0, 2);
         o->fields[0] = v13;
@@ -76,11 +74,11 @@ Val f0(AotContext* ctx, Val p0) {
       }
       v16 = v15.p->fields[0];
       v17 = v15.p->fields[1];
-      v18 = L(node, 5);
-      v19 = L(node, 6);
-      v20 = L(node, 7);
+      v18 = lazy_val(node, 5);
+      v19 = lazy_val(node, 6);
+      v20 = lazy_val(node, 7);
       v21 = T(ctx->constants[18]);
-      v22 = L(node, 8);
+      v22 = lazy_val(node, 8);
       const Val args[] = {v6, v7, v9, v11, v21};
       ctx->host->record(ctx, 1, args);
     }
@@ -99,12 +97,12 @@ Val f1(AotContext* ctx, Val p0) {
   ++ctx->call_depth;
   if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, 20, 0, 0);
   v1 = f0(ctx, v0);
-  if (v1.node >= 0) { v1.phase_ends++; v1.ghost = 0; }
+  end_phase(v1);
   v2 = T(ctx->params[3]);
   {
     const int32_t node = *ctx->num_nodes;
-    v3 = L(node, 0);
-    v4 = L(node, 1);
+    v3 = lazy_val(node, 0);
+    v4 = lazy_val(node, 1);
     const Val args[] = {v1, v2};
     ctx->host->record(ctx, 2, args);
   }
@@ -133,11 +131,11 @@ void kernel0(const KernelCall& c) {
     float* w0 = o0 + b * 20;
     int64_t j = 0;
     for (; j + simd::kLanes <= 20; j += simd::kLanes) {
-      const Vec t0 = simd::tanh(simd::load(r0 + j));
+      const Vec t0 = (simd::tanh(simd::load(r0 + j)));
       simd::store(w0 + j, t0);
     }
     if (j < 20) {
-      const Vec t0 = simd::tanh(tail_load(r0 + j, 20 - j));
+      const Vec t0 = (simd::tanh(tail_load(r0 + j, 20 - j)));
       tail_store(w0 + j, t0, 20 - j);
     }
   }
@@ -176,17 +174,17 @@ void kernel1(const KernelCall& c) {
     float* w8 = o8 + b * 20;
     int64_t j = 0;
     for (; j + simd::kLanes <= 20; j += simd::kLanes) {
-      const Vec t5 = simd::sigmoid((simd::load(r0 + j) + simd::load(r1 + j)));
-      const Vec t6 = simd::tanh((simd::load(r2 + j) + simd::load(r3 + j)));
-      const Vec t7 = t5 * t6;
-      const Vec t8 = t7 + simd::splat(r4[0]);
+      const Vec t5 = (simd::sigmoid((simd::load(r0 + j) + simd::load(r1 + j))));
+      const Vec t6 = (simd::tanh((simd::load(r2 + j) + simd::load(r3 + j))));
+      const Vec t7 = (t5 * t6);
+      const Vec t8 = (t7 + simd::splat(r4[0]));
       simd::store(w8 + j, t8);
     }
     if (j < 20) {
-      const Vec t5 = simd::sigmoid((tail_load(r0 + j, 20 - j) + tail_load(r1 + j, 20 - j)));
-      const Vec t6 = simd::tanh((tail_load(r2 + j, 20 - j) + tail_load(r3 + j, 20 - j)));
-      const Vec t7 = t5 * t6;
-      const Vec t8 = t7 + simd::splat(r4[0]);
+      const Vec t5 = (simd::sigmoid((tail_load(r0 + j, 20 - j) + tail_load(r1 + j, 20 - j))));
+      const Vec t6 = (simd::tanh((tail_load(r2 + j, 20 - j) + tail_load(r3 + j, 20 - j))));
+      const Vec t7 = (t5 * t6);
+      const Vec t8 = (t7 + simd::splat(r4[0]));
       tail_store(w8 + j, t8, 20 - j);
     }
   }
@@ -229,6 +227,6 @@ const BlockKernel kKernels[] = {kernel0, kernel1, kernel2, nullptr};
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "5836f8d880ebe660", 3, kKernels, entry};
+  static const AotModel model = {kAbiVersion, "801de6ff26c3cefb", 3, kKernels, entry};
   return &model;
 }

@@ -1,0 +1,75 @@
+#include "runtime/batch_operands.h"
+
+#include <cstring>
+
+#include "acrobat/kernels.h"
+
+namespace acrobat {
+
+PackedIndex::PackedIndex(const ParamStore& params) {
+  for (const auto& pv : params.params) {
+    if (pv.tensor.packed) packed_[pv.tensor.data.get()] = pv.tensor.packed.get();
+    int64_t row = num_elements(pv.elem_shape);
+    for (size_t i = 0; i < pv.packed_rows.size(); ++i)
+      packed_[pv.tensor.data.get() + static_cast<int64_t>(i) * row] = pv.packed_rows[i].get();
+  }
+}
+
+aot::Operand classify_operand(const float* const* rows, int64_t B, int64_t n,
+                              const PackedIndex& packed) {
+  bool shared = true, strided = true;
+  for (int64_t b = 1; b < B; ++b) {
+    shared = shared && rows[b] == rows[0];
+    strided = strided && rows[b] == rows[0] + b * n;
+  }
+  if (shared) return aot::Operand{rows[0], 0, nullptr, packed.find(rows[0])};
+  if (strided) return aot::Operand{rows[0], n, nullptr, nullptr};
+  return aot::Operand{nullptr, 0, rows, nullptr};
+}
+
+BatchOperand library_operand(const aot::Operand& x, const std::vector<int64_t>& shape, int64_t B,
+                             Arena& scratch, bool keep_rows) {
+  BatchOperand op;
+  op.shape = &shape;
+  op.packed = static_cast<const kernels::PackedWeights*>(x.packed);
+  if (x.data) {
+    op.data = x.data;
+    op.stride = x.stride;
+  } else if (keep_rows) {
+    op.rows = x.rows;
+  } else {
+    int64_t n = num_elements(shape);
+    float* panel = scratch.alloc(static_cast<size_t>(B * n));
+    for (int64_t b = 0; b < B; ++b) std::memcpy(panel + b * n, x.rows[b], n * sizeof(float));
+    op.data = panel;
+    op.stride = n;
+  }
+  return op;
+}
+
+int64_t run_library_op(const analysis::StaticBlock& s, size_t k, int64_t B, const aot::Operand* in,
+                       float* out, Arena& scratch, const PackedIndex& packed) {
+  const analysis::BlockOp& op = s.ops[k];
+  auto shape_of = [&](size_t i) -> const std::vector<int64_t>& {
+    const auto& o = op.operands[i];
+    return o.local ? s.ops[o.index].shape : s.args[o.index].shape;
+  };
+  if (op.rhs->op == OpId::MatMul && !(in[1].data && in[1].stride == 0)) {
+    // Weights differing between instances (an indexed param's matrices, or per-instance matrices).
+    std::vector<const float*> weights(static_cast<size_t>(B));
+    std::vector<const kernels::PackedWeights*> packs(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) {
+      weights[b] = operand_row(in[1], b);
+      packs[b] = packed.find(weights[b]);
+    }
+    BatchOperand a = library_operand(in[0], shape_of(0), B, scratch);
+    return batched_matmul_grouped(B, a, weights.data(), packs.data(), op.shape, out, scratch);
+  }
+  std::vector<BatchOperand> ops(op.operands.size());
+  for (size_t i = 0; i < ops.size(); ++i)
+    ops[i] = library_operand(in[i], shape_of(i), B, scratch, op.rhs->op == OpId::Concat);
+  batched_kernel(op.rhs->op)(op.rhs->attrs, B, ops, op.shape, out);
+  return 1;
+}
+
+}  // namespace acrobat

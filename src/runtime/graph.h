@@ -1,0 +1,140 @@
+// The graph runtime every batched engine shares: the lazy dataflow graph the host programs record
+// into, the placement of each node (inline depth, ghosts, phases), the flush through a scheduler
+// strategy, and the execution of a batch up to the block executor that computes it. An engine is
+// this runtime + a block executor (interpreted or compiled) + a host program (interpreted or
+// generated) driven by runtime/instance_driver.h.
+//
+// Algorithm:
+//  1. Recording. Each execution of a static block (analysis/blocks.h) becomes one node holding its
+//     arguments as tensor references (aot::Val: lazy outputs of earlier nodes, or tensors that
+//     exist). With inline depth, a node's phase is the latest phase among the pending values it
+//     reads and its depth 1 + the deepest of them in that phase (ghost levels included; values an
+//     earlier flush computed count as depth 0), computed right there; the node goes straight into
+//     bucket [phase][depth][block] and no graph traversal follows (runtime/schedule.h).
+//  2. Flushing, by the scheduler: inline-depth runs the buckets as recorded (only what waiting
+//     tensor reads demand, when some do); depth (DyNet) recomputes depths by one pass over the
+//     pending nodes; agenda (DyNet) repeatedly runs, among the blocks with ready nodes, the one
+//     whose ready nodes have the lowest average depth.
+//  3. A batch: its nodes ordered by indexed weights (batched_kernels.h), escaping outputs allocated
+//     as contiguous [B, ...] blocks in the run's arena, each argument classified once as shared,
+//     strided in place or scattered (batch_operands.h), then split into per-thread parts and
+//     L2-sized chunks of instances, each handed to the block executor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "acrobat/aot.h"
+#include "analysis/plan.h"
+#include "runtime/arena.h"
+#include "runtime/batch_operands.h"
+#include "runtime/engine.h"
+#include "runtime/schedule.h"
+#include "runtime/thread_pool.h"
+
+namespace acrobat {
+
+enum class Scheduler { InlineDepth, Depth, Agenda };
+const char* scheduler_name(Scheduler s);
+// Parses "inline-depth", "depth" or "agenda"; anything else is a UserError listing them.
+Scheduler parse_scheduler(const std::string& name);
+
+// What a block executor computes in one call: instances [0, B) of one static block.
+struct BatchCall {
+  const analysis::StaticBlock* block;
+  int64_t B;
+  const aot::Operand* args;  // one per block argument (batch_operands.h)
+  float* const* outputs;     // one per block operator: [B, size] for escaping ones, else null
+  int thread;                // which of the runtime's threads runs the call
+  Arena* scratch;            // the thread's scratch memory, reset before the call
+  int64_t* kernel_calls;     // the thread's count of kernel launches
+};
+
+class BlockExecutor {
+ public:
+  virtual ~BlockExecutor() = default;
+  // How many instances of `s` one call should take (the runtime cuts larger parts into chunks).
+  // By default: as many as keep the block's intermediate values in L2 (see graph.cpp).
+  virtual int64_t chunk_instances(const analysis::StaticBlock& s) const;
+  virtual void run(const BatchCall& call) = 0;
+};
+
+class Graph {
+ public:
+  // `threads` > 1 splits batches with enough work across that many threads.
+  Graph(const analysis::Plan& plan, const ParamStore& params, Scheduler scheduler, int threads);
+  ~Graph();
+
+  Scheduler scheduler() const { return scheduler_; }
+  int threads() const { return pool_ ? pool_->size() : 1; }
+  const analysis::Plan& plan() const { return plan_; }
+  const PackedIndex& packed() const { return packed_; }
+
+  // Forgets the previous run's nodes and memory; counters of the new run go to `stats`.
+  void reset(RunStats& stats);
+  // Records one execution of `block` reading `args` (one per block argument); returns the node.
+  int32_t record(int32_t block, const aot::Val* args);
+  // Nodes recorded so far: the id the next record returns (generated code reads it directly).
+  const int32_t* num_nodes() const { return &num_nodes_; }
+  bool pending(int32_t node) const { return nodes_[node].batch < 0; }
+  // A tensor read waits for `node`: the next flush runs at least what it needs.
+  void demand(int32_t node) { demanded_.push_back(node); }
+  // Runs what the demanded nodes need (inline depth), or everything pending, through `exec`.
+  void flush(BlockExecutor& exec);
+  double flush_seconds() const { return flush_seconds_; }
+
+  // The data of a tensor that exists or has been computed.
+  const float* data(const aot::Val& v) const {
+    if (v.node < 0) return v.data;
+    const Node& n = nodes_[v.node];
+    return batch_outputs_[n.batch][v.lazy.slot] +
+           n.row * plan_.blocks[n.block].ops[v.lazy.slot].size;
+  }
+  const std::vector<int64_t>& shape(const aot::Val& v) const {
+    return plan_.blocks[nodes_[v.node].block].ops[v.lazy.slot].shape;
+  }
+
+ private:
+  struct Node {
+    int block;
+    int phase = 0;
+    int depth = 0;  // within its phase
+    uint32_t arg_begin = 0;  // into args_: one per block argument
+    int batch = -1;          // executed batch, -1 while pending
+    int row = 0;             // the node's row within its batch
+  };
+
+  void run_batch(BlockExecutor& exec, int block, const std::vector<int>& ids);
+  void run_by_traversal_depth(BlockExecutor& exec);
+  void run_agenda(BlockExecutor& exec);
+  std::vector<int> traversal_depths() const;
+  template <class F>
+  void pending_inputs(int n, F&& f) const;
+
+  const analysis::Plan& plan_;
+  Scheduler scheduler_;
+  PackedIndex packed_;
+  std::unique_ptr<ThreadPool> pool_;  // null: one thread
+  std::vector<Arena> scratch_;        // per thread
+  std::vector<int64_t> thread_calls_;
+  Arena arena_;  // escaping outputs: one run
+
+  RunStats* stats_ = nullptr;
+  std::vector<Node> nodes_;
+  std::vector<aot::Val> args_;
+  std::vector<std::vector<float*>> batch_outputs_;  // [batch][operator]
+  int32_t num_nodes_ = 0;
+  size_t first_pending_ = 0;  // depth and agenda: every node before it has run
+  Buckets buckets_;           // inline depth
+  std::vector<int> demanded_;
+  std::vector<uint32_t> marks_;
+  uint32_t stamp_ = 0;
+  std::vector<std::vector<const float*>> rows_;  // per argument of the batch being run
+  double flush_seconds_ = 0;
+};
+
+}  // namespace acrobat
