@@ -95,7 +95,8 @@ KernelPlan plan_kernel(const StaticBlock& s) {
   k.stored.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
     if (s.ops[i].escapes) k.stored[k.owner[i]] = true;
-    if (!is_elementwise(s.ops[i]) && !s.ops[i].view && !s.ops[i].fused) k.stored[i] = true;
+    // Every operator outside a fused loop writes memory (even one nothing reads).
+    if (k.group[i] < 0 && !s.ops[i].view && !s.ops[i].fused) k.stored[i] = true;
     for (const auto& o : s.ops[i].operands) {
       if (!o.local) continue;
       if (k.group[o.index] < 0 || k.group[o.index] != k.group[i]) k.stored[k.owner[o.index]] = true;

@@ -223,3 +223,41 @@ TEST(LongBranches, GhostPaddingIsCorrectOnEveryEngineAndScheduler) {
 
 }  // namespace
 }  // namespace acrobat
+
+namespace acrobat {
+namespace {
+
+// An operator nothing reads, outside any fused loop (a broadcast the loops do not take), still gets
+// memory in the kernel plan: both executors write it somewhere.
+TEST(KernelPlans, AnUnreadOperatorOutsideAFusedLoopHasABuffer) {
+  auto module = compile_checked(parse_model_text("dead.acr", R"(
+dim H = 4
+param W: f32[H, H]
+param c: f32[3, 1]
+def main(x: f32[1, H]) -> f32[1, H] {
+  let h = x @ W;
+  let unused = c + h;
+  tanh(h)
+}
+)", {}), {});
+  auto params = std::make_shared<ParamStore>(init_params(*module, 2));
+  std::vector<Value> inputs;
+  for (int i = 0; i < 5; ++i) {
+    Tensor x = Tensor::allocate({1, 4});
+    for (int64_t j = 0; j < 4; ++j) x.data[j] = 0.1f * static_cast<float>(i + j);
+    inputs.push_back(Value::of_tensor(std::move(x)));
+  }
+  std::vector<Value> expected = ReferenceEngine(module, params).run(inputs).outputs;
+  AotOptions o;
+  o.cache_dir = kCache;
+  BatchedEngine interpreter(module, params);
+  AotEngine aot(module, params, o);
+  for (Engine* engine : std::initializer_list<Engine*>{&interpreter, &aot}) {
+    RunResult got = engine->run(inputs);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      expect_close(got.outputs[i], expected[i], fmt::format("{} engine, instance {}", engine->name(), i));
+  }
+}
+
+}  // namespace
+}  // namespace acrobat
