@@ -36,9 +36,10 @@ analysis::AnalysisOptions parse_disable(const std::vector<std::string>& names) {
     else if (n == "clone") a.clone = false;
     else if (n == "ghosts") a.ghosts = false;
     else if (n == "phases") a.phases = false;
+    else if (n == "concurrent") a.concurrent = false;
     else
       throw UserError("--disable '" + n +
-                      "': expected specialise, reuse, clone, ghosts or phases");
+                      "': expected specialise, reuse, clone, ghosts, phases or concurrent");
   }
   return a;
 }
@@ -282,7 +283,8 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
         {"no reuse analysis", {"reuse"}},
         {"no ghost operations", {"ghosts"}},
         {"no phases", {"phases"}},
-        {"none", {"specialise", "reuse", "ghosts", "phases"}}};
+        {"no concurrent calls", {"concurrent"}},
+        {"none", {"specialise", "reuse", "ghosts", "phases", "concurrent"}}};
     configs.clear();
     for (const auto& [name, disabled] : ablations) {
       // From the same checked syntax tree: the inputs refer to its data type definitions.
@@ -331,6 +333,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   RunOptions run;
+  // What `emit` (and `run --emit`) can print: ast and ir name the parse and lower stages.
+  const std::vector<std::string> emit_stages = {"ast", "ir", "specialise", "reuse", "concurrent",
+                                                "blocks"};
   auto* run_cmd = app.add_subcommand("run", "Run a model's `main` on every input instance");
   run_cmd->add_option("model", run.model, "Model file (.acr)")->required();
   run_cmd->add_option("--params", run.params, "Parameters (safetensors); default: random from --seed");
@@ -354,9 +359,10 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--batch", run.batch, "Instances per batch (default 64; 0: all at once)");
   run_cmd->add_flag("--block-stats", run.block_stats, "Print nodes and batches per block");
   run_cmd->add_option("--emit", run.emit, "Print a compiler stage instead of running (see emit)")
-      ->check(CLI::IsMember({"ast", "ir", "specialise", "reuse", "blocks"}));
+      ->check(CLI::IsMember(emit_stages));
   const char* disable_help =
-      "Switch analyses off for ablation: specialise, reuse, clone, ghosts, phases (comma-separated)";
+      "Switch analyses off for ablation: specialise, reuse, clone, ghosts, phases, concurrent "
+      "(comma-separated)";
   run_cmd->add_option("--disable", run.disable, disable_help)->delimiter(',');
 
   std::string emit_stage, emit_model;
@@ -365,10 +371,10 @@ int main(int argc, char** argv) {
   auto* emit_cmd = app.add_subcommand("emit", "Print a stage of the compiler");
   emit_cmd
       ->add_option("stage", emit_stage,
-                   "ast (checked syntax tree), ir (A-normal form), specialise or reuse (the IR "
-                   "after that pass), blocks (static blocks and their plan)")
+                   "ast (checked syntax tree), ir (A-normal form), specialise, reuse or concurrent "
+                   "(the IR after that pass), blocks (static blocks and their plan)")
       ->required()
-      ->check(CLI::IsMember({"ast", "ir", "specialise", "reuse", "blocks"}));
+      ->check(CLI::IsMember(emit_stages));
   emit_cmd->add_option("model", emit_model, "Model file (.acr)")->required();
   emit_cmd->add_option("--set", emit_sets, "Override a dim: NAME=VALUE (repeatable)");
   emit_cmd->add_option("--disable", emit_disable, disable_help)->delimiter(',');

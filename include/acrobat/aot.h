@@ -15,7 +15,7 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 3;
+inline constexpr uint32_t kAbiVersion = 4;
 
 struct Obj;
 
@@ -76,6 +76,8 @@ struct Operand {
 };
 
 struct AotContext;
+// One member of a group of concurrent calls: the generated code's closure `env` run with a context.
+using MemberFn = void (*)(AotContext* ctx, void* env);
 
 // The runtime's services to generated code, as plain function pointers.
 struct AotHost {
@@ -83,6 +85,10 @@ struct AotHost {
   int32_t (*record)(AotContext* ctx, int32_t block, const Val* args);
   Obj* (*alloc_obj)(AotContext* ctx, int32_t tag, int32_t size);
   const float* (*read_tensor)(AotContext* ctx, Val tensor);  // runs pending work first if needed
+  // Runs members[k](ctx_k, envs[k]) for k in [0, n), concurrently when the instance runs on a fiber
+  // (analysis/concurrency.h); each gets a context of its own copied from ctx (its call depth).
+  // Returns when all have finished; rethrows the error of the lowest k.
+  void (*concurrently)(AotContext* ctx, int32_t n, MemberFn const* members, void* const* envs);
   // Throws the user error of IR site `site` (an index out of range, a division by zero, recursion
   // too deep, no clause matching), with the offending values a and b; does not return.
   void (*fail)(AotContext* ctx, int32_t site, int64_t a, int64_t b);

@@ -45,23 +45,6 @@ int64_t view_offset(const StaticBlock& s, const BlockOp& op) {
 
 namespace {
 
-void collect_uses(const ir::Block& b, size_t from, std::set<int>& used);
-void collect_atom(const ir::Atom& a, std::set<int>& used) {
-  if (a.kind == ir::Atom::Var) used.insert(a.var);
-}
-void collect_rhs(const ir::Rhs& r, std::set<int>& used) {
-  for (const auto& a : r.args) collect_atom(a, used);
-  collect_atom(r.callee, used);
-  collect_uses(r.then_block, 0, used);
-  collect_uses(r.else_block, 0, used);
-  for (const auto& c : r.clauses) collect_uses(c.body, 0, used);
-}
-// Variables read by bindings[from..] of `b` (nested blocks included) and by its result.
-void collect_uses(const ir::Block& b, size_t from, std::set<int>& used) {
-  for (size_t i = from; i < b.bindings.size(); ++i) collect_rhs(*b.bindings[i].rhs, used);
-  collect_atom(b.result, used);
-}
-
 // The binding that defines each variable of a function (parameters and pattern variables: none).
 void collect_definitions(const ir::Block& b, std::vector<const ir::Rhs*>& defs) {
   ir::for_each_block(b, [&](const ir::Block& block) {
@@ -154,10 +137,10 @@ class BlockFormer {
       if (is_tensor_op(*b.bindings[j].rhs)) s.end = j + 1;
 
     std::set<int> used;
-    collect_uses(b, s.end, used);
+    ir::vars_read(b, s.end, used);
     for (size_t k = s.end; k-- > begin;) {
       const ir::Binding& bind = b.bindings[k];
-      if (!is_tensor_op(*bind.rhs) && used.count(bind.var)) collect_rhs(*bind.rhs, used);
+      if (!is_tensor_op(*bind.rhs) && used.count(bind.var)) ir::vars_read(*bind.rhs, used);
     }
 
     std::map<int, int> local;  // variable -> operator index

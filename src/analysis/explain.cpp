@@ -29,9 +29,10 @@ class Explainer {
 
   std::string run() {
     const AnalysisOptions& o = plan_.options;
-    out_ += fmt::format("analyses: specialise {}, reuse {}, clone {}, ghosts {}, phases {}\n",
-                        on(o.specialise), on(o.reuse), on(o.reuse && o.clone), on(o.ghosts),
-                        on(o.phases));
+    out_ += fmt::format(
+        "analyses: specialise {}, reuse {}, clone {}, ghosts {}, phases {}, concurrent {}\n",
+        on(o.specialise), on(o.reuse), on(o.reuse && o.clone), on(o.ghosts), on(o.phases),
+        on(o.concurrent));
     out_ += fmt::format("{} static blocks, {} clones, {} specialisations\n", count_blocks(),
                         plan_.reuse.clones.size(), plan_.specialisations.size());
     for (size_t f = 0; f < m_.functions.size(); ++f) function(static_cast<int>(f));
@@ -77,6 +78,11 @@ class Explainer {
         if (!s.ops.empty()) block(s, top);
         i = std::max(s.end, i + 1);
         continue;
+      }
+      if (auto g = plan_.concurrency.groups.find(&r); g != plan_.concurrency.groups.end()) {
+        std::vector<std::string> members;
+        for (int k = 0; k < g->second; ++k) members.push_back(b.bindings[i + k].rhs->span.begin.str());
+        out_ += fmt::format("  concurrent: {}\n", fmt::join(members, ", "));
       }
       if (auto g = plan_.depth.ghosts.find(&r); g != plan_.depth.ghosts.end()) {
         std::vector<std::string> pads;

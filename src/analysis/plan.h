@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/blocks.h"
+#include "analysis/concurrency.h"
 #include "analysis/depth.h"
 #include "analysis/kernel_plan.h"
 #include "analysis/reuse.h"
@@ -22,6 +23,7 @@ struct AnalysisOptions {
   bool clone = true;       // clones per calling context (off: disagreeing contexts are scatter)
   bool ghosts = true;
   bool phases = true;
+  bool concurrent = true;  // independent calls of an instance run concurrently (concurrency.h)
 };
 
 struct Plan {
@@ -32,6 +34,7 @@ struct Plan {
   std::vector<KernelPlan> kernels;  // per block: how one batched call computes it
   std::unordered_map<const ir::Rhs*, int> block_starting_at;  // first binding's rhs -> block id
   DepthPlan depth;
+  ConcurrencyPlan concurrency;  // empty when options.concurrent is off
   // Whether the host program reads tensors (argmax, item): the engines then run each instance on a
   // fiber of its own (runtime/fibers.h).
   bool tensor_reads = false;

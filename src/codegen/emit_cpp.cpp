@@ -45,6 +45,9 @@ inline Val I(int64_t x) { Val v{}; v.i = x; v.node = -1; return v; }
 inline Val F(double x) { Val v{}; v.f = x; v.node = -1; return v; }
 inline Val P(Obj* p) { Val v{}; v.p = p; v.node = -1; return v; }
 inline Val T(const float* d) { Val v{}; v.data = d; v.node = -1; return v; }
+// A member of a group of concurrent calls: a lambda taking the member's context.
+template <class F>
+void run_member(AotContext* ctx, void* env) { (*static_cast<F*>(env))(ctx); }
 inline const float* row(const Operand& a, int64_t b) {
   return a.data ? a.data + b * a.stride : a.rows[b];
 }
@@ -203,10 +206,40 @@ class Emitter {
         i = record(b, plan_.blocks[blk->second]);
         continue;
       }
+      auto group = plan_.concurrency.groups.find(bind.rhs.get());
+      if (group != plan_.concurrency.groups.end()) {
+        i = concurrent(b, i, static_cast<size_t>(group->second));
+        continue;
+      }
       binding(bind);
       ++i;
     }
     return atom(b.result);
+  }
+
+  // A group of independent calls (analysis/concurrency.h): each member a lambda over the
+  // function's variables, run by the runtime with a context of its own.
+  size_t concurrent(const ir::Block& b, size_t begin, size_t n) {
+    int g = groups_++;
+    line("{");
+    ++indent_;
+    std::string members, envs;
+    for (size_t k = 0; k < n; ++k) {
+      std::string name = fmt::format("g{}m{}", g, k);
+      line(fmt::format("auto {} = [&](AotContext* ctx) {{", name));
+      ++indent_;
+      binding(b.bindings[begin + k]);
+      --indent_;
+      line("};");
+      members += fmt::format("{}run_member<decltype({})>", k ? ", " : "", name);
+      envs += fmt::format("{}&{}", k ? ", " : "", name);
+    }
+    line(fmt::format("const MemberFn members[] = {{{}}};", members));
+    line(fmt::format("void* const envs[] = {{{}}};", envs));
+    line(fmt::format("ctx->host->concurrently(ctx, {}, members, envs);", n));
+    --indent_;
+    line("}");
+    return begin + n;
   }
 
   // One static block execution: its host bindings, lazy handles for its operators, and the record.
@@ -707,6 +740,7 @@ class Emitter {
   int indent_ = 0;
   int func_ = 0;
   int adjust_depth_ = 0;
+  int groups_ = 0;  // groups of concurrent calls emitted so far (their lambdas' names)
 };
 
 }  // namespace

@@ -10,7 +10,7 @@
 namespace acrobat {
 
 const std::vector<std::string>& pipeline_stages() {
-  static const std::vector<std::string> stages = {"parse", "lower", "specialise", "reuse", "blocks"};
+  static const std::vector<std::string> stages = {"parse", "lower", "specialise", "reuse", "concurrent", "blocks"};
   return stages;
 }
 
@@ -43,7 +43,11 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
   }
   dump_after(options, "reuse", [&] { return ir::print_module(*ir); });
 
-  // 5. Static blocks with their argument modes; 6. ghost operations and phases.
+  // 5. Independent calls that may wait for tensors made adjacent, to run concurrently.
+  if (a.concurrent) plan->concurrency = analysis::group_concurrent_calls(*ir);
+  dump_after(options, "concurrent", [&] { return ir::print_module(*ir); });
+
+  // 6. Static blocks with their argument modes; 7. ghost operations and phases.
   plan->blocks = analysis::form_static_blocks(*ir, a.reuse ? &plan->reuse : nullptr);
   for (const auto& s : plan->blocks) {
     plan->block_starting_at[s.block->bindings[s.begin].rhs.get()] = s.id;

@@ -14,6 +14,25 @@ void for_each_block(const Block& block, const std::function<void(const Block&)>&
   }
 }
 
+namespace {
+void atom_read(const Atom& a, std::set<int>& out) {
+  if (a.kind == Atom::Var) out.insert(a.var);
+}
+}  // namespace
+
+void vars_read(const Rhs& r, std::set<int>& out) {
+  for (const auto& a : r.args) atom_read(a, out);
+  atom_read(r.callee, out);
+  vars_read(r.then_block, 0, out);
+  vars_read(r.else_block, 0, out);
+  for (const auto& c : r.clauses) vars_read(c.body, 0, out);
+}
+
+void vars_read(const Block& b, size_t from, std::set<int>& out) {
+  for (size_t i = from; i < b.bindings.size(); ++i) vars_read(*b.bindings[i].rhs, out);
+  atom_read(b.result, out);
+}
+
 bool rewrite_rhs(Block& block, const std::function<RhsPtr(const Rhs&)>& fn) {
   bool changed = false;
   for (Binding& b : block.bindings) {

@@ -121,6 +121,21 @@ struct AotEngine::State : BlockExecutor {
     return of(ctx).graph.record(block, args);
   }
 
+  // Each member gets a copy of the context: its own call depth.
+  static void concurrently(aot::AotContext* ctx, int32_t n, aot::MemberFn const* members,
+                           void* const* envs) {
+    aot::AotContext few[4];
+    std::vector<aot::AotContext> many;
+    aot::AotContext* contexts = few;
+    if (static_cast<size_t>(n) > std::size(few)) {
+      many.resize(static_cast<size_t>(n));
+      contexts = many.data();
+    }
+    for (int32_t k = 0; k < n; ++k) contexts[k] = *ctx;
+    of(ctx).driver.concurrently(static_cast<size_t>(n),
+                                [&](size_t k) { members[k](&contexts[k], envs[k]); });
+  }
+
   static Obj* alloc_obj(aot::AotContext* ctx, int32_t tag, int32_t size) {
     return of(ctx).objects.alloc(tag, size);
   }
@@ -330,6 +345,7 @@ AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
 
   st.host.record = &State::record;
   st.host.alloc_obj = &State::alloc_obj;
+  st.host.concurrently = &State::concurrently;
   st.host.read_tensor = &State::read_tensor;
   st.host.fail = &State::fail;
   st.host.scratch = &State::scratch;
@@ -373,7 +389,8 @@ RunResult AotEngine::run(const std::vector<Value>& inputs, const std::string& en
   // One context (its call depth) per instance: with fibers, instances interleave.
   st.contexts.assign(inputs.size(), st.ctx);
   std::vector<Val> outputs(inputs.size());
-  st.driver.run(inputs.size(), st.plan->tensor_reads, first_instance,
+  st.driver.run(inputs.size(), st.plan->tensor_reads, !st.plan->concurrency.groups.empty(),
+                first_instance,
                 [&](size_t i) {
                   Val in = st.from_value(inputs[i], in_layout);
                   outputs[i] = st.model->entry(&st.contexts[i], func, in);

@@ -74,7 +74,7 @@ class RecordingInterpreter : public Interpreter {
       const ir::Binding& b = block.bindings[j];
       const ir::Rhs& r = *b.rhs;
       if (!analysis::is_batched_op(r)) {
-        frame[b.var] = analysis::is_tensor_op(r) ? constant(r) : host_binding(r, frame);
+        frame[b.var] = analysis::is_tensor_op(r) ? constant(r) : host_binding(r, frame, 0);
         continue;
       }
       frame[b.var] = Value::lazy(node, k++);
@@ -111,6 +111,10 @@ class RecordingInterpreter : public Interpreter {
     const auto& ends = plan_.depth.phase_ends;
     if (ends.empty() || !ends.count(&call)) return;
     for_each_lazy(result, [](aot::Val& v) { aot::end_phase(v); });
+  }
+
+  void concurrently(size_t n, FunctionRef<void(size_t)> body) override {
+    st_.driver.concurrently(n, body);
   }
 
   void after_branch(const ir::Rhs& r, size_t branch, Value& result) override {
@@ -184,7 +188,8 @@ RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string
     st.interpreters.push_back(std::make_unique<RecordingInterpreter>(*module_, *params_, stats, st));
   for (auto& interp : st.interpreters) interp->set_stats(stats);
   std::vector<Value> outputs(inputs.size());
-  st.driver.run(inputs.size(), module_->plan->tensor_reads, first_instance,
+  st.driver.run(inputs.size(), module_->plan->tensor_reads,
+                !module_->plan->concurrency.groups.empty(), first_instance,
                 [&](size_t i) {
                   outputs[i] = st.interpreters[i]->call(func, {inputs[i]}, module_->functions[func].span);
                 },

@@ -7,7 +7,7 @@ namespace acrobat {
 InstanceDriver::InstanceDriver(bool fibers) : fibers_(fibers) {}
 InstanceDriver::~InstanceDriver() = default;
 
-void InstanceDriver::run(size_t n, bool reads_tensors, size_t first_instance,
+void InstanceDriver::run(size_t n, bool reads_tensors, bool forks, size_t first_instance,
                          const std::function<void(size_t)>& body,
                          const std::function<void()>& flush) {
   if (!worker_) worker_ = std::make_unique<StackThread>();
@@ -20,14 +20,30 @@ void InstanceDriver::run(size_t n, bool reads_tensors, size_t first_instance,
     }
   };
   worker_->run([&] {
-    if (fibers_ && reads_tensors && n > 1) {
+    if (fibers_ && reads_tensors && (n > 1 || forks)) {
       if (!instance_fibers_) instance_fibers_ = std::make_unique<InstanceFibers>();
-      instance_fibers_->run(n, instance, flush);
+      on_fibers_ = true;
+      try {
+        instance_fibers_->run(n, instance, flush);
+      } catch (...) {
+        on_fibers_ = false;
+        throw;
+      }
+      on_fibers_ = false;
       return;
     }
     for (size_t i = 0; i < n; ++i) instance(i);
   });
   flush_ = nullptr;
+}
+
+void InstanceDriver::concurrently(size_t n, FunctionRef<void(size_t)> body) {
+  if (n > 1 && on_fibers_ && instance_fibers_->inside() &&
+      instance_fibers_->live() + n - 1 <= kMaxLiveFibers) {
+    instance_fibers_->fork(n, body);
+    return;
+  }
+  for (size_t k = 0; k < n; ++k) body(k);
 }
 
 void InstanceDriver::wait_for(Graph& graph, int32_t node) {

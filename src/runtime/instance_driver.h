@@ -2,7 +2,8 @@
 // stack (the host programs recurse once per model call), one instance after the other, or, when
 // the program reads tensors, each instance on a fiber of its own (runtime/fibers.h) so that a read
 // of a pending value suspends it until every instance waits and the pending work runs as large
-// batches. A user error in an instance names it.
+// batches. Independent calls inside an instance (analysis/concurrency.h) run on child fibers of
+// the instance's. A user error in an instance names it.
 #pragma once
 
 #include <cstddef>
@@ -19,15 +20,27 @@ namespace acrobat {
 class InstanceDriver {
  public:
   // `fibers` false runs the instances of a program that reads tensors one after the other, each
-  // read running the pending graph there and then (for comparison).
+  // read running the pending graph there and then, and concurrent calls one after the other (for
+  // comparison).
   explicit InstanceDriver(bool fibers = true);
+
+  // Child fibers alive at once, over all instances, beyond which a fork runs its calls one after
+  // the other on the forking fiber (each fiber reserves kFiberStackBytes of address space and two
+  // memory mappings).
+  static constexpr size_t kMaxLiveFibers = 4096;
   ~InstanceDriver();
 
   // Runs body(i) for every i in [0, n); `flush` runs the graph's pending work (what waiting reads
   // demand). A UserError thrown by body(i) fails the run as "instance first_instance + i: ...",
-  // for the lowest such i.
-  void run(size_t n, bool reads_tensors, size_t first_instance,
+  // for the lowest such i. `forks`: the program has concurrent calls (one instance then runs on a
+  // fiber too).
+  void run(size_t n, bool reads_tensors, bool forks, size_t first_instance,
            const std::function<void(size_t)>& body, const std::function<void()>& flush);
+
+  // From an instance's host program: runs body(k) for k in [0, n), on child fibers when the
+  // instance runs on one (and the limit allows), else one after the other. Either way the error of
+  // the lowest k, if any, is the one thrown.
+  void concurrently(size_t n, FunctionRef<void(size_t)> body);
 
   // From an instance's host program: returns once `node` of `graph` is computed.
   void wait_for(Graph& graph, int32_t node);
@@ -37,6 +50,7 @@ class InstanceDriver {
   std::unique_ptr<StackThread> worker_;
   std::unique_ptr<InstanceFibers> instance_fibers_;
   const std::function<void()>* flush_ = nullptr;
+  bool on_fibers_ = false;  // during run(): the instances run on fibers
 };
 
 }  // namespace acrobat

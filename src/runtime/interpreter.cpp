@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "analysis/plan.h"
 #include "runtime/reference_kernels.h"
 
 namespace acrobat {
@@ -13,10 +14,13 @@ UserError for_instance(const UserError& e, size_t i) {
 }
 
 Interpreter::Interpreter(const ir::Module& module, const ParamStore& params, RunStats& stats)
-    : m_(module), params_(params), stats_(&stats) {}
+    : m_(module), params_(params), stats_(&stats) {
+  if (module.plan && !module.plan->concurrency.groups.empty())
+    groups_ = &module.plan->concurrency.groups;
+}
 
-Value Interpreter::call(int func, std::vector<Value> args, const Span& site) {
-  if (++depth_ > kMaxCallDepth)
+Value Interpreter::call(int func, std::vector<Value> args, const Span& site, int depth) {
+  if (++depth > kMaxCallDepth)
     throw UserError(site.begin, "recursion deeper than " + std::to_string(kMaxCallDepth) +
                                     " calls (in '" + m_.functions[func].name + "')");
   const ir::Function& f = m_.functions[func];
@@ -28,23 +32,34 @@ Value Interpreter::call(int func, std::vector<Value> args, const Span& site) {
   }
   frame.resize(f.vars.size());
   for (size_t i = 0; i < f.params.size(); ++i) frame[f.params[i]] = std::move(args[i]);
-  Value result = block(f.body, frame);
+  Value result = block(f.body, frame, depth);
   frame.clear();
   frame_pool_.push_back(std::move(frame));
-  --depth_;
   return result;
 }
 
-Value Interpreter::block(const ir::Block& b, std::vector<Value>& frame) {
+Value Interpreter::block(const ir::Block& b, std::vector<Value>& frame, int depth) {
   for (size_t i = 0; i < b.bindings.size();) {
     const ir::Binding& bind = b.bindings[i];
     if (bind.rhs->kind == ir::RhsKind::Op &&
         op_info(bind.rhs->op).op_class != OpClass::HostRead) {
       i += tensor_ops(b, i, frame);
-    } else {
-      frame[bind.var] = host_binding(*bind.rhs, frame);
-      ++i;
+      continue;
     }
+    if (groups_) {
+      auto g = groups_->find(bind.rhs.get());
+      if (g != groups_->end()) {
+        // Members define distinct variables of the one frame they share.
+        concurrently(static_cast<size_t>(g->second), [&, i](size_t k) {
+          const ir::Binding& member = b.bindings[i + k];
+          frame[member.var] = host_binding(*member.rhs, frame, depth);
+        });
+        i += static_cast<size_t>(g->second);
+        continue;
+      }
+    }
+    frame[bind.var] = host_binding(*bind.rhs, frame, depth);
+    ++i;
   }
   return atom(b.result, frame);
 }
@@ -69,7 +84,7 @@ std::vector<Value> Interpreter::atoms(const std::vector<ir::Atom>& as,
   return out;
 }
 
-Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame) {
+Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int depth) {
   switch (r.kind) {
     case ir::RhsKind::Copy: return atom(r.args[0], frame);
     case ir::RhsKind::Op:
@@ -80,14 +95,14 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame) {
       auto args = atoms(r.args, frame);
       Value result;
       if (r.callee_func >= 0) {
-        result = call(r.callee_func, std::move(args), r.span);
+        result = call(r.callee_func, std::move(args), r.span, depth);
       } else {
         Value callee = atom(r.callee, frame);
         // A closure's captured values come before the call's arguments.
         std::vector<Value> full = callee.agg->fields;
         full.insert(full.end(), std::make_move_iterator(args.begin()),
                     std::make_move_iterator(args.end()));
-        result = call(callee.agg->func, std::move(full), r.span);
+        result = call(callee.agg->func, std::move(full), r.span, depth);
       }
       after_call(r, result);
       return result;
@@ -109,7 +124,7 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame) {
     case ir::RhsKind::MakeClosure: return Value::closure(r.callee_func, atoms(r.args, frame));
     case ir::RhsKind::If: {
       bool cond = atom(r.args[0], frame).b;
-      Value result = block(cond ? r.then_block : r.else_block, frame);
+      Value result = block(cond ? r.then_block : r.else_block, frame, depth);
       after_branch(r, cond ? 0 : 1, result);
       return result;
     }
@@ -117,7 +132,7 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame) {
       Value scrut = atom(r.args[0], frame);
       for (size_t c = 0; c < r.clauses.size(); ++c)
         if (match(*r.clauses[c].pattern, scrut, frame)) {
-          Value result = block(r.clauses[c].body, frame);
+          Value result = block(r.clauses[c].body, frame, depth);
           after_branch(r, c, result);
           return result;
         }

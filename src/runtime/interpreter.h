@@ -8,6 +8,7 @@
 
 #include "ir/ir.h"
 #include "runtime/engine.h"
+#include "support/function_ref.h"
 
 namespace acrobat {
 
@@ -17,7 +18,9 @@ class Interpreter {
   virtual ~Interpreter() = default;
 
   // Calls function `func` with `args`; `site` is where the call is made (for error positions).
-  Value call(int func, std::vector<Value> args, const Span& site);
+  Value call(int func, std::vector<Value> args, const Span& site) {
+    return call(func, std::move(args), site, 0);
+  }
   // Where the counters of the following calls go (an engine keeps its interpreters across runs).
   void set_stats(RunStats& stats) { stats_ = &stats; }
 
@@ -38,9 +41,15 @@ class Interpreter {
   // bookkeeping.
   virtual void after_call(const ir::Rhs& call, Value& result) {}
   virtual void after_branch(const ir::Rhs& r, size_t branch, Value& result) {}
+  // Runs body(k) for k in [0, n): the members of a group of independent calls
+  // (analysis/concurrency.h). Here one after the other; a batched engine runs them concurrently.
+  virtual void concurrently(size_t n, FunctionRef<void(size_t)> body) {
+    for (size_t k = 0; k < n; ++k) body(k);
+  }
 
-  // Evaluates one binding's right-hand side on the host (everything but tensor operators).
-  Value host_binding(const ir::Rhs& r, std::vector<Value>& frame);
+  // Evaluates one binding's right-hand side on the host (everything but tensor operators); `depth`
+  // is the number of calls the evaluation is nested in (static blocks hold no calls: 0 there).
+  Value host_binding(const ir::Rhs& r, std::vector<Value>& frame, int depth);
   static Value atom(const ir::Atom& a, const std::vector<Value>& frame);
   // Runs a tensor operator eagerly with the reference kernels (also used for constants).
   Value run_op(const ir::Rhs& r, const std::vector<Value>& frame);
@@ -50,15 +59,18 @@ class Interpreter {
   RunStats* stats_;
 
  private:
-  Value block(const ir::Block& b, std::vector<Value>& frame);
+  // The call depth is passed down, not kept in the interpreter: concurrent calls of one instance
+  // interleave, each at its own depth.
+  Value call(int func, std::vector<Value> args, const Span& site, int depth);
+  Value block(const ir::Block& b, std::vector<Value>& frame, int depth);
   std::vector<Value> atoms(const std::vector<ir::Atom>& as, const std::vector<Value>& frame);
   bool match(const ir::Pattern& p, const Value& v, std::vector<Value>& frame);
   Value host_op(const ir::Rhs& r, const std::vector<Value>& frame);
   Value int_op(const ir::Rhs& r, int64_t x, int64_t y);
   Value host_read(const ir::Rhs& r, const std::vector<Value>& frame);
 
-  int depth_ = 0;
   std::vector<std::vector<Value>> frame_pool_;
+  const std::unordered_map<const ir::Rhs*, int>* groups_ = nullptr;  // null when there are none
 };
 
 // Marks a UserError as belonging to instance `i` ("instance 7: ...").

@@ -15,6 +15,9 @@ inline Val I(int64_t x) { Val v{}; v.i = x; v.node = -1; return v; }
 inline Val F(double x) { Val v{}; v.f = x; v.node = -1; return v; }
 inline Val P(Obj* p) { Val v{}; v.p = p; v.node = -1; return v; }
 inline Val T(const float* d) { Val v{}; v.data = d; v.node = -1; return v; }
+// A member of a group of concurrent calls: a lambda taking the member's context.
+template <class F>
+void run_member(AotContext* ctx, void* env) { (*static_cast<F*>(env))(ctx); }
 inline const float* row(const Operand& a, int64_t b) {
   return a.data ? a.data + b * a.stride : a.rows[b];
 }
@@ -227,6 +230,6 @@ const BlockKernel kKernels[] = {kernel0, kernel1, kernel2, nullptr};
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "801de6ff26c3cefb", 3, kKernels, entry};
+  static const AotModel model = {kAbiVersion, "cfc165e8b7418e70", 3, kKernels, entry};
   return &model;
 }

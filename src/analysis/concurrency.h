@@ -1,0 +1,35 @@
+// Concurrent independent calls inside one instance (ACRoBat's concurrent execution of independent
+// calls, here inferred from the IR's data dependences, with no annotation).
+//
+// A binding may suspend when it reads a tensor (item, argmax) or may reach such a read through a
+// call, an if or a match. Two bindings of one IR block that both may suspend, and where the later
+// does not read what the earlier defines, may run concurrently: while one waits for its tensor, the
+// other records its own tensor work, which then joins the same batch. The pass makes such bindings
+// adjacent: host bindings between them that cannot fail and hold no tensor work (copies, host
+// arithmetic other than division, tuples, constructors, projections, parameter loads, closures)
+// move before the group when they read nothing it defines, and after it otherwise. Every group of
+// adjacent independent suspending bindings is recorded; the engines fork one fiber per member
+// (runtime/fibers.h) and join before the binding after the group. The result equals sequential
+// execution: members write distinct variables, recording order does not change any value, and the
+// error of the earliest member wins. Programs without tensor reads get no groups.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace acrobat::analysis {
+
+struct ConcurrencyPlan {
+  // The first binding's rhs of each group -> how many consecutive bindings the group holds (>= 2).
+  std::unordered_map<const ir::Rhs*, int> groups;
+  std::vector<bool> may_suspend;  // per function
+};
+
+// Reorders the bindings of every block of `module` as described above and records the groups.
+// Rebuilds the if and match nodes whose blocks change: run it before passes that key results by
+// node.
+ConcurrencyPlan group_concurrent_calls(ir::Module& module);
+
+}  // namespace acrobat::analysis
