@@ -74,17 +74,17 @@ struct KernelThread {
 
 }  // namespace
 
-struct AotEngine::State : BlockExecutor {
-  State(const ir::Module& m, const ParamStore& params, Scheduler scheduler, int threads, bool fibers)
-      : module(&m), plan(m.plan.get()), graph(*m.plan, params, scheduler, threads), driver(fibers) {}
+struct AotEngine::State : BlockExecutor, GraphEngine::Program {
+  State(const ir::Module& m, Graph& g, InstanceDriver& d)
+      : module(&m), plan(m.plan.get()), graph(g), driver(d) {}
   ~State() override {
     if (handle) dlclose(handle);
   }
 
   const ir::Module* module;
   const analysis::Plan* plan;
-  Graph graph;
-  InstanceDriver driver;
+  Graph& graph;
+  InstanceDriver& driver;
   void* handle = nullptr;
   const aot::AotModel* model = nullptr;
   aot::AotHost host{};
@@ -97,7 +97,34 @@ struct AotEngine::State : BlockExecutor {
   std::vector<std::unique_ptr<KernelThread>> threads;
   std::vector<aot::AotContext> contexts;  // one per instance of a run
   RunStats* stats = nullptr;
+  int func = -1;  // of the run
+  const std::vector<Value>* inputs = nullptr;
+  std::vector<Val> outputs;
   ObjectArena objects;
+
+  // ---- the program ----
+
+  void begin_run(int f, const std::vector<Value>& in, RunStats& run_stats) override {
+    const ir::Function& fn = module->functions[f];
+    objects.reset();
+    stats = &run_stats;
+    func = f;
+    inputs = &in;
+    in_layout = layout_of(fn.vars[fn.params[0]].type);
+    out_layout = layout_of(fn.ret);
+    // One context (its call depth) per instance: with fibers, instances interleave.
+    contexts.assign(in.size(), ctx);
+    outputs.assign(in.size(), Val{});
+  }
+
+  void run_instance(size_t i) override {
+    Val in = from_value((*inputs)[i], in_layout);
+    outputs[i] = model->entry(&contexts[i], func, in);
+  }
+
+  Value output(size_t i) override { return to_value(outputs[i], out_layout); }
+
+  BlockExecutor& executor() override { return *this; }
 
   // ---- the compiled block executor ----
 
@@ -207,6 +234,8 @@ struct AotEngine::State : BlockExecutor {
     std::vector<int64_t> shape;                      // tensor
   };
   std::map<std::string, std::unique_ptr<Layout>> layouts_;
+  const Layout* in_layout = nullptr;   // of the run's entry function
+  const Layout* out_layout = nullptr;
 
   const Layout* layout_of(const Type& t) {
     std::string key = type_str(t);
@@ -288,12 +317,10 @@ struct AotEngine::State : BlockExecutor {
 
 AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
                      std::shared_ptr<const ParamStore> params, const AotOptions& options)
-    : module_(std::move(module)),
-      params_(std::move(params)),
-      state_() {
-  ACROBAT_ASSERT(module_->plan, "the AOT engine needs a module compiled by compile_model");
-  state_ = std::make_unique<State>(*module_, *params_, options.scheduler, std::max(1, options.threads),
-                                   options.fibers);
+    : GraphEngine(std::move(module), std::move(params), options.scheduler, options.threads,
+                  options.fibers),
+      state_(std::make_unique<State>(*module_, graph(), driver())) {
+  set_program(*state_);
   State& st = *state_;
 
   auto t0 = Clock::now();
@@ -371,39 +398,5 @@ AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
 
 
 AotEngine::~AotEngine() = default;
-
-RunResult AotEngine::run(const std::vector<Value>& inputs, const std::string& entry,
-                         size_t first_instance) {
-  int func = entry_function(*module_, entry);
-  const ir::Function& f = module_->functions[func];
-  State& st = *state_;
-  RunResult result;
-  RunStats& stats = result.stats;
-  st.graph.reset(stats);
-  st.objects.reset();
-  st.stats = &stats;
-  const auto* in_layout = st.layout_of(f.vars[f.params[0]].type);
-  const auto* out_layout = st.layout_of(f.ret);
-  auto start = Clock::now();
-  std::function<void()> flush = [&] { st.graph.flush(st); };
-  // One context (its call depth) per instance: with fibers, instances interleave.
-  st.contexts.assign(inputs.size(), st.ctx);
-  std::vector<Val> outputs(inputs.size());
-  st.driver.run(inputs.size(), st.plan->tensor_reads, !st.plan->concurrency.groups.empty(),
-                first_instance,
-                [&](size_t i) {
-                  Val in = st.from_value(inputs[i], in_layout);
-                  outputs[i] = st.model->entry(&st.contexts[i], func, in);
-                },
-                flush);
-  stats.host_seconds = seconds_since(start) - st.graph.flush_seconds();
-  flush();
-  result.outputs.reserve(outputs.size());
-  for (const auto& v : outputs) result.outputs.push_back(st.to_value(v, out_layout));
-  stats.instances = static_cast<int64_t>(inputs.size());
-  stats.nodes = *st.graph.num_nodes();
-  stats.wall_seconds = seconds_since(start);
-  return result;
-}
 
 }  // namespace acrobat

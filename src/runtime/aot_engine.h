@@ -7,8 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/engine.h"
-#include "runtime/graph.h"
+#include "runtime/graph_engine.h"
 
 namespace acrobat {
 
@@ -17,7 +16,7 @@ struct AotOptions {
   std::string cache_dir;  // "" for codegen::default_cache_dir()
   int threads = 1;        // threads splitting each batched kernel
   Scheduler scheduler = Scheduler::InlineDepth;
-  bool fibers = true;     // false: see BatchedEngine's `fibers`
+  bool fibers = true;     // false: see GraphEngine's `fibers`
 };
 
 // How the engine got its shared object.
@@ -29,7 +28,7 @@ struct AotBuildInfo {
   double load_seconds = 0;      // dlopen and checks
 };
 
-class AotEngine : public Engine {
+class AotEngine : public GraphEngine {
  public:
   // Generates the module's C++ and loads the matching object (from options.object, the cache, or a
   // fresh build). Throws UserError if a given object does not belong to this module (model, dims or
@@ -37,16 +36,13 @@ class AotEngine : public Engine {
   AotEngine(std::shared_ptr<const ir::Module> module, std::shared_ptr<const ParamStore> params,
             const AotOptions& options = {});
   ~AotEngine() override;
+
   const char* name() const override { return "aot"; }
-  RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main",
-                size_t first_instance = 0) override;
   const AotBuildInfo& build_info() const { return build_; }
 
   struct State;
 
  private:
-  std::shared_ptr<const ir::Module> module_;
-  std::shared_ptr<const ParamStore> params_;
   AotBuildInfo build_;
   std::unique_ptr<State> state_;
 };

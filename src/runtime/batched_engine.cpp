@@ -1,6 +1,5 @@
 #include "runtime/batched_engine.h"
 
-#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -13,27 +12,31 @@ namespace acrobat {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 using analysis::StaticBlock;
 
 class RecordingInterpreter;
 
 }  // namespace
 
-struct BatchedEngine::State {
-  State(const analysis::Plan& plan, const ParamStore& params, Scheduler scheduler, int threads,
-        bool fibers)
-      : graph(plan, params, scheduler, threads), blocks(plan, graph.packed()), driver(fibers) {}
-  Graph graph;
+struct BatchedEngine::State : GraphEngine::Program {
+  State(const ir::Module& m, const ParamStore& p, Graph& g, InstanceDriver& d)
+      : module(m), params(p), graph(g), blocks(g.plan(), g.packed()), driver(d) {}
+  void begin_run(int func, const std::vector<Value>& inputs, RunStats& stats) override;
+  void run_instance(size_t i) override;
+  Value output(size_t i) override;
+  BlockExecutor& executor() override { return blocks; }
+
+  const ir::Module& module;
+  const ParamStore& params;
+  Graph& graph;
   InterpretedBlocks blocks;
-  InstanceDriver driver;
+  InstanceDriver& driver;
   std::map<const ir::Rhs*, Value> constants;  // evaluated once per engine
   std::vector<std::unique_ptr<RecordingInterpreter>> interpreters;  // one per instance
   std::vector<aot::Val> args;  // scratch for recording
+  int func = -1;                       // of the run
+  const std::vector<Value>* inputs = nullptr;
+  std::vector<Value> outputs;
 };
 
 namespace {
@@ -167,41 +170,27 @@ Value materialize(const Graph& graph, const Value& v) {
 BatchedEngine::BatchedEngine(std::shared_ptr<const ir::Module> module,
                              std::shared_ptr<const ParamStore> params, Scheduler scheduler,
                              int threads, bool fibers)
-    : module_(std::move(module)), params_(std::move(params)), scheduler_(scheduler) {
-  ACROBAT_ASSERT(module_->plan, "the batched engine needs a module compiled by compile_model");
-  state_ = std::make_unique<State>(*module_->plan, *params_, scheduler, threads, fibers);
+    : GraphEngine(std::move(module), std::move(params), scheduler, threads, fibers),
+      state_(std::make_unique<State>(*module_, *params_, graph(), driver())) {
+  set_program(*state_);
 }
 
 BatchedEngine::~BatchedEngine() = default;
 
-RunResult BatchedEngine::run(const std::vector<Value>& inputs, const std::string& entry,
-                             size_t first_instance) {
-  int func = entry_function(*module_, entry);
-  State& st = *state_;
-  RunResult result;
-  RunStats& stats = result.stats;
-  st.graph.reset(stats);
-  auto start = Clock::now();
-  std::function<void()> flush = [&] { st.graph.flush(st.blocks); };
-  // One interpreter (call depth, frames) per instance: with fibers, instances interleave.
-  while (st.interpreters.size() < inputs.size())
-    st.interpreters.push_back(std::make_unique<RecordingInterpreter>(*module_, *params_, stats, st));
-  for (auto& interp : st.interpreters) interp->set_stats(stats);
-  std::vector<Value> outputs(inputs.size());
-  st.driver.run(inputs.size(), module_->plan->tensor_reads,
-                !module_->plan->concurrency.groups.empty(), first_instance,
-                [&](size_t i) {
-                  outputs[i] = st.interpreters[i]->call(func, {inputs[i]}, module_->functions[func].span);
-                },
-                flush);
-  stats.host_seconds = seconds_since(start) - st.graph.flush_seconds();
-  flush();
-  result.outputs.reserve(outputs.size());
-  for (const auto& v : outputs) result.outputs.push_back(materialize(st.graph, v));
-  stats.instances = static_cast<int64_t>(inputs.size());
-  stats.nodes = *st.graph.num_nodes();
-  stats.wall_seconds = seconds_since(start);
-  return result;
+void BatchedEngine::State::begin_run(int f, const std::vector<Value>& in, RunStats& stats) {
+  func = f;
+  inputs = &in;
+  outputs.assign(in.size(), Value{});
+  // One interpreter (frames) per instance: with fibers, instances interleave.
+  while (interpreters.size() < in.size())
+    interpreters.push_back(std::make_unique<RecordingInterpreter>(module, params, stats, *this));
+  for (auto& interp : interpreters) interp->set_stats(stats);
 }
+
+void BatchedEngine::State::run_instance(size_t i) {
+  outputs[i] = interpreters[i]->call(func, {(*inputs)[i]}, module.functions[func].span);
+}
+
+Value BatchedEngine::State::output(size_t i) { return materialize(graph, outputs[i]); }
 
 }  // namespace acrobat

@@ -7,30 +7,22 @@
 #include <memory>
 #include <string>
 
-#include "runtime/engine.h"
-#include "runtime/graph.h"
+#include "runtime/graph_engine.h"
 
 namespace acrobat {
 
-class BatchedEngine : public Engine {
+class BatchedEngine : public GraphEngine {
  public:
-  // `threads` > 1 splits each large batch across that many threads. `fibers` false runs the
-  // instances of a program that reads tensors one after the other, each read running the pending
-  // graph there and then (for comparison).
+  // See GraphEngine for `threads` and `fibers`.
   BatchedEngine(std::shared_ptr<const ir::Module> module, std::shared_ptr<const ParamStore> params,
                 Scheduler scheduler = Scheduler::InlineDepth, int threads = 1, bool fibers = true);
   ~BatchedEngine() override;
-  const char* name() const override { return scheduler_name(scheduler_); }
-  // All inputs form one batch.
-  RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main",
-                size_t first_instance = 0) override;
+
+  const char* name() const override { return scheduler_name(graph().scheduler()); }
 
   struct State;
 
  private:
-  std::shared_ptr<const ir::Module> module_;
-  std::shared_ptr<const ParamStore> params_;
-  Scheduler scheduler_;
   std::unique_ptr<State> state_;
 };
 

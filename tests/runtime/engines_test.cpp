@@ -10,6 +10,7 @@
 #include "runtime/inputs.h"
 #include "runtime/reference_engine.h"
 #include "expect_values.h"
+#include "loaded_model.h"
 
 namespace acrobat {
 namespace {
@@ -24,32 +25,18 @@ struct ModelCase {
 
 void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.model << " H=" << c.hidden; }
 
-struct Loaded {
-  std::shared_ptr<const ir::Module> module;
-  std::shared_ptr<const ParamStore> params;
-  std::vector<Value> inputs;
-  std::vector<Value> expected;  // reference engine outputs
-};
-
 // Loads a model on the whole SST test set and runs the reference engine once.
-const Loaded& load(const ModelCase& c) {
-  static std::map<std::string, Loaded> cache;
+const LoadedModel& load(const ModelCase& c) {
+  static std::map<std::string, LoadedModel> cache;
   std::string key = std::string(c.model) + std::to_string(c.hidden);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  Loaded l;
-  CompileOptions options;
-  options.dims["H"] = c.hidden;
-  l.module = compile_model(kSource + "/models/" + c.model + ".acr", options);
-  l.params = std::make_shared<ParamStore>(init_params(*l.module, 7));
-  int entry = entry_function(*l.module, "main");
-  const auto& f = l.module->functions[entry];
-  l.inputs = load_inputs(parse_input_spec(std::string(c.input_kind) + ":" + kSource +
-                                          "/data/sst/test.txt"),
-                         f.vars[f.params[0]].type, kSource + "/data/sst/vocab.txt", 0);
-  ReferenceEngine reference(l.module, l.params);
-  l.expected = reference.run(l.inputs).outputs;
-  return cache[key] = std::move(l);
+  return cache[key] = load_model(kSource + "/models/" + c.model + ".acr", {{"H", c.hidden}}, 7,
+                                 [&](const Type& type) {
+                                   return load_inputs(parse_input_spec(std::string(c.input_kind) + ":" +
+                                                                       kSource + "/data/sst/test.txt"),
+                                                      type, kSource + "/data/sst/vocab.txt", 0);
+                                 });
 }
 
 void expect_close(const Value& actual, const Value& expected, size_t instance) {
@@ -68,7 +55,7 @@ class BatchedEqualsReference : public ::testing::TestWithParam<Param> {};
 
 TEST_P(BatchedEqualsReference, AtEveryBatchSize) {
   const auto& [model, scheduler] = GetParam();
-  const Loaded& l = load(model);
+  const LoadedModel& l = load(model);
   ASSERT_EQ(l.inputs.size(), 2210u);
   BatchedEngine engine(l.module, l.params, scheduler);
   for (size_t batch : {size_t{1}, size_t{7}, size_t{8}, size_t{64}, l.inputs.size()}) {
@@ -111,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Inline depth puts every tree level in one batch: on SST test trees with batch 64 the mean batch
 // is far above one instance's worth.
 TEST(BatchedEngine, BatchesAcrossInstances) {
-  const Loaded& l = load(ModelCase{"treelstm", "sst", 256});
+  const LoadedModel& l = load(ModelCase{"treelstm", "sst", 256});
   BatchedEngine engine(l.module, l.params);
   std::vector<Value> chunk(l.inputs.begin(), l.inputs.begin() + 64);
   RunResult r = engine.run(chunk);
@@ -122,7 +109,7 @@ TEST(BatchedEngine, BatchesAcrossInstances) {
 
 // A user error in one instance fails the whole run, names the instance, and returns nothing.
 TEST(BatchedEngine, ErrorNamesTheInstance) {
-  const Loaded& l = load(ModelCase{"treelstm", "sst", 256});
+  const LoadedModel& l = load(ModelCase{"treelstm", "sst", 256});
   std::vector<Value> chunk(l.inputs.begin(), l.inputs.begin() + 8);
   // A word id outside the embedding table in instance 5.
   const AdtDef* tree = l.module->source->find_adt("Tree");
@@ -144,7 +131,7 @@ TEST(BatchedEngine, ErrorNamesTheInstance) {
 TEST(BatchedEngine, TwoThreadsGiveTheOneThreadOutputs) {
   for (const ModelCase& c : {ModelCase{"treelstm", "sst", 256}, ModelCase{"mvrnn", "sst", 64},
                              ModelCase{"birnn", "sst-tokens", 256}}) {
-    const Loaded& l = load(c);
+    const LoadedModel& l = load(c);
     std::vector<Value> part(l.inputs.begin(), l.inputs.begin() + 512);
     BatchedEngine one(l.module, l.params, Scheduler::InlineDepth, 1);
     BatchedEngine two(l.module, l.params, Scheduler::InlineDepth, 2);

@@ -18,6 +18,7 @@
 #include "runtime/inputs.h"
 #include "runtime/reference_engine.h"
 #include "expect_values.h"
+#include "loaded_model.h"
 
 namespace acrobat {
 namespace {
@@ -71,34 +72,21 @@ Value random_value(const Type& type, std::mt19937& rng, int64_t vocab) {
   return value_from_json(j, type, SourceLoc{"random", 1, 1});
 }
 
-struct Loaded {
-  std::shared_ptr<const ir::Module> module;
-  std::shared_ptr<const ParamStore> params;
-  std::vector<Value> inputs;
-  std::vector<Value> expected;  // reference engine outputs
-};
-
-const Loaded& load(const ModelCase& c) {
-  static std::map<std::string, Loaded> cache;
+const LoadedModel& load(const ModelCase& c) {
+  static std::map<std::string, LoadedModel> cache;
   auto it = cache.find(c.model);
   if (it != cache.end()) return it->second;
-  Loaded l;
-  CompileOptions options;
-  options.dims = c.dims;
-  l.module = compile_model(kSource + "/models/" + c.model + ".acr", options);
-  l.params = std::make_shared<ParamStore>(init_params(*l.module, 5));
-  const auto& f = l.module->functions[entry_function(*l.module, "main")];
-  const Type& type = f.vars[f.params[0]].type;
-  if (std::string(c.input_kind) == "random") {
-    std::mt19937 rng(17);
-    for (size_t i = 0; i < kInstances; ++i) l.inputs.push_back(random_value(type, rng, 1000));
-  } else {
-    l.inputs = load_inputs(parse_input_spec(std::string(c.input_kind) + ":" + kSource + "/data/sst/test.txt"),
-                           type, kSource + "/data/sst/vocab.txt", kInstances);
-  }
-  ReferenceEngine reference(l.module, l.params);
-  l.expected = reference.run(l.inputs).outputs;
-  return cache[c.model] = std::move(l);
+  return cache[c.model] = load_model(
+             kSource + "/models/" + c.model + ".acr", c.dims, 5, [&](const Type& type) {
+               if (std::string(c.input_kind) != "random")
+                 return load_inputs(parse_input_spec(std::string(c.input_kind) + ":" + kSource +
+                                                     "/data/sst/test.txt"),
+                                    type, kSource + "/data/sst/vocab.txt", kInstances);
+               std::mt19937 rng(17);
+               std::vector<Value> inputs;
+               for (size_t i = 0; i < kInstances; ++i) inputs.push_back(random_value(type, rng, 1000));
+               return inputs;
+             });
 }
 
 // Tensors to a relative 1e-4 (batched GEMMs sum in another order than one-row ones), anything
@@ -113,7 +101,7 @@ class EveryEngineAndScheduler : public ::testing::TestWithParam<Param> {};
 
 TEST_P(EveryEngineAndScheduler, EqualsTheReferenceAtBatch1_7_64) {
   const auto& [c, engine_name, scheduler] = GetParam();
-  const Loaded& l = load(c);
+  const LoadedModel& l = load(c);
   std::unique_ptr<Engine> engine;
   if (engine_name == "aot") {
     AotOptions o;

@@ -1,0 +1,37 @@
+// A model as the engine tests use it: compiled with some dims, parameters from a seed, its inputs,
+// and the reference engine's outputs on them (what every other engine must reproduce).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/pipeline.h"
+#include "runtime/engine.h"
+#include "runtime/reference_engine.h"
+
+namespace acrobat {
+
+struct LoadedModel {
+  std::shared_ptr<const ir::Module> module;
+  std::shared_ptr<const ParamStore> params;
+  std::vector<Value> inputs;
+  std::vector<Value> expected;  // reference engine outputs
+};
+
+// `make_inputs` gets the type of `main`'s parameter.
+inline LoadedModel load_model(const std::string& path, const DimOverrides& dims, uint64_t seed,
+                              const std::function<std::vector<Value>(const Type&)>& make_inputs) {
+  LoadedModel l;
+  CompileOptions options;
+  options.dims = dims;
+  l.module = compile_model(path, options);
+  l.params = std::make_shared<ParamStore>(init_params(*l.module, seed));
+  const auto& f = l.module->functions[entry_function(*l.module, "main")];
+  l.inputs = make_inputs(f.vars[f.params[0]].type);
+  l.expected = ReferenceEngine(l.module, l.params).run(l.inputs).outputs;
+  return l;
+}
+
+}  // namespace acrobat
