@@ -42,6 +42,7 @@ class Grouper {
           any_suspends_ = changed = true;
         }
     }
+    plan_.group_at_site.assign(static_cast<size_t>(m_.num_sites), 0);
     if (any_suspends_)
       for (auto& f : m_.functions) f.body = reorder(f.body);
     return std::move(plan_);
@@ -123,7 +124,9 @@ class Grouper {
         continue;
       }
       for (size_t k : before) out.bindings.push_back(in[k]);
-      plan_.groups[in[members[0]].rhs.get()] = static_cast<int>(members.size());
+      // A rebuilt if or match keeps its node's site.
+      plan_.group_at_site[in[members[0]].rhs->site] = static_cast<int>(members.size());
+      ++plan_.num_groups;
       for (size_t k : members) out.bindings.push_back(in[k]);
       for (size_t k : after) out.bindings.push_back(in[k]);
       i = last + 1;

@@ -14,7 +14,6 @@
 // error of the earliest member wins. Programs without tensor reads get no groups.
 #pragma once
 
-#include <unordered_map>
 #include <vector>
 
 #include "ir/ir.h"
@@ -22,14 +21,17 @@
 namespace acrobat::analysis {
 
 struct ConcurrencyPlan {
-  // The first binding's rhs of each group -> how many consecutive bindings the group holds (>= 2).
-  std::unordered_map<const ir::Rhs*, int> groups;
+  // By IR site: how many consecutive bindings the group starting there holds (>= 2), 0 for none.
+  std::vector<int> group_at_site;
+  int num_groups = 0;
   std::vector<bool> may_suspend;  // per function
+  int group_at(const ir::Rhs& r) const {
+    return static_cast<size_t>(r.site) < group_at_site.size() ? group_at_site[r.site] : 0;
+  }
 };
 
 // Reorders the bindings of every block of `module` as described above and records the groups.
-// Rebuilds the if and match nodes whose blocks change: run it before passes that key results by
-// node.
+// The if and match nodes whose blocks it reorders are rebuilt with their sites.
 ConcurrencyPlan group_concurrent_calls(ir::Module& module);
 
 }  // namespace acrobat::analysis

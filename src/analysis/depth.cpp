@@ -51,7 +51,7 @@ class DepthAnalysis {
  public:
   DepthAnalysis(const ir::Module& m, const std::vector<StaticBlock>& blocks, const DepthOptions& o)
       : m_(m), options_(o) {
-    for (const auto& s : blocks) block_at_[s.block->bindings[s.begin].rhs.get()] = &s;
+    for (const auto& s : blocks) block_at_[s.block->bindings[s.begin].rhs->site] = &s;
   }
 
   DepthPlan run() {
@@ -84,7 +84,7 @@ class DepthAnalysis {
         if (plan_.in_recursion[f]) continue;
         for_each_rhs(m_.functions[f].body, [&](const ir::Rhs& r) {
           if (r.kind != ir::RhsKind::Call) return;
-          if (r.callee_func < 0 || unbounded_[r.callee_func]) plan_.phase_ends.insert(&r);
+          if (r.callee_func < 0 || unbounded_[r.callee_func]) plan_.phase_ends.insert(r.site);
         });
       }
     return std::move(plan_);
@@ -179,7 +179,7 @@ class DepthAnalysis {
     for (size_t i = 0; i < b.bindings.size();) {
       const ir::Binding& bind = b.bindings[i];
       const ir::Rhs& r = *bind.rhs;
-      auto blk = block_at_.find(&r);
+      auto blk = block_at_.find(r.site);
       if (blk != block_at_.end()) {
         const StaticBlock& s = *blk->second;
         int in = 0;
@@ -259,12 +259,12 @@ class DepthAnalysis {
       pads.push_back(std::min(longest - len, kMaxGhostLevels));
       any = any || longest != len;
     }
-    if (any) plan_.ghosts[&r] = std::move(pads);
+    if (any) plan_.ghosts[r.site] = std::move(pads);
   }
 
   const ir::Module& m_;
   DepthOptions options_;
-  std::unordered_map<const ir::Rhs*, const StaticBlock*> block_at_;
+  std::unordered_map<int, const StaticBlock*> block_at_;  // by the site of its first binding
   std::vector<std::vector<int>> edges_;
   std::vector<bool> indirect_, recursive_, unbounded_;
   DepthPlan plan_;

@@ -33,11 +33,17 @@ struct DepthOptions {
 };
 
 struct DepthPlan {
-  // If/Match bindings with ghost operations: the padding of each branch (If: then, else; Match: one
-  // per clause). Branches with padding 0 everywhere are not listed.
-  std::unordered_map<const ir::Rhs*, std::vector<int>> ghosts;
-  // Call bindings whose results start the next phase (see above).
-  std::unordered_set<const ir::Rhs*> phase_ends;
+  // By IR site, the If/Match bindings with ghost operations: the padding of each branch (If: then,
+  // else; Match: one per clause). Branches with padding 0 everywhere are not listed.
+  std::unordered_map<int, std::vector<int>> ghosts;
+  // The sites of the call bindings whose results start the next phase (see above).
+  std::unordered_set<int> phase_ends;
+  // The padding of branch `branch` of `r` (0 when it has none).
+  int ghost(const ir::Rhs& r, size_t branch) const {
+    auto it = ghosts.find(r.site);
+    return it == ghosts.end() ? 0 : it->second[branch];
+  }
+  bool ends_phase(const ir::Rhs& r) const { return phase_ends.count(r.site) > 0; }
   // Per function: the number of blocks on the longest dependency chain from its parameters to its
   // result when the program fixes it, -1 when unbounded (recursion, loops, calls through closures).
   std::vector<int> chain_length;

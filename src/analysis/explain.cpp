@@ -72,19 +72,18 @@ class Explainer {
     bool top = !plan_.depth.in_recursion[f];
     for (size_t i = 0; i < b.bindings.size();) {
       const ir::Rhs& r = *b.bindings[i].rhs;
-      auto blk = plan_.block_starting_at.find(&r);
-      if (blk != plan_.block_starting_at.end()) {
-        const StaticBlock& s = plan_.blocks[blk->second];
+      if (const StaticBlock* found = plan_.block_at(r)) {
+        const StaticBlock& s = *found;
         if (!s.ops.empty()) block(s, top);
         i = std::max(s.end, i + 1);
         continue;
       }
-      if (auto g = plan_.concurrency.groups.find(&r); g != plan_.concurrency.groups.end()) {
+      if (int n = plan_.concurrency.group_at(r)) {
         std::vector<std::string> members;
-        for (int k = 0; k < g->second; ++k) members.push_back(b.bindings[i + k].rhs->span.begin.str());
+        for (int k = 0; k < n; ++k) members.push_back(b.bindings[i + k].rhs->span.begin.str());
         out_ += fmt::format("  concurrent: {}\n", fmt::join(members, ", "));
       }
-      if (auto g = plan_.depth.ghosts.find(&r); g != plan_.depth.ghosts.end()) {
+      if (auto g = plan_.depth.ghosts.find(r.site); g != plan_.depth.ghosts.end()) {
         std::vector<std::string> pads;
         for (int p : g->second) pads.push_back(fmt::format("+{}", p));
         out_ += fmt::format("  {} at {}: ghost operations per branch {}\n",
@@ -93,7 +92,7 @@ class Explainer {
       }
       for (const ir::Block* nested : {&r.then_block, &r.else_block}) walk(*nested, f);
       for (const auto& c : r.clauses) walk(c.body, f);
-      if (plan_.depth.phase_ends.count(&r)) {
+      if (plan_.depth.ends_phase(r)) {
         std::string callee = r.callee_func >= 0 ? "@" + m_.functions[r.callee_func].name : "a closure";
         out_ += fmt::format("  call of {} at {} ends phase {}\n", callee, r.span.begin.str(), phase_);
         ++phase_;

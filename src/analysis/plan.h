@@ -32,7 +32,12 @@ struct Plan {
   ReuseInfo reuse;  // empty when options.reuse is off
   std::vector<StaticBlock> blocks;
   std::vector<KernelPlan> kernels;  // per block: how one batched call computes it
-  std::unordered_map<const ir::Rhs*, int> block_starting_at;  // first binding's rhs -> block id
+  std::vector<int> block_at_site;  // by IR site: the static block starting there, -1 for none
+  // The block starting at `r`, or null.
+  const StaticBlock* block_at(const ir::Rhs& r) const {
+    int b = block_at_site[r.site];
+    return b < 0 ? nullptr : &blocks[b];
+  }
   DepthPlan depth;
   ConcurrencyPlan concurrency;  // empty when options.concurrent is off
   // Whether the host program reads tensors (argmax, item): the engines then run each instance on a

@@ -17,10 +17,6 @@
 
 namespace acrobat::codegen {
 
-// Every right-hand side of the module in a fixed order (functions in order, bindings depth first,
-// then-blocks before else-blocks, clauses in order). Generated code names IR places by this index.
-std::vector<const ir::Rhs*> number_sites(const ir::Module& module);
-
 // 16 hex digits of the 64-bit FNV-1a hash of `text` (generated code and compile-cache keys).
 std::string content_hash(const std::string& text);
 

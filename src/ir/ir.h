@@ -91,6 +91,10 @@ struct Rhs {
   RhsKind kind;
   Type type;  // the type of the bound value
   Span span;
+  // The node's identity, unique in its module (ir/walk.h number_new_sites): analysis results are
+  // tables indexed by it. A node rebuilt in place (a pass changing a field) keeps it; a copy placed
+  // beside the original (a clone, a specialisation) gets a new one.
+  int site = -1;
 
   std::vector<Atom> args;          // operands of Op, Host, Call, Construct, MakeTuple, MakeClosure
   OpId op = OpId::Add;             // Op
@@ -153,6 +157,7 @@ struct Module {
   // What the analyses after lowering decided (analysis/plan.h); set by the pipeline, read by the
   // engines. Refers to the functions' IR nodes, which are shared, not copied, with the module.
   std::shared_ptr<const analysis::Plan> plan;
+  int num_sites = 0;  // site ids given so far: every node's site is below it
 
   int find_function(const std::string& name) const;  // -1 when absent
 };

@@ -3,6 +3,8 @@
 #include <deque>
 #include <map>
 
+#include "ir/walk.h"
+
 namespace acrobat {
 
 using namespace ir;
@@ -32,6 +34,7 @@ class Lowering {
       lower_function(*decl, index);
     }
     m.functions = std::move(functions_);
+    number_new_sites(m);
     return m;
   }
 

@@ -33,6 +33,7 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
 
   // 3. Calls of foldl, map, ... with a known function become direct calls of specialised copies.
   if (a.specialise) plan->specialisations = specialise_higher_order(*ir);
+  ir::number_new_sites(*ir);
   dump_after(options, "specialise", [&] { return ir::print_module(*ir); });
 
   // 4. Parameter-reuse taint analysis; clones per calling context.
@@ -41,6 +42,7 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
     ro.clone = a.clone;
     plan->reuse = analysis::analyse_param_reuse(*ir, ro);
   }
+  ir::number_new_sites(*ir);
   dump_after(options, "reuse", [&] { return ir::print_module(*ir); });
 
   // 5. Independent calls that may wait for tensors made adjacent, to run concurrently.
@@ -49,8 +51,9 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
 
   // 6. Static blocks with their argument modes; 7. ghost operations and phases.
   plan->blocks = analysis::form_static_blocks(*ir, a.reuse ? &plan->reuse : nullptr);
+  plan->block_at_site.assign(static_cast<size_t>(ir->num_sites), -1);
   for (const auto& s : plan->blocks) {
-    plan->block_starting_at[s.block->bindings[s.begin].rhs.get()] = s.id;
+    plan->block_at_site[s.block->bindings[s.begin].rhs->site] = s.id;
     plan->kernels.push_back(analysis::plan_kernel(s));
   }
   plan->depth = analysis::analyse_depth(*ir, plan->blocks, analysis::DepthOptions{a.ghosts, a.phases});

@@ -1,5 +1,9 @@
 #include "ir/walk.h"
 
+#include <string>
+
+#include "support/diagnostics.h"
+
 namespace acrobat::ir {
 
 void for_each_block(const Block& block, const std::function<void(const Block&)>& fn) {
@@ -61,11 +65,40 @@ Block deep_copy(const Block& block) {
   Block out = block;
   for (Binding& b : out.bindings) {
     auto copy = std::make_shared<Rhs>(*b.rhs);
+    copy->site = -1;
     copy->then_block = deep_copy(b.rhs->then_block);
     copy->else_block = deep_copy(b.rhs->else_block);
     for (Clause& c : copy->clauses) c.body = deep_copy(c.body);
     b.rhs = std::move(copy);
   }
+  return out;
+}
+
+void number_new_sites(Module& module) {
+  std::vector<bool> seen(static_cast<size_t>(module.num_sites), false);
+  for (const Function& f : module.functions)
+    for_each_block(f.body, [&](const Block& b) {
+      for (const Binding& bind : b.bindings) {
+        // Nodes are built whole and never shared; the id is the one field set afterwards.
+        Rhs& r = const_cast<Rhs&>(*bind.rhs);
+        if (r.site < 0) {
+          r.site = module.num_sites++;
+          seen.push_back(true);
+          continue;
+        }
+        ACROBAT_ASSERT(!seen[r.site], "IR site " + std::to_string(r.site) + " in @" + f.name +
+                                          " belongs to two nodes");
+        seen[r.site] = true;
+      }
+    });
+}
+
+std::vector<const Rhs*> nodes_by_site(const Module& module) {
+  std::vector<const Rhs*> out(static_cast<size_t>(module.num_sites), nullptr);
+  for (const Function& f : module.functions)
+    for_each_block(f.body, [&](const Block& b) {
+      for (const Binding& bind : b.bindings) out[bind.rhs->site] = bind.rhs.get();
+    });
   return out;
 }
 

@@ -22,7 +22,14 @@ void vars_read(const Block& block, size_t from, std::set<int>& out);
 bool rewrite_rhs(Block& block, const std::function<RhsPtr(const Rhs&)>& fn);
 
 // A copy of `block` with fresh nodes, so that every right-hand side belongs to one function (later
-// passes key their results by node).
+// passes key their results by site); the copies have no site until number_new_sites.
 Block deep_copy(const Block& block);
+
+// Gives every node of `module` without a site the next free site id. Lowering numbers all its
+// nodes; a pass that adds nodes numbers them before the next pass runs. Two nodes with one site (a
+// copy that kept its original's) are a bug in the pass that made them.
+void number_new_sites(Module& module);
+// The node at each site id, by id; null for the ids of nodes a pass has dropped.
+std::vector<const Rhs*> nodes_by_site(const Module& module);
 
 }  // namespace acrobat::ir

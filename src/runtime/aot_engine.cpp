@@ -18,6 +18,7 @@
 #include "runtime/interpreter.h"
 #include "runtime/reference_kernels.h"
 #include "runtime/graph.h"
+#include "ir/walk.h"
 
 namespace acrobat {
 
@@ -178,7 +179,8 @@ struct AotEngine::State : BlockExecutor, GraphEngine::Program {
   static void fail(aot::AotContext* ctx, int32_t site, int64_t a, int64_t b) {
     State& st = of(ctx);
     (void)b;
-    ACROBAT_ASSERT(site >= 0 && static_cast<size_t>(site) < st.sites.size(), "AOT error site");
+    ACROBAT_ASSERT(site >= 0 && static_cast<size_t>(site) < st.sites.size() && st.sites[site],
+                   "AOT error site");
     const ir::Rhs& r = *st.sites[site];
     switch (r.kind) {
       case ir::RhsKind::ParamIndex:
@@ -352,7 +354,7 @@ AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
                     "); compile it again with the same --set and --disable options");
   build_.load_seconds = seconds_since(t1);
 
-  st.sites = codegen::number_sites(*module_);
+  st.sites = ir::nodes_by_site(*module_);  // generated code names IR places by site
   for (size_t p = 0; p < params_->params.size(); ++p) {
     const auto& pv = params_->params[p];
     st.param_data.push_back(pv.tensor.data.get());
@@ -362,6 +364,7 @@ AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
   // Constants are computed once, with the reference kernels, and addressed by IR site.
   st.constants.assign(st.sites.size(), nullptr);
   for (size_t i = 0; i < st.sites.size(); ++i) {
+    if (!st.sites[i]) continue;
     const ir::Rhs& r = *st.sites[i];
     if (r.kind != ir::RhsKind::Op || !r.args.empty() || op_info(r.op).op_class != OpClass::Constant)
       continue;

@@ -31,7 +31,7 @@ struct BatchedEngine::State : GraphEngine::Program {
   Graph& graph;
   InterpretedBlocks blocks;
   InstanceDriver& driver;
-  std::map<const ir::Rhs*, Value> constants;  // evaluated once per engine
+  std::map<int, Value> constants;  // by IR site; evaluated once per engine
   std::vector<std::unique_ptr<RecordingInterpreter>> interpreters;  // one per instance
   std::vector<aot::Val> args;  // scratch for recording
   int func = -1;                       // of the run
@@ -68,9 +68,9 @@ class RecordingInterpreter : public Interpreter {
 
  protected:
   size_t tensor_ops(const ir::Block& block, size_t index, std::vector<Value>& frame) override {
-    auto found = plan_.block_starting_at.find(block.bindings[index].rhs.get());
-    ACROBAT_ASSERT(found != plan_.block_starting_at.end(), "a tensor operator outside every block");
-    const StaticBlock& s = plan_.blocks[found->second];
+    const StaticBlock* found = plan_.block_at(*block.bindings[index].rhs);
+    ACROBAT_ASSERT(found, "a tensor operator outside every block");
+    const StaticBlock& s = *found;
     const int32_t node = *st_.graph.num_nodes();
     int32_t k = 0;
     for (size_t j = s.begin; j < s.end; ++j) {
@@ -111,8 +111,7 @@ class RecordingInterpreter : public Interpreter {
   }
 
   void after_call(const ir::Rhs& call, Value& result) override {
-    const auto& ends = plan_.depth.phase_ends;
-    if (ends.empty() || !ends.count(&call)) return;
+    if (!plan_.depth.ends_phase(call)) return;
     for_each_lazy(result, [](aot::Val& v) { aot::end_phase(v); });
   }
 
@@ -121,19 +120,17 @@ class RecordingInterpreter : public Interpreter {
   }
 
   void after_branch(const ir::Rhs& r, size_t branch, Value& result) override {
-    const auto& ghosts = plan_.depth.ghosts;
-    if (ghosts.empty()) return;
-    auto it = ghosts.find(&r);
-    if (it == ghosts.end() || it->second[branch] == 0) return;
-    int pad = it->second[branch];
+    if (plan_.depth.ghosts.empty()) return;
+    int pad = plan_.depth.ghost(r, branch);
+    if (pad == 0) return;
     for_each_lazy(result, [pad](aot::Val& v) { aot::add_ghost_levels(v, pad); });
   }
 
  private:
   Value constant(const ir::Rhs& r) {
-    auto it = st_.constants.find(&r);
+    auto it = st_.constants.find(r.site);
     if (it != st_.constants.end()) return it->second;
-    return st_.constants[&r] = Value::of_tensor(constant_value(r));
+    return st_.constants[r.site] = Value::of_tensor(constant_value(r));
   }
 
   BatchedEngine::State& st_;

@@ -36,7 +36,7 @@ RunResult GraphEngine::run(const std::vector<Value>& inputs, const std::string& 
   program.begin_run(func, inputs, stats);
   auto start = Clock::now();
   std::function<void()> flush = [&] { graph_.flush(program.executor()); };
-  driver_.run(inputs.size(), plan.tensor_reads, !plan.concurrency.groups.empty(), first_instance,
+  driver_.run(inputs.size(), plan.tensor_reads, plan.concurrency.num_groups > 0, first_instance,
               [&](size_t i) { program.run_instance(i); }, flush);
   stats.host_seconds = seconds_since(start) - graph_.flush_seconds();
   flush();

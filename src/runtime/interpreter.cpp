@@ -15,8 +15,8 @@ UserError for_instance(const UserError& e, size_t i) {
 
 Interpreter::Interpreter(const ir::Module& module, const ParamStore& params, RunStats& stats)
     : m_(module), params_(params), stats_(&stats) {
-  if (module.plan && !module.plan->concurrency.groups.empty())
-    groups_ = &module.plan->concurrency.groups;
+  if (module.plan && module.plan->concurrency.num_groups > 0)
+    concurrency_ = &module.plan->concurrency;
 }
 
 Value Interpreter::call(int func, std::vector<Value> args, const Span& site, int depth) {
@@ -46,15 +46,14 @@ Value Interpreter::block(const ir::Block& b, std::vector<Value>& frame, int dept
       i += tensor_ops(b, i, frame);
       continue;
     }
-    if (groups_) {
-      auto g = groups_->find(bind.rhs.get());
-      if (g != groups_->end()) {
+    if (concurrency_) {
+      if (int n = concurrency_->group_at(*bind.rhs)) {
         // Members define distinct variables of the one frame they share.
-        concurrently(static_cast<size_t>(g->second), [&, i](size_t k) {
+        concurrently(static_cast<size_t>(n), [&, i](size_t k) {
           const ir::Binding& member = b.bindings[i + k];
           frame[member.var] = host_binding(*member.rhs, frame, depth);
         });
-        i += static_cast<size_t>(g->second);
+        i += static_cast<size_t>(n);
         continue;
       }
     }

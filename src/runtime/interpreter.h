@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/concurrency.h"
 #include "ir/ir.h"
 #include "runtime/engine.h"
 #include "support/function_ref.h"
@@ -70,7 +71,7 @@ class Interpreter {
   Value host_read(const ir::Rhs& r, const std::vector<Value>& frame);
 
   std::vector<std::vector<Value>> frame_pool_;
-  const std::unordered_map<const ir::Rhs*, int>* groups_ = nullptr;  // null when there are none
+  const analysis::ConcurrencyPlan* concurrency_ = nullptr;  // null when there are no groups
 };
 
 // Marks a UserError as belonging to instance `i` ("instance 7: ...").

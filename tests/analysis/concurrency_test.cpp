@@ -39,8 +39,7 @@ std::vector<std::string> named_bindings(const ir::Function& f, const ir::Block& 
 std::vector<int> group_sizes(const ir::Module& m, const ir::Block& b) {
   std::vector<int> out;
   for (const auto& bind : b.bindings)
-    if (auto g = m.plan->concurrency.groups.find(bind.rhs.get()); g != m.plan->concurrency.groups.end())
-      out.push_back(g->second);
+    if (int n = m.plan->concurrency.group_at(*bind.rhs)) out.push_back(n);
   return out;
 }
 
@@ -111,13 +110,13 @@ TEST(Concurrency, NothingGroupsWithoutTensorReadsOrWhenSwitchedOff) {
   auto tree = compile(std::string(kPrefix) + R"(
 def main(x: f32[1, H]) -> f32[1, H] { step(x) + step(step(x)) }
 )");
-  EXPECT_TRUE(tree->plan->concurrency.groups.empty());
+  EXPECT_EQ(tree->plan->concurrency.num_groups, 0);
   AnalysisOptions off;
   off.concurrent = false;
   auto m = compile(std::string(kPrefix) + R"(
 def main(x: f32[1, H]) -> bool { decide(x) && decide(step(x)) || decide(x) }
 )", off);
-  EXPECT_TRUE(m->plan->concurrency.groups.empty());
+  EXPECT_EQ(m->plan->concurrency.num_groups, 0);
   EXPECT_NE(explain(*m).find("concurrent off"), std::string::npos);
 }
 
