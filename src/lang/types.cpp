@@ -121,26 +121,7 @@ std::string type_str(const Type& t) {
 }
 
 bool type_equal(const Type& a, const Type& b) {
-  if (a == b) return true;
-  if (a->kind != b->kind) return false;
-  switch (a->kind) {
-    case TypeKind::Int:
-    case TypeKind::Float:
-    case TypeKind::Bool: return true;
-    case TypeKind::Tensor: return a->shape == b->shape;
-    case TypeKind::Var: return a->var == b->var;
-    case TypeKind::Param: return a->name == b->name;
-    case TypeKind::Adt:
-      if (a->adt != b->adt) return false;
-      [[fallthrough]];
-    case TypeKind::Tuple:
-    case TypeKind::Func:
-      if (a->args.size() != b->args.size()) return false;
-      for (size_t i = 0; i < a->args.size(); ++i)
-        if (!type_equal(a->args[i], b->args[i])) return false;
-      return a->kind != TypeKind::Func || type_equal(a->ret, b->ret);
-  }
-  return false;
+  return a == b || same_structure(a, b, type_equal);
 }
 
 Type substitute_params(const Type& t, const std::vector<std::string>& names,

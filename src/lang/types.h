@@ -55,6 +55,33 @@ std::string shape_str(const std::vector<int64_t>& shape);  // "[1, 256]"
 std::string type_str(const Type& t);
 // Structural equality; type variables compare by id.
 bool type_equal(const Type& a, const Type& b);
+// The one walk over type structure that type_equal and the checker's unification share: true when
+// a and b have the same kind and the same tensor shape, variable id, parameter name or data type,
+// and as many component types (tuple elements, type arguments, function parameters), and `same`
+// holds for each pair of components in order and then for a function's results; it stops at the
+// first pair for which `same` fails.
+template <class Same>
+bool same_structure(const Type& a, const Type& b, Same&& same) {
+  if (a->kind != b->kind) return false;
+  switch (a->kind) {
+    case TypeKind::Int:
+    case TypeKind::Float:
+    case TypeKind::Bool: return true;
+    case TypeKind::Tensor: return a->shape == b->shape;
+    case TypeKind::Var: return a->var == b->var;
+    case TypeKind::Param: return a->name == b->name;
+    case TypeKind::Adt:
+      if (a->adt != b->adt) return false;
+      [[fallthrough]];
+    case TypeKind::Tuple:
+    case TypeKind::Func:
+      if (a->args.size() != b->args.size()) return false;
+      for (size_t i = 0; i < a->args.size(); ++i)
+        if (!same(a->args[i], b->args[i])) return false;
+      return a->kind != TypeKind::Func || same(a->ret, b->ret);
+  }
+  return false;
+}
 // Replaces Param types by name (for instantiating ADT constructor fields or generic functions).
 Type substitute_params(const Type& t, const std::vector<std::string>& names,
                        const std::vector<Type>& values);

@@ -1,0 +1,166 @@
+// Declarations: top-level names, data types and their constructors, params, function signatures,
+// and the resolution of type syntax into types.
+#include <algorithm>
+#include <set>
+
+#include "ir/ops.h"
+#include "lang/checker.h"
+
+namespace acrobat::checker {
+
+void Checker::claim_name(const std::string& name, const Span& span, const char* what) {
+  auto [it, inserted] = top_names_.emplace(name, span.begin);
+  if (!inserted) {
+    sink_.error(span.begin, std::string("redefinition of ") + quote(name) + " as a " + what +
+                                "; it was first defined at " + it->second.str());
+    redefined_.insert(name);
+  } else if (find_op(name) || name == kSplit) {
+    sink_.error(span.begin, quote(name) + " is a built-in operator and cannot be redefined as a " +
+                                what);
+  }
+}
+
+void Checker::declare_types() {
+  for (auto& t : m_.types) {
+    claim_name(t->name, t->span, "type");
+    t->def = std::make_unique<AdtDef>();
+    t->def->name = t->name;
+    t->def->type_params = t->type_params;
+    t->def->span = t->span;
+    adts_.emplace(t->name, t->def.get());  // a redefinition must not capture earlier uses
+  }
+  for (auto& t : m_.types) {
+    int tag = 0;
+    for (auto& c : t->ctors) {
+      // `type Pair[a] = Pair(a, a)`: a constructor may share its own type's name (types and
+      // constructors never appear in the same position).
+      if (c.name != t->name || ctors_.count(c.name)) claim_name(c.name, c.span, "constructor");
+      auto ctor = std::make_unique<CtorDef>();
+      ctor->name = c.name;
+      ctor->adt = t->def.get();
+      ctor->tag = tag++;
+      ctor->span = c.span;
+      for (auto& f : c.fields) ctor->fields.push_back(resolve_type(*f, t->type_params));
+      ctors_.emplace(c.name, ctor.get());
+      t->def->ctors.push_back(std::move(ctor));
+    }
+  }
+}
+
+void Checker::declare_params() {
+  for (auto& p : m_.params) {
+    claim_name(p->name, p->span, "param");
+    if (p->count) {
+      if (auto n = dims_.eval(*p->count, sink_)) {
+        if (*n <= 0)
+          sink_.error(p->count->span.begin, "param " + quote(p->name) +
+                                                " must have a positive count, found " +
+                                                std::to_string(*n));
+        p->resolved_count = *n;
+      }
+    }
+    Type t = resolve_type(*p->type_expr, {});
+    if (t->kind != TypeKind::Tensor) {
+      if (t->kind != TypeKind::Var)
+        sink_.error(p->type_expr->span.begin, "param " + quote(p->name) +
+                                                  " must have a tensor type f32[...], found " +
+                                                  type_str(t));
+      broken_params_.insert(p->name);
+      continue;
+    }
+    p->shape = t->shape;
+    params_.emplace(p->name, p.get());
+  }
+}
+
+void Checker::declare_funcs() {
+  for (auto& f : m_.funcs) {
+    claim_name(f->name, f->span, "function");
+    std::vector<Type> params;
+    std::set<std::string> seen;
+    for (auto& p : f->params) {
+      if (!seen.insert(p.name).second)
+        sink_.error(p.span.begin, "duplicate parameter " + quote(p.name) + " of function " +
+                                      quote(f->name));
+      p.var = std::make_shared<LocalVar>(LocalVar{p.name, resolve_type(*p.type_expr,
+                                                                          f->type_params),
+                                                  p.span});
+      params.push_back(p.var->type);
+    }
+    f->type = func_type(params, resolve_type(*f->ret_expr, f->type_params));
+    funcs_.emplace(f->name, f.get());  // the first definition keeps its callers (the prelude's)
+  }
+}
+
+// Resolves type syntax; unknown names are reported and become fresh variables (no cascades).
+Type Checker::resolve_type(const TypeExpr& t, const std::vector<std::string>& type_params) {
+  switch (t.kind) {
+    case TypeExpr::Int: return int_type();
+    case TypeExpr::Float: return float_type();
+    case TypeExpr::Bool: return bool_type();
+    case TypeExpr::Tensor: {
+      std::vector<int64_t> shape;
+      bool ok = true;
+      for (auto& d : t.dims) {
+        auto v = dims_.eval(*d, sink_);
+        if (!v) {
+          ok = false;
+        } else if (*v <= 0) {
+          sink_.error(d->span.begin, "tensor sizes must be positive, found " + std::to_string(*v));
+          ok = false;
+        } else {
+          shape.push_back(*v);
+        }
+      }
+      int64_t elements = 1;
+      for (int64_t d : shape) {
+        if (ok && __builtin_mul_overflow(elements, d, &elements)) {
+          sink_.error(t.span.begin, "tensor shape " + shape_str(shape) +
+                                        " has more elements than 64-bit integers count");
+          ok = false;
+        }
+      }
+      return ok ? tensor_type(shape) : error_type();
+    }
+    case TypeExpr::Tuple: {
+      std::vector<Type> elems;
+      for (auto& a : t.args) elems.push_back(resolve_type(*a, type_params));
+      return tuple_type(elems);
+    }
+    case TypeExpr::Func: {
+      std::vector<Type> params;
+      for (auto& a : t.args) params.push_back(resolve_type(*a, type_params));
+      return func_type(params, resolve_type(*t.ret, type_params));
+    }
+    case TypeExpr::Named: {
+      if (std::find(type_params.begin(), type_params.end(), t.name) != type_params.end()) {
+        if (!t.args.empty())
+          sink_.error(t.span.begin, "type parameter " + quote(t.name) + " takes no arguments");
+        return param_type(t.name);
+      }
+      if (redefined_.count(t.name)) return error_type();  // reported
+      auto it = adts_.find(t.name);
+      if (it == adts_.end()) {
+        std::string hint = t.name == "Tensor" || t.name == "tensor" || t.name == "f64" ||
+                                   t.name == "f16"
+                               ? " (tensors are written f32[d1, d2, ...])"
+                               : "";
+        sink_.error(t.span.begin, "unknown type " + quote(t.name) + hint);
+        return error_type();
+      }
+      const AdtDef* adt = it->second;
+      if (t.args.size() != adt->type_params.size()) {
+        sink_.error(t.span.begin, "type " + quote(adt->name) + " expects " +
+                                      std::to_string(adt->type_params.size()) +
+                                      " type argument(s), found " + std::to_string(t.args.size()));
+        return error_type();
+      }
+      std::vector<Type> args;
+      for (auto& a : t.args) args.push_back(resolve_type(*a, type_params));
+      return adt_type(adt, args);
+    }
+  }
+  return error_type();
+}
+
+}  // namespace acrobat::checker

@@ -1,0 +1,357 @@
+// Operator calls and binary operators: constant integer arguments, tensor operands and attributes
+// of registry operators, split, and the typing of + - * / % @, comparisons, && and ||.
+#include <algorithm>
+
+#include "ir/ops.h"
+#include "lang/checker.h"
+
+namespace acrobat::checker {
+
+namespace {
+
+bool is_literal(const Expr& e) {
+  return e.kind == ExprKind::FloatLit || e.kind == ExprKind::IntLit;
+}
+
+}  // namespace
+
+std::optional<int64_t> Checker::const_int(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::IntLit: return e.as<IntLit>().value;
+    case ExprKind::Name: {
+      const std::string& name = e.as<Name>().name;
+      // A local that shadows a dim is a value computed at run time.
+      bool local = std::any_of(scope_.vars.begin(), scope_.vars.end(),
+                               [&](const LocalVarPtr& v) { return v->name == name; });
+      if (const int64_t* v = dims_.find(name); v && !local) return *v;
+      return std::nullopt;
+    }
+    case ExprKind::Unary:
+      if (e.as<Unary>().op == '-')
+        if (auto v = const_int(*e.as<Unary>().operand); v && *v != INT64_MIN) return -*v;
+      return std::nullopt;
+    case ExprKind::Binary: {
+      // Overflow, division by zero and INT64_MIN / -1 make no constant (and the argument is
+      // then reported as not constant).
+      auto& b = e.as<Binary>();
+      auto l = const_int(*b.lhs), r = const_int(*b.rhs);
+      if (!l || !r) return std::nullopt;
+      int64_t out = 0;
+      switch (b.op) {
+        case BinOp::Add:
+          return __builtin_add_overflow(*l, *r, &out) ? std::nullopt : std::optional(out);
+        case BinOp::Sub:
+          return __builtin_sub_overflow(*l, *r, &out) ? std::nullopt : std::optional(out);
+        case BinOp::Mul:
+          return __builtin_mul_overflow(*l, *r, &out) ? std::nullopt : std::optional(out);
+        case BinOp::Div:
+        case BinOp::Mod:
+          if (*r == 0 || (*l == INT64_MIN && *r == -1)) return std::nullopt;
+          return b.op == BinOp::Div ? *l / *r : *l % *r;
+        default: return std::nullopt;
+      }
+    }
+    default: return std::nullopt;
+  }
+}
+
+// Checks tensor operands, binds integer attributes (positional after the operands, or named).
+bool Checker::bind_attrs(Call& c, const OpInfo& op, size_t tensor_args, OpAttrs& attrs) {
+  const auto& specs = op.attrs;
+  std::vector<std::optional<int64_t>> values(specs.size());
+  std::vector<bool> given(specs.size());  // given, though perhaps not as a constant
+  bool ok = true;
+  size_t spec_i = 0;
+  for (size_t i = tensor_args; i < c.args.size(); ++i) {
+    auto v = const_int(*c.args[i]);
+    if (!v) {
+      ok = false;
+      if (spec_i < specs.size() && !specs[spec_i].variadic) given[spec_i++] = true;
+      if (is_error(infer(*c.args[i]))) continue;  // reported already
+      sink_.error(c.args[i]->span.begin,
+                  std::string("argument ") + std::to_string(i + 1) + " of " + op.name +
+                      ": expected a constant integer (a literal or a dim), found an expression "
+                      "computed at run time");
+      continue;
+    }
+    c.args[i]->type = int_type();
+    if (spec_i < specs.size() && specs[spec_i].variadic) {
+      attrs.ints.push_back(*v);
+      continue;
+    }
+    if (spec_i >= specs.size()) {
+      sink_.error(c.args[i]->span.begin, std::string(op.name) + " takes " +
+                                             std::to_string(tensor_args + specs.size()) +
+                                             " argument(s), found " +
+                                             std::to_string(c.args.size()));
+      return false;
+    }
+    given[spec_i] = true;
+    values[spec_i++] = *v;
+  }
+  for (auto& named : c.named) {
+    auto it = std::find_if(specs.begin(), specs.end(),
+                           [&](const OpAttrSpec& s) { return s.name == named.name; });
+    if (it == specs.end() || it->variadic) {
+      std::string names;
+      for (auto& s : specs)
+        if (!s.variadic) names += (names.empty() ? "" : ", ") + s.name;
+      sink_.error(named.span.begin, std::string(op.name) + " has no argument named " +
+                                        quote(named.name) +
+                                        (names.empty() ? "" : " (it takes: " + names + ")"));
+      ok = false;
+      continue;
+    }
+    if (given[it - specs.begin()]) {
+      sink_.error(named.span.begin, quote(named.name) + " of " + op.name +
+                                        " is given twice (by position and by name)");
+      ok = false;
+      continue;
+    }
+    given[it - specs.begin()] = true;
+    auto v = const_int(*named.value);
+    named.value->type = int_type();
+    if (!v) {
+      sink_.error(named.value->span.begin, quote(named.name) + " of " + op.name +
+                                               ": expected a constant integer, found an "
+                                               "expression computed at run time");
+      ok = false;
+      continue;
+    }
+    values[it - specs.begin()] = *v;
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].variadic) continue;
+    if (values[i]) {
+      attrs.ints.push_back(*values[i]);
+    } else if (specs[i].has_default) {
+      attrs.ints.push_back(specs[i].default_value);
+    } else if (!given[i]) {
+      sink_.error(c.span.begin, std::string(op.name) + " needs its " + quote(specs[i].name) +
+                                    " argument");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// Type of the tensor operands of an operator call, or nullptr (reported) if any is not a tensor.
+bool Checker::tensor_operands(Call& c, const char* op_name, size_t n,
+                              std::vector<std::vector<int64_t>>& shapes) {
+  bool ok = true;
+  for (size_t i = 0; i < n; ++i) {
+    Type t = shallow(infer(*c.args[i]));
+    if (t->kind == TypeKind::Tensor) {
+      shapes.push_back(t->shape);
+    } else {
+      if (t->kind == TypeKind::Var && error_vars_.count(t->var)) {
+        // already reported
+      } else if (t->kind != TypeKind::Var)
+        sink_.error(c.args[i]->span.begin, std::string("operand ") + std::to_string(i + 1) +
+                                               " of " + op_name +
+                                               ": expected a tensor f32[...], found " +
+                                               type_str(zonk(t)));
+      else
+        sink_.error(c.args[i]->span.begin,
+                    std::string("operand ") + std::to_string(i + 1) + " of " + op_name +
+                        ": its type is not known here; annotate it (e.g. fn(x: f32[1, H]))");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+size_t Checker::count_tensor_operands(const Call& c, const OpInfo& op) {
+  if (op.arity >= 0) return std::min<size_t>(op.arity, c.args.size());
+  // Variadic (concat): every positional argument that is not a constant integer.
+  size_t n = 0;
+  while (n < c.args.size() && !const_int(*c.args[n])) ++n;
+  return n;
+}
+
+Type Checker::infer_op(Call& c, const OpInfo& op) {
+  c.callee->as<Name>().ref = NameRef::Op;
+  c.callee->as<Name>().op = static_cast<int>(op.id);
+  size_t n = count_tensor_operands(c, op);
+  if ((op.arity >= 0 && c.args.size() < static_cast<size_t>(op.arity)) ||
+      (op.arity < 0 && n == 0)) {
+    sink_.error(c.span.begin, std::string(op.name) + " expects " +
+                                  (op.arity < 0 ? std::string("at least 1")
+                                                : std::to_string(op.arity)) +
+                                  " tensor operand(s), found " + std::to_string(c.args.size()));
+    for (auto& a : c.args) infer(*a);
+    return error_type();
+  }
+  std::vector<std::vector<int64_t>> shapes;
+  bool ok = tensor_operands(c, op.name, n, shapes);
+  OpAttrs attrs;
+  ok = bind_attrs(c, op, n, attrs) && ok;
+  if (!ok) return error_type();
+  c.attrs = attrs.ints;
+  ShapeResult r = op.shape(shapes, attrs);
+  if (!r.type) {
+    // Some shape rules name their operator already ("matmul inner dimensions differ: ...").
+    bool named = r.error.rfind(std::string(op.name) + " ", 0) == 0;
+    sink_.error(c.span.begin, named ? r.error : std::string(op.name) + ": " + r.error);
+    return error_type();
+  }
+  return r.type;
+}
+
+// split(x, n, axis=-1): a tuple of n equal slices.
+Type Checker::infer_split(Call& c) {
+  auto& name = c.callee->as<Name>();
+  name.ref = NameRef::Op;
+  if (c.args.size() < 2 || c.args.size() > 3) {
+    sink_.error(c.span.begin, "split expects a tensor and a number of parts, found " +
+                                  std::to_string(c.args.size()) + " argument(s)");
+    for (auto& a : c.args) infer(*a);
+    return error_type();
+  }
+  std::vector<std::vector<int64_t>> shapes;
+  bool ok = tensor_operands(c, "split", 1, shapes);
+  static const OpInfo spec{OpId::Slice, "split", 1,
+                           {OpAttrSpec{"parts"}, OpAttrSpec{"axis", true, -1}},
+                           OpClass::DataMovement, nullptr, nullptr, "()"};
+  OpAttrs attrs;
+  ok = bind_attrs(c, spec, 1, attrs) && ok;
+  if (!ok) return error_type();
+  c.attrs = attrs.ints;
+  int64_t parts = attrs.ints[0];
+  int axis = normalize_axis(attrs.ints[1], shapes[0].size());
+  if (axis < 0) {
+    sink_.error(c.span.begin, "split: axis " + std::to_string(attrs.ints[1]) +
+                                  " is out of range for f32" + shape_str(shapes[0]));
+    return error_type();
+  }
+  if (parts <= 0 || shapes[0][axis] % parts != 0) {
+    sink_.error(c.span.begin, "split: axis " + std::to_string(axis) + " of size " +
+                                  std::to_string(shapes[0][axis]) +
+                                  " cannot be split into " + std::to_string(parts) +
+                                  " equal parts");
+    return error_type();
+  }
+  c.attrs[1] = axis;
+  auto part = shapes[0];
+  part[axis] /= parts;
+  return tuple_type(std::vector<Type>(parts, tensor_type(part)));
+}
+
+Type Checker::infer_binary(Binary& b) {
+  Type l = shallow(infer(*b.lhs));
+  Type r = shallow(infer(*b.rhs));
+  std::string sym = std::string("'") + binop_symbol(b.op) + "'";
+  if (l->kind == TypeKind::Var || r->kind == TypeKind::Var) {
+    // An unknown operand was already reported, or is a lambda parameter used before its type is
+    // known: fall back to requiring equal types.
+    if (b.op == BinOp::And || b.op == BinOp::Or) {
+      unify(l, bool_type());
+      unify(r, bool_type());
+      return bool_type();
+    }
+    if (b.op == BinOp::MatMul) {  // equal types would be a wrong guess for all but square ones
+      if (is_error(l) || is_error(r)) return error_type();
+      const Expr& unknown = l->kind == TypeKind::Var ? *b.lhs : *b.rhs;
+      sink_.error(unknown.span.begin, std::string(l->kind == TypeKind::Var ? "left" : "right") +
+                                          " operand of '@': its type is not known here; "
+                                          "annotate it (e.g. fn(x: f32[1, H]))");
+      return error_type();
+    }
+    unify(l, r);
+    bool cmp = b.op >= BinOp::Lt && b.op <= BinOp::Ne;
+    return cmp ? bool_type() : l;
+  }
+  switch (b.op) {
+    case BinOp::And:
+    case BinOp::Or:
+      expect(bool_type(), l, b.lhs->span.begin, "left operand of " + sym);
+      expect(bool_type(), r, b.rhs->span.begin, "right operand of " + sym);
+      return bool_type();
+    case BinOp::Lt:
+    case BinOp::Le:
+    case BinOp::Gt:
+    case BinOp::Ge:
+    case BinOp::Eq:
+    case BinOp::Ne: {
+      bool eq = b.op == BinOp::Eq || b.op == BinOp::Ne;
+      if (l->kind == TypeKind::Tensor || r->kind == TypeKind::Tensor) {
+        sink_.error(b.span.begin, "comparison " + sym +
+                                      " of tensors: compare host values instead; read a tensor "
+                                      "with item(x) or argmax(x) first");
+        return bool_type();
+      }
+      bool comparable = l->kind == TypeKind::Int || l->kind == TypeKind::Float ||
+                        (eq && l->kind == TypeKind::Bool);
+      if (!comparable) {
+        sink_.error(b.lhs->span.begin, "left operand of " + sym + ": expected int or float" +
+                                           std::string(eq ? " or bool" : "") + ", found " +
+                                           type_str(l));
+        return bool_type();
+      }
+      expect(l, r, b.rhs->span.begin, "right operand of " + sym);
+      return bool_type();
+    }
+    case BinOp::MatMul: {
+      if (l->kind != TypeKind::Tensor || r->kind != TypeKind::Tensor) {
+        sink_.error(b.span.begin, "'@' multiplies two tensors, found " + type_str(l) + " @ " +
+                                      type_str(r));
+        return error_type();
+      }
+      std::vector<std::vector<int64_t>> shapes = {l->shape, r->shape};
+      ShapeResult res = op_info(OpId::MatMul).shape(shapes, {});
+      if (!res.type) {
+        sink_.error(b.span.begin, res.error);
+        return error_type();
+      }
+      return res.type;
+    }
+    default: break;
+  }
+  // + - * / %
+  if (l->kind == TypeKind::Tensor || r->kind == TypeKind::Tensor) {
+    if (b.op == BinOp::Mod) {
+      sink_.error(b.span.begin, "'%' is defined on host ints only, found " + type_str(l) +
+                                    " % " + type_str(r));
+      return error_type();
+    }
+    if (l->kind != TypeKind::Tensor || r->kind != TypeKind::Tensor) {
+      const Expr& scalar = l->kind == TypeKind::Tensor ? *b.rhs : *b.lhs;
+      Type st = l->kind == TypeKind::Tensor ? r : l;
+      if ((st->kind == TypeKind::Float || st->kind == TypeKind::Int) && is_literal(scalar)) {
+        return l->kind == TypeKind::Tensor ? l : r;
+      }
+      sink_.error(scalar.span.begin,
+                  "operand of " + sym + " with a tensor: expected a tensor or a numeric literal, "
+                  "found " + type_str(st) +
+                      (st->kind == TypeKind::Float || st->kind == TypeKind::Int
+                           ? " computed on the host (only literal constants combine with tensors)"
+                           : ""));
+      return error_type();
+    }
+    std::vector<std::vector<int64_t>> shapes = {l->shape, r->shape};
+    ShapeResult res = op_info(OpId::Add).shape(shapes, {});
+    if (!res.type) {
+      sink_.error(b.span.begin, sym + ": " + res.error);
+      return error_type();
+    }
+    return res.type;
+  }
+  if (l->kind == TypeKind::Int && r->kind == TypeKind::Int) return int_type();
+  if (l->kind == TypeKind::Float && r->kind == TypeKind::Float) {
+    if (b.op != BinOp::Mod) return float_type();
+    sink_.error(b.span.begin, "'%' is defined on host ints only, found float % float");
+    return error_type();
+  }
+  if ((l->kind == TypeKind::Int && r->kind == TypeKind::Float) ||
+      (l->kind == TypeKind::Float && r->kind == TypeKind::Int)) {
+    sink_.error(b.span.begin, "operands of " + sym + " mix int and float (" + type_str(l) + " " +
+                                  binop_symbol(b.op) + " " + type_str(r) +
+                                  "); write the int as a float literal, e.g. 2.0");
+    return error_type();
+  }
+  sink_.error(b.span.begin, "operands of " + sym + ": expected numbers or tensors, found " +
+                                type_str(l) + " and " + type_str(r));
+  return error_type();
+}
+
+}  // namespace acrobat::checker

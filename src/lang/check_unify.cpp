@@ -1,0 +1,157 @@
+// Unification over type variables: fresh and error variables, substitution (shallow, zonk), the
+// occurs check, unify and expect, instantiation of generics, and zonking a checked body.
+#include <functional>
+
+#include "lang/checker.h"
+
+namespace acrobat::checker {
+
+Type Checker::fresh() {
+  subst_.push_back(nullptr);
+  return var_type(static_cast<int>(subst_.size()) - 1);
+}
+
+// The type of an expression that already failed to check: unifies with anything and silences
+// the errors it would otherwise cause further out.
+Type Checker::error_type() {
+  Type t = fresh();
+  error_vars_.insert(t->var);
+  return t;
+}
+
+bool Checker::is_error(const Type& t) const {
+  Type s = shallow(t);
+  return s->kind == TypeKind::Var && error_vars_.count(s->var) > 0;
+}
+
+bool Checker::mentions_error(const Type& t) const {
+  Type s = shallow(t);
+  if (s->kind == TypeKind::Var) return error_vars_.count(s->var) > 0;
+  for (auto& a : s->args)
+    if (mentions_error(a)) return true;
+  return s->ret && mentions_error(s->ret);
+}
+
+Type Checker::shallow(Type t) const {
+  while (t->kind == TypeKind::Var && subst_[t->var]) t = subst_[t->var];
+  return t;
+}
+
+Type Checker::zonk(const Type& t) const {
+  Type s = shallow(t);
+  if (s->kind == TypeKind::Tuple || s->kind == TypeKind::Adt || s->kind == TypeKind::Func) {
+    auto copy = std::make_shared<TypeNode>(*s);
+    for (auto& a : copy->args) a = zonk(a);
+    if (copy->ret) copy->ret = zonk(copy->ret);
+    return copy;
+  }
+  return s;
+}
+
+bool Checker::occurs(int var, const Type& t) const {
+  Type s = shallow(t);
+  if (s->kind == TypeKind::Var) return s->var == var;
+  for (auto& a : s->args)
+    if (occurs(var, a)) return true;
+  return s->ret && occurs(var, s->ret);
+}
+
+bool Checker::unify(const Type& a0, const Type& b0) {
+  Type a = shallow(a0), b = shallow(b0);
+  if (a == b) return true;
+  // An error type stays one: binding it would let what it meets be reported against later.
+  if (a->kind == TypeKind::Var && error_vars_.count(a->var)) return true;
+  if (b->kind == TypeKind::Var && error_vars_.count(b->var)) return true;
+  if (a->kind == TypeKind::Var) {
+    if (b->kind == TypeKind::Var && b->var == a->var) return true;
+    if (occurs(a->var, b)) return false;
+    subst_[a->var] = b;
+    return true;
+  }
+  if (b->kind == TypeKind::Var) return unify(b, a);
+  // Neither is a variable: the same structure as type_equal's, with components unified.
+  return same_structure(a, b, [this](const Type& x, const Type& y) { return unify(x, y); });
+}
+
+// Unifies and reports "<context>: expected X, found Y" at `loc` on failure.
+bool Checker::expect(const Type& expected, const Type& found, const SourceLoc& loc,
+                     const std::string& context) {
+  if (unify(expected, found)) return true;
+  if (mentions_error(expected) || mentions_error(found)) return false;
+  sink_.error(loc, context + ": expected " + type_str(zonk(expected)) + ", found " +
+                       type_str(zonk(found)));
+  return false;
+}
+
+Type Checker::instantiate(const Type& t, const std::vector<std::string>& params,
+                          std::vector<Type>& args_out) {
+  args_out.clear();
+  for (size_t i = 0; i < params.size(); ++i) args_out.push_back(fresh());
+  return substitute_params(t, params, args_out);
+}
+
+void Checker::zonk_expr(Expr& e) {
+  if (e.type) e.type = zonk(e.type);
+  std::function<void(Pattern&)> zonk_pattern = [&](Pattern& p) {
+    if (p.type) p.type = zonk(p.type);
+    if (p.var && p.var->type) p.var->type = zonk(p.var->type);
+    for (auto& s : p.subs) zonk_pattern(*s);
+  };
+  switch (e.kind) {
+    case ExprKind::Name:
+      for (auto& t : e.as<Name>().type_args) t = zonk(t);
+      break;
+    case ExprKind::Call: {
+      auto& c = e.as<Call>();
+      zonk_expr(*c.callee);
+      for (auto& a : c.args) zonk_expr(*a);
+      for (auto& a : c.named) zonk_expr(*a.value);
+      break;
+    }
+    case ExprKind::Index:
+      zonk_expr(*e.as<Index>().base);
+      zonk_expr(*e.as<Index>().index);
+      break;
+    case ExprKind::Proj: zonk_expr(*e.as<Proj>().base); break;
+    case ExprKind::Tuple:
+      for (auto& x : e.as<ast::Tuple>().elems) zonk_expr(*x);
+      break;
+    case ExprKind::Unary: zonk_expr(*e.as<Unary>().operand); break;
+    case ExprKind::Binary:
+      zonk_expr(*e.as<Binary>().lhs);
+      zonk_expr(*e.as<Binary>().rhs);
+      break;
+    case ExprKind::Let: {
+      auto& l = e.as<Let>();
+      zonk_pattern(*l.pattern);
+      zonk_expr(*l.value);
+      zonk_expr(*l.body);
+      break;
+    }
+    case ExprKind::If: {
+      auto& i = e.as<If>();
+      zonk_expr(*i.cond);
+      zonk_expr(*i.then_branch);
+      zonk_expr(*i.else_branch);
+      break;
+    }
+    case ExprKind::Match: {
+      auto& m = e.as<Match>();
+      zonk_expr(*m.scrutinee);
+      for (auto& c : m.clauses) {
+        zonk_pattern(*c.pattern);
+        zonk_expr(*c.body);
+      }
+      break;
+    }
+    case ExprKind::Lambda: {
+      auto& l = e.as<Lambda>();
+      for (auto& p : l.params) p.var->type = zonk(p.var->type);
+      zonk_expr(*l.body);
+      break;
+    }
+    default: break;
+  }
+}
+
+}  // namespace acrobat::checker

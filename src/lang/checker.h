@@ -1,0 +1,148 @@
+// The type checker's internals, shared by the files that implement it (check_module in check.h is
+// its only public entry point): the dim evaluator and the Checker class, whose members are defined
+// by concern in check.cpp (the passes in order), check_dims.cpp, check_decls.cpp, check_unify.cpp,
+// check_exprs.cpp, check_ops.cpp, check_patterns.cpp and check_recursion.cpp.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "lang/check.h"
+
+namespace acrobat {
+
+struct OpInfo;
+struct OpAttrs;
+
+namespace checker {
+
+using namespace ast;
+
+// Builtins that are not registry operators: `split` is sugar for slices (lowering expands it);
+// `constant` is internal (float literals mixed with tensors become constants).
+inline constexpr const char* kSplit = "split";
+
+inline std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+// Evaluates dims and other compile-time integer expressions.
+class DimScope {
+ public:
+  void define(const std::string& name, int64_t value) { values_[name] = value; }
+  // A dim whose declaration was reported as wrong: its uses report nothing more.
+  void define_broken(const std::string& name) { broken_.insert(name); }
+  bool broken(const std::string& name) const { return broken_.count(name) > 0; }
+  const int64_t* find(const std::string& name) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? nullptr : &it->second;
+  }
+  std::optional<int64_t> eval(const DimExpr& d, DiagnosticSink& sink) const;
+
+ private:
+  std::unordered_map<std::string, int64_t> values_;
+  std::set<std::string> broken_;
+};
+
+class Checker {
+ public:
+  Checker(Module& module, const DimOverrides& overrides, DiagnosticSink& sink)
+      : m_(module), overrides_(overrides), sink_(sink) {}
+
+  void run();
+
+ private:
+  // ---------------------------------------------------------------------------------------------
+  // Declarations (check_dims.cpp, check_decls.cpp)
+  void claim_name(const std::string& name, const Span& span, const char* what);
+  void declare_dims();
+  void declare_types();
+  void declare_params();
+  void declare_funcs();
+  Type resolve_type(const TypeExpr& t, const std::vector<std::string>& type_params);
+
+  // ---------------------------------------------------------------------------------------------
+  // Unification (check_unify.cpp)
+  Type fresh();
+  Type error_type();
+  bool is_error(const Type& t) const;
+  bool mentions_error(const Type& t) const;
+  Type shallow(Type t) const;
+  Type zonk(const Type& t) const;
+  bool occurs(int var, const Type& t) const;
+  bool unify(const Type& a0, const Type& b0);
+  bool expect(const Type& expected, const Type& found, const SourceLoc& loc,
+              const std::string& context);
+  Type instantiate(const Type& t, const std::vector<std::string>& params,
+                   std::vector<Type>& args_out);
+  void zonk_expr(Expr& e);
+
+  // ---------------------------------------------------------------------------------------------
+  // Scopes
+  struct Scope {
+    std::vector<LocalVarPtr> vars;
+    // Lambdas being checked, with the scope depth at which each began: a reference to a variable
+    // bound below that depth is a capture.
+    std::vector<std::pair<Lambda*, size_t>> lambdas;
+  };
+
+  // ---------------------------------------------------------------------------------------------
+  // Functions and expressions (check_exprs.cpp)
+  LocalVarPtr lookup_local(const std::string& name);
+  void check_func(FuncDecl& f);
+  Type infer(Expr& e, const Type& expected = nullptr);
+  Type infer_inner(Expr& e, const Type& expected);
+  Type infer_name(Name& n);
+  static std::vector<Type> param_types(const AdtDef* adt);
+  std::string suggestion(const std::string& name);
+  Type infer_call(Call& c);
+  Type infer_index(Index& ix);
+  Type infer_proj(Proj& p);
+  Type infer_unary(Unary& u);
+  Type infer_let(Let& let);
+  Type infer_if(If& i);
+  Type infer_lambda(Lambda& l, const Type& expected);
+
+  // ---------------------------------------------------------------------------------------------
+  // Operator calls and binary operators (check_ops.cpp)
+  std::optional<int64_t> const_int(const Expr& e);
+  bool bind_attrs(Call& c, const OpInfo& op, size_t tensor_args, OpAttrs& attrs);
+  bool tensor_operands(Call& c, const char* op_name, size_t n,
+                       std::vector<std::vector<int64_t>>& shapes);
+  size_t count_tensor_operands(const Call& c, const OpInfo& op);
+  Type infer_op(Call& c, const OpInfo& op);
+  Type infer_split(Call& c);
+  Type infer_binary(Binary& b);
+
+  // ---------------------------------------------------------------------------------------------
+  // Matches and patterns (check_patterns.cpp)
+  Type infer_match(Match& m);
+  void check_exhaustive(const Match& m, const Type& scrut);
+  void bind_pattern(Pattern& p, const Type& t, bool refutable_ok);
+
+  // ---------------------------------------------------------------------------------------------
+  // Recursion without a base case (check_recursion.cpp)
+  void check_recursion();
+
+  Module& m_;
+  const DimOverrides& overrides_;
+  DiagnosticSink& sink_;
+  DimScope dims_;
+  std::unordered_map<std::string, SourceLoc> top_names_;
+  // Names defined twice (reported): which definition a use means is unknown, so uses report nothing.
+  std::set<std::string> redefined_;
+  std::unordered_map<std::string, const AdtDef*> adts_;
+  std::unordered_map<std::string, const CtorDef*> ctors_;
+  std::unordered_map<std::string, const ParamDecl*> params_;
+  std::set<std::string> broken_params_;  // params whose declaration was reported as wrong
+  std::unordered_map<std::string, const FuncDecl*> funcs_;
+  std::vector<Type> subst_;
+  std::set<int> error_vars_;
+  Scope scope_;
+  FuncDecl* current_func_ = nullptr;
+};
+
+}  // namespace checker
+}  // namespace acrobat
