@@ -24,9 +24,9 @@ class InstanceDriver {
   // comparison).
   explicit InstanceDriver(bool fibers = true);
 
-  // Child fibers alive at once, over all instances, beyond which a fork runs its calls one after
-  // the other on the forking fiber (each fiber reserves kFiberStackBytes of address space and two
-  // memory mappings).
+  // Fibers alive at once (the instances' and their children), beyond which a fork runs its calls
+  // one after the other on the forking fiber: each fiber reserves kFiberStackBytes of address space
+  // and two memory mappings (Linux allows 65530 mappings per process by default).
   static constexpr size_t kMaxLiveFibers = 4096;
   ~InstanceDriver();
 
