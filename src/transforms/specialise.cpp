@@ -194,6 +194,7 @@ class Specialiser {
     Function copy = src;
     copy.body = deep_copy(src.body);
     copy.name = unique_name(src.name + "$" + fn.name);
+    copy.origin = FunctionOrigin{FunctionOrigin::Specialisation, callee};
     std::vector<int> params;
     std::vector<Atom> captures;
     for (size_t j = 0; j < passed.captures.size(); ++j) {
