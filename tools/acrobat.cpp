@@ -143,7 +143,8 @@ Prepared prepare(const RunOptions& o) {
 }
 
 // Prints a stage of the compiler: `ast` (the checked syntax tree), `ir` (after lowering), or the IR
-// after a later pass (`specialise`, `reuse`), or the blocks and their plan (`blocks`).
+// after a later pass (`specialise`, `reuse`, `concurrent`), or the blocks and their plan (`blocks`),
+// or the depth plan (`depth`).
 int emit(const std::string& model, const std::vector<std::string>& sets, const std::string& stage,
          const std::vector<std::string>& disable = {}) {
   CompileOptions options;
@@ -335,7 +336,7 @@ int main(int argc, char** argv) {
   RunOptions run;
   // What `emit` (and `run --emit`) can print: ast and ir name the parse and lower stages.
   const std::vector<std::string> emit_stages = {"ast", "ir", "specialise", "reuse", "concurrent",
-                                                "blocks"};
+                                                "blocks", "depth"};
   auto* run_cmd = app.add_subcommand("run", "Run a model's `main` on every input instance");
   run_cmd->add_option("model", run.model, "Model file (.acr)")->required();
   run_cmd->add_option("--params", run.params, "Parameters (safetensors); default: random from --seed");
@@ -372,7 +373,8 @@ int main(int argc, char** argv) {
   emit_cmd
       ->add_option("stage", emit_stage,
                    "ast (checked syntax tree), ir (A-normal form), specialise, reuse or concurrent "
-                   "(the IR after that pass), blocks (static blocks and their plan)")
+                   "(the IR after that pass), blocks (static blocks and their plan), depth (chain "
+                   "lengths, ghost operations and phase ends)")
       ->required()
       ->check(CLI::IsMember(emit_stages));
   emit_cmd->add_option("model", emit_model, "Model file (.acr)")->required();

@@ -22,6 +22,8 @@
 //     schedule still runs every block after the blocks it reads.
 #include "analysis/depth.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
@@ -276,6 +278,54 @@ class DepthAnalysis {
 DepthPlan analyse_depth(const ir::Module& module, const std::vector<StaticBlock>& blocks,
                         const DepthOptions& options) {
   return DepthAnalysis(module, blocks, options).run();
+}
+
+std::string depth_summary(const DepthPlan& plan, int function) {
+  int chain = plan.chain_length[function];
+  std::string out = chain < 0 ? "  (unbounded"
+                              : fmt::format("  (chain of {} block{}", chain, chain == 1 ? "" : "s");
+  return out + (plan.in_recursion[function] ? ", in recursion)" : ", top level)");
+}
+
+std::string ghost_line(const DepthPlan& plan, const ir::Rhs& r) {
+  auto g = plan.ghosts.find(r.site);
+  if (g == plan.ghosts.end()) return "";
+  std::vector<std::string> pads;
+  for (int p : g->second) pads.push_back(fmt::format("+{}", p));
+  return fmt::format("  {} at {}: ghost operations per branch {}\n",
+                     r.kind == ir::RhsKind::If ? "if" : "match", r.span.begin.str(),
+                     fmt::join(pads, " "));
+}
+
+std::string phase_end_line(const ir::Module& module, const DepthPlan& plan, const ir::Rhs& r,
+                           int& phase) {
+  if (!plan.ends_phase(r)) return "";
+  std::string callee =
+      r.callee_func >= 0 ? "@" + module.functions[r.callee_func].name : "a closure";
+  return fmt::format("  call of {} at {} ends phase {}\n", callee, r.span.begin.str(), phase++);
+}
+
+std::string depth_plan_str(const ir::Module& module, const DepthPlan& plan) {
+  std::string out;
+  int phase = 0;
+  // Nested blocks are listed where they sit: an if's padding before its branches, a call's phase
+  // end after the work it waits for.
+  std::function<void(const ir::Block&)> walk = [&](const ir::Block& b) {
+    for (const ir::Binding& bind : b.bindings) {
+      const ir::Rhs& r = *bind.rhs;
+      out += ghost_line(plan, r);
+      for (const ir::Block* nested : {&r.then_block, &r.else_block}) walk(*nested);
+      for (const auto& c : r.clauses) walk(c.body);
+      out += phase_end_line(module, plan, r, phase);
+    }
+  };
+  for (size_t f = 0; f < module.functions.size(); ++f) {
+    out += fmt::format("{}function @{}{}\n", f ? "\n" : "", module.functions[f].name,
+                       depth_summary(plan, static_cast<int>(f)));
+    phase = 0;
+    walk(module.functions[f].body);
+  }
+  return out;
 }
 
 }  // namespace acrobat::analysis

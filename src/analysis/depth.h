@@ -54,4 +54,18 @@ struct DepthPlan {
 DepthPlan analyse_depth(const ir::Module& module, const std::vector<StaticBlock>& blocks,
                         const DepthOptions& options);
 
+// The depth plan as text (`acrobat emit depth`): per function its chain length and whether
+// recursion reaches it, then in program order the ghost padding of each if/match and each call that
+// ends a phase, with file:line:col.
+std::string depth_plan_str(const ir::Module& module, const DepthPlan& plan);
+
+// The lines of that text, which `acrobat explain` prints among the blocks:
+// "  (chain of 3 blocks, top level)" after a function's name,
+std::string depth_summary(const DepthPlan& plan, int function);
+// "  if at m.acr:4:3: ghost operations per branch +0 +2\n", or "" without padding at `r`,
+std::string ghost_line(const DepthPlan& plan, const ir::Rhs& r);
+// "  call of @f at m.acr:9:5 ends phase 0\n", or "" when `r` ends no phase (then `phase` stays).
+std::string phase_end_line(const ir::Module& module, const DepthPlan& plan, const ir::Rhs& r,
+                           int& phase);
+
 }  // namespace acrobat::analysis

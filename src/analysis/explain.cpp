@@ -51,10 +51,7 @@ class Explainer {
   // Functions that hold no tensor work, no clone and no phase end are listed in one line.
   void function(int f) {
     const ir::Function& fn = m_.functions[f];
-    out_ += fmt::format("\nfunction @{}", fn.name);
-    int chain = plan_.depth.chain_length[f];
-    out_ += chain < 0 ? "  (unbounded" : fmt::format("  (chain of {} block{}", chain, chain == 1 ? "" : "s");
-    out_ += plan_.depth.in_recursion[f] ? ", in recursion)\n" : ", top level)\n";
+    out_ += fmt::format("\nfunction @{}{}\n", fn.name, depth_summary(plan_.depth, f));
     if (auto it = special_of_.find(fn.name); it != special_of_.end())
       out_ += fmt::format("  specialisation of @{} for the function argument @{}\n",
                           it->second->callee, it->second->argument);
@@ -83,20 +80,10 @@ class Explainer {
         for (int k = 0; k < n; ++k) members.push_back(b.bindings[i + k].rhs->span.begin.str());
         out_ += fmt::format("  concurrent: {}\n", fmt::join(members, ", "));
       }
-      if (auto g = plan_.depth.ghosts.find(r.site); g != plan_.depth.ghosts.end()) {
-        std::vector<std::string> pads;
-        for (int p : g->second) pads.push_back(fmt::format("+{}", p));
-        out_ += fmt::format("  {} at {}: ghost operations per branch {}\n",
-                            r.kind == ir::RhsKind::If ? "if" : "match", r.span.begin.str(),
-                            fmt::join(pads, " "));
-      }
+      out_ += ghost_line(plan_.depth, r);
       for (const ir::Block* nested : {&r.then_block, &r.else_block}) walk(*nested, f);
       for (const auto& c : r.clauses) walk(c.body, f);
-      if (plan_.depth.ends_phase(r)) {
-        std::string callee = r.callee_func >= 0 ? "@" + m_.functions[r.callee_func].name : "a closure";
-        out_ += fmt::format("  call of {} at {} ends phase {}\n", callee, r.span.begin.str(), phase_);
-        ++phase_;
-      }
+      out_ += phase_end_line(m_, plan_.depth, r, phase_);
       ++i;
     }
   }
@@ -118,8 +105,7 @@ class Explainer {
     out_ += fmt::format("    ops: {}\n", fmt::join(ops, " "));
     const ir::Function& fn = m_.functions[s.function];
     for (const auto& a : s.args) {
-      std::string var = fn.vars[a.var].name.empty() ? fmt::format("%{}", a.var)
-                                                    : fmt::format("%{}.{}", fn.vars[a.var].name, a.var);
+      std::string var = ir::var_str(fn, a.var);
       std::string mode = a.known ? arg_mode_name(a.mode) : "checked per batch";
       if (a.param >= 0) mode += " @" + m_.params[a.param].name;
       else if (a.known && a.mode == ArgMode::Reuse) mode += " (constant)";

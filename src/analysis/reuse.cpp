@@ -14,8 +14,8 @@
 // Algorithm:
 //  1. Contexts. A function's parameters are the join of the argument vectors of its direct call
 //     sites, plus an all-Scatter root context for a function that can be entered from outside:
-//     one written in the user's file (not a lifted lambda, nor a copy made by a pass: their names
-//     contain '$'), or one used as a value, @f or a closure (its indirect callers are unknown).
+//     one written in the user's file (Function::origin is User: not a lifted lambda, nor a copy
+//     made by a pass), or one used as a value, @f or a closure (its indirect callers are unknown).
 //  2. Solve: one monovariant fixpoint over the current module. A worklist of functions; evaluating
 //     a body in order joins each direct call's arguments into the callee's parameters (queueing the
 //     callee when they grow) and reads the callee's return value (a function whose return value
@@ -204,7 +204,7 @@ class ReuseAnalysis {
       });
     for (size_t f = 0; f < m_.functions.size(); ++f) {
       const Function& fn = m_.functions[f];
-      bool entry = fn.span.begin.file != "<prelude>" && fn.name.find('$') == std::string::npos;
+      bool entry = fn.origin.kind == FunctionOrigin::User;
       original_.push_back(static_cast<int>(f));
       root_.push_back(entry || used_as_value[f]);
       key_.emplace_back();
@@ -260,6 +260,7 @@ class ReuseAnalysis {
   int make_clone(int original, const std::optional<Key>& key) {
     Function clone = m_.functions[original];
     clone.body = deep_copy(clone.body);
+    clone.origin = FunctionOrigin{FunctionOrigin::Clone, original};
     int& n = name_count_[original];
     do {
       clone.name = m_.functions[original].name + "$" + std::to_string(++n);
@@ -591,7 +592,9 @@ class ReuseAnalysis {
 }  // namespace
 
 ReuseInfo analyse_param_reuse(ir::Module& module, const ReuseOptions& options) {
-  return ReuseAnalysis(module, options).run();
+  ReuseInfo info = ReuseAnalysis(module, options).run();
+  ir::number_new_sites(module);  // the clones
+  return info;
 }
 
 }  // namespace acrobat::analysis

@@ -23,6 +23,17 @@ const char* host_op_name(HostOp op) {
   return "?";
 }
 
+const char* origin_kind_name(FunctionOrigin::Kind kind) {
+  switch (kind) {
+    case FunctionOrigin::User: return "user";
+    case FunctionOrigin::Prelude: return "prelude";
+    case FunctionOrigin::Lambda: return "lambda";
+    case FunctionOrigin::Specialisation: return "specialisation";
+    case FunctionOrigin::Clone: return "clone";
+  }
+  return "?";
+}
+
 namespace {
 std::shared_ptr<Rhs> node(RhsKind kind, Type t, Span s) {
   auto r = std::make_shared<Rhs>();
@@ -134,10 +145,7 @@ class Printer {
   }
 
  private:
-  std::string var(int v) const {
-    const auto& info = f_->vars[v];
-    return info.name.empty() ? "%" + std::to_string(v) : "%" + info.name + "." + std::to_string(v);
-  }
+  std::string var(int v) const { return var_str(*f_, v); }
 
   std::string atom(const Atom& a) const {
     switch (a.kind) {
@@ -283,6 +291,13 @@ class Printer {
 };
 
 }  // namespace
+
+std::string var_str(const Function& f, int v) {
+  const std::string& name = f.vars[v].name;
+  std::string out = "%";
+  if (!name.empty()) out.append(name).append(".");
+  return out.append(std::to_string(v));
+}
 
 std::string print_module(const Module& module) {
   std::ostringstream out;

@@ -130,8 +130,25 @@ struct VarInfo {
   Span span;
 };
 
+// Where a function came from. Passes that treat kinds of functions differently read this, never the
+// name: names are for printing and may change (a copy is named after what it copies).
+struct FunctionOrigin {
+  enum Kind {
+    User,     // declared in the model's file, or a constructor of a data type declared there used
+              // as a function value (lowering wraps it in a function)
+    Prelude,  // declared in the prelude, or a prelude constructor used as a function value
+    Lambda,   // a lambda lifted out of function `from`
+    Specialisation,  // a copy of function `from` made by specialise_higher_order
+    Clone,           // a copy of function `from` made by the reuse analysis for a calling context
+  };
+  Kind kind = User;
+  int from = -1;  // index into Module::functions for Lambda, Specialisation and Clone; else -1
+};
+const char* origin_kind_name(FunctionOrigin::Kind kind);  // "user", "prelude", "lambda", ...
+
 struct Function {
-  std::string name;
+  std::string name;  // for printing and lookup by the user (entry functions); see `origin`
+  FunctionOrigin origin;
   std::vector<std::string> type_params;
   std::vector<int> params;     // variables bound on entry; for a lifted lambda, captures first
   int num_captures = 0;        // lifted lambdas: how many leading params are captured values
@@ -164,5 +181,7 @@ struct Module {
 
 // Prints the module (`--emit ir`, golden tests).
 std::string print_module(const Module& module);
+// A variable of `f` as print_module names it: %name.N, or %N for a temporary.
+std::string var_str(const Function& f, int v);
 
 }  // namespace acrobat::ir

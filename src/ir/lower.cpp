@@ -27,7 +27,7 @@ class Lowering {
     for (auto& t : src_->types) m.adts.push_back(t->def.get());
     // User functions in declaration order, then whatever they reach (prelude functions, lambdas).
     for (auto& f : src_->funcs)
-      if (f->span.begin.file != "<prelude>") func_index(f.get());
+      if (!in_prelude(f->span)) func_index(f.get());
     while (!pending_.empty()) {
       auto [decl, index] = pending_.front();
       pending_.pop_front();
@@ -40,6 +40,16 @@ class Lowering {
 
  private:
   // ---- function bookkeeping ----
+  // The prelude is the first file of every module: the front end parses it before the model. Only
+  // here are functions told apart by their file; the IR keeps the answer in Function::origin.
+  bool in_prelude(const Span& span) const {
+    return !src_->files.empty() && span.begin.file == src_->files.front();
+  }
+
+  FunctionOrigin declared_origin(const Span& span) const {
+    return FunctionOrigin{in_prelude(span) ? FunctionOrigin::Prelude : FunctionOrigin::User, -1};
+  }
+
   int func_index(const A::FuncDecl* f) {
     auto it = func_index_.find(f);
     if (it != func_index_.end()) return it->second;
@@ -52,6 +62,7 @@ class Lowering {
 
   struct Context {
     Function* fn;
+    int index;  // of fn in functions_
     std::map<const A::LocalVar*, int> locals;
     int lambda_count = 0;
   };
@@ -88,10 +99,11 @@ class Lowering {
   void lower_function(const A::FuncDecl& decl, int index) {
     Function fn;
     fn.name = decl.name;
+    fn.origin = declared_origin(decl.span);
     fn.type_params = decl.type_params;
     fn.ret = decl.type->ret;
     fn.span = decl.span;
-    Context ctx{&fn, {}, 0};
+    Context ctx{&fn, index, {}, 0};
     Context* saved = ctx_;
     ctx_ = &ctx;
     for (auto& p : decl.params) fn.params.push_back(bind_local(p.var));
@@ -188,6 +200,7 @@ class Lowering {
     ctor_funcs_[ctor] = index;
     Function fn;
     fn.name = ctor->name;
+    fn.origin = declared_origin(ctor->span);
     fn.type_params = ctor->adt->type_params;
     std::vector<Type> params;
     for (auto& p : ctor->adt->type_params) params.push_back(param_type(p));
@@ -367,11 +380,12 @@ class Lowering {
     functions_.emplace_back();
     Function fn;
     fn.name = ctx_->fn->name + "$lambda" + std::to_string(ctx_->lambda_count++);
+    fn.origin = FunctionOrigin{FunctionOrigin::Lambda, ctx_->index};
     fn.type_params = ctx_->fn->type_params;
     fn.ret = l.body->type;
     fn.span = l.span;
     fn.num_captures = static_cast<int>(l.captures.size());
-    Context inner{&fn, {}, 0};
+    Context inner{&fn, index, {}, 0};
     Context* outer = ctx_;
     ctx_ = &inner;
     for (auto& c : l.captures) fn.params.push_back(bind_local(c));

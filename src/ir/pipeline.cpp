@@ -4,13 +4,15 @@
 
 #include "analysis/explain.h"
 #include "ir/lower.h"
+#include "ir/verify.h"
 #include "ir/walk.h"
 #include "lang/frontend.h"
 
 namespace acrobat {
 
 const std::vector<std::string>& pipeline_stages() {
-  static const std::vector<std::string> stages = {"parse", "lower", "specialise", "reuse", "concurrent", "blocks"};
+  static const std::vector<std::string> stages = {"parse",      "lower",  "specialise", "reuse",
+                                                  "concurrent", "blocks", "depth"};
   return stages;
 }
 
@@ -18,6 +20,14 @@ namespace {
 void dump_after(const CompileOptions& options, const std::string& stage,
                 const std::function<std::string()>& print) {
   if (options.dump && options.print_after == stage) *options.dump << print();
+}
+
+// Every stage after parsing ends here: the IR must still keep its invariants (ir/verify.h; one
+// linear pass, so always on), then the stage is printed if asked.
+void stage_done(const ir::Module& ir, const CompileOptions& options, const std::string& stage,
+                const std::function<std::string()>& print) {
+  ir::verify_module(ir, stage);
+  dump_after(options, stage, print);
 }
 }  // namespace
 
@@ -29,12 +39,12 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
 
   // 2. Lower to A-normal form; lift lambdas; expand split; keep reachable functions.
   auto ir = std::make_shared<ir::Module>(lower_to_ir(std::move(ast)));
-  dump_after(options, "lower", [&] { return ir::print_module(*ir); });
+  auto print_ir = [&] { return ir::print_module(*ir); };
+  stage_done(*ir, options, "lower", print_ir);
 
   // 3. Calls of foldl, map, ... with a known function become direct calls of specialised copies.
   if (a.specialise) plan->specialisations = specialise_higher_order(*ir);
-  ir::number_new_sites(*ir);
-  dump_after(options, "specialise", [&] { return ir::print_module(*ir); });
+  stage_done(*ir, options, "specialise", print_ir);
 
   // 4. Parameter-reuse taint analysis; clones per calling context.
   if (a.reuse) {
@@ -42,20 +52,21 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
     ro.clone = a.clone;
     plan->reuse = analysis::analyse_param_reuse(*ir, ro);
   }
-  ir::number_new_sites(*ir);
-  dump_after(options, "reuse", [&] { return ir::print_module(*ir); });
+  stage_done(*ir, options, "reuse", print_ir);
 
   // 5. Independent calls that may wait for tensors made adjacent, to run concurrently.
   if (a.concurrent) plan->concurrency = analysis::group_concurrent_calls(*ir);
-  dump_after(options, "concurrent", [&] { return ir::print_module(*ir); });
+  stage_done(*ir, options, "concurrent", print_ir);
 
-  // 6. Static blocks with their argument modes; 7. ghost operations and phases.
+  // 6. Static blocks with their argument modes and kernel plans.
   plan->blocks = analysis::form_static_blocks(*ir, a.reuse ? &plan->reuse : nullptr);
   plan->block_at_site.assign(static_cast<size_t>(ir->num_sites), -1);
   for (const auto& s : plan->blocks) {
     plan->block_at_site[s.block->bindings[s.begin].rhs->site] = s.id;
     plan->kernels.push_back(analysis::plan_kernel(s));
   }
+
+  // 7. Ghost operations and phases.
   plan->depth = analysis::analyse_depth(*ir, plan->blocks, analysis::DepthOptions{a.ghosts, a.phases});
   for (const auto& f : ir->functions)
     ir::for_each_block(f.body, [&](const ir::Block& b) {
@@ -64,7 +75,12 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
           plan->tensor_reads = true;
     });
   ir->plan = plan;
+  // Blocks and depth only read the IR: one check after both covers them, and the plan they made
+  // with it (every node the plan keys a decision by must be one of the module's). `blocks` prints
+  // the whole plan (it needs the depths), `depth` the depth plan alone.
+  ir::verify_module(*ir, "depth");
   dump_after(options, "blocks", [&] { return analysis::explain(*ir); });
+  dump_after(options, "depth", [&] { return analysis::depth_plan_str(*ir, plan->depth); });
   return ir;
 }
 

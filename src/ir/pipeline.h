@@ -24,7 +24,8 @@ struct CompileOptions {
 const std::vector<std::string>& pipeline_stages();
 
 // source -> parse + resolve + type/shape check -> lower to A-normal form -> specialise higher-order
-// calls -> parameter-reuse analysis (cloning) -> static blocks -> depth and phases.
+// calls -> parameter-reuse analysis (cloning) -> concurrent calls -> static blocks -> depth and
+// phases. The IR verifier (ir/verify.h) runs after every stage from lowering on.
 // Throws UserError for any problem in the model.
 std::shared_ptr<const ir::Module> compile_model(const std::string& path, const CompileOptions& options);
 // The same from a checked syntax tree (parse_model_text), for models held in memory.

@@ -194,6 +194,7 @@ class Specialiser {
     Function copy = src;
     copy.body = deep_copy(src.body);
     copy.name = unique_name(src.name + "$" + fn.name);
+    copy.origin = FunctionOrigin{FunctionOrigin::Specialisation, callee};
     std::vector<int> params;
     std::vector<Atom> captures;
     for (size_t j = 0; j < passed.captures.size(); ++j) {
@@ -278,7 +279,9 @@ class Specialiser {
 }  // namespace
 
 std::vector<SpecialisationRecord> specialise_higher_order(ir::Module& module) {
-  return Specialiser(module).run();
+  std::vector<SpecialisationRecord> records = Specialiser(module).run();
+  ir::number_new_sites(module);  // the specialised copies
+  return records;
 }
 
 }  // namespace acrobat

@@ -256,6 +256,23 @@ TEST(Explain, ListsBlocksModesPhasesAndGhosts) {
 namespace acrobat::analysis {
 namespace {
 
+// `listing` equals the file tests/golden/<relative>; with ACROBAT_UPDATE_GOLDEN=1 it is written there
+// instead (review the diff before keeping it).
+void expect_golden(const std::string& relative, const std::string& listing) {
+  std::string golden = source("tests/golden/" + relative);
+  const char* update = std::getenv("ACROBAT_UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::ofstream(golden, std::ios::binary) << listing;
+    return;
+  }
+  std::ifstream in(golden, std::ios::binary);
+  ASSERT_TRUE(in) << golden << " is missing; create it with ACROBAT_UPDATE_GOLDEN=1";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(listing, expected.str()) << relative << " changed; if intended, regenerate with "
+                                     << "ACROBAT_UPDATE_GOLDEN=1 and review the diff";
+}
+
 // The kernel plans of the Tree-LSTM and Stack-RNN blocks, checked as data (no C++ is generated or
 // compiled): a golden listing per model, and the decisions that make the cells fast stated directly.
 TEST(KernelPlan, TreeLstmAndStackRnnBlocks) {
@@ -265,18 +282,7 @@ TEST(KernelPlan, TreeLstmAndStackRnnBlocks) {
     for (const auto& s : m->plan->blocks)
       listing += fmt::format("block #{} at {}\n", s.id, s.name.substr(s.name.find_last_of('/') + 1)) +
                  kernel_plan_str(s, m->plan->kernels[s.id]);
-    std::string golden = source("tests/golden/kernel_plan/" + model + ".txt");
-    const char* update = std::getenv("ACROBAT_UPDATE_GOLDEN");
-    if (update && std::string(update) == "1") {
-      std::ofstream(golden, std::ios::binary) << listing;
-      continue;
-    }
-    std::ifstream in(golden, std::ios::binary);
-    ASSERT_TRUE(in) << golden << " is missing; create it with ACROBAT_UPDATE_GOLDEN=1";
-    std::stringstream expected;
-    expected << in.rdbuf();
-    EXPECT_EQ(listing, expected.str()) << model << ": the kernel plans changed; if intended, regenerate "
-                                       << "with ACROBAT_UPDATE_GOLDEN=1 and review the diff";
+    expect_golden("kernel_plan/" + model + ".txt", listing);
     for (const auto& s : m->plan->blocks) {
       const KernelPlan& k = m->plan->kernels[s.id];
       ASSERT_EQ(k.loc.size(), s.ops.size());
@@ -301,6 +307,23 @@ TEST(KernelPlan, TreeLstmAndStackRnnBlocks) {
       // The gates of an LSTM cell (sigmoid, tanh, products, sums) are one fused loop per size.
       if (matmuls > 0 && s.ops.size() > 6) EXPECT_GE(fused, 1) << model << " block " << s.id;
     }
+  }
+}
+
+// `acrobat emit depth` on the Tree-LSTM (its classifier in a phase after the tree recursion) and the
+// Stack-RNN (ghost padding on a match and an if), as the pipeline prints it after its last stage.
+// The models are read under their relative names, so the listings do not depend on the checkout.
+TEST(DepthPlan, EmitDepthOfTreeLstmAndStackRnn) {
+  for (const std::string model : {"treelstm", "stackrnn"}) {
+    std::ifstream in(source("models/" + model + ".acr"), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::ostringstream dump;
+    CompileOptions o;
+    o.print_after = "depth";
+    o.dump = &dump;
+    compile_checked(parse_model_text("models/" + model + ".acr", text.str(), {}), o);
+    expect_golden("depth/" + model + ".txt", dump.str());
   }
 }
 

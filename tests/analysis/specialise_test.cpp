@@ -4,6 +4,7 @@
 #include <functional>
 #include <set>
 
+#include "ir/verify.h"
 #include "ir/walk.h"
 #include "lang/lang_test_util.h"
 #include "transforms/specialise.h"
@@ -28,44 +29,6 @@ const ir::Function& function(const ir::Module& m, const std::string& name) {
   int f = m.find_function(name);
   if (f < 0) throw std::runtime_error("no function " + name);
   return m.functions[f];
-}
-
-// Variable indices in range, direct calls with as many arguments as the callee has parameters,
-// closures with as many captures as the lambda has, and no node shared between two functions (later
-// passes key what they find by node).
-void expect_well_formed(const ir::Module& m) {
-  std::map<const ir::Rhs*, std::string> owner;
-  for (const auto& f : m.functions)
-    for_each_rhs(f, [&](const ir::Rhs& r) {
-      auto [it, fresh] = owner.emplace(&r, f.name);
-      EXPECT_TRUE(fresh) << "a node of " << f.name << " is also in " << it->second;
-    });
-  for (const auto& f : m.functions) {
-    SCOPED_TRACE(f.name);
-    auto atom_ok = [&](const ir::Atom& a) {
-      if (a.kind == ir::Atom::Var) {
-        EXPECT_LT(static_cast<size_t>(a.var), f.vars.size());
-      }
-      if (a.kind == ir::Atom::Func) {
-        EXPECT_LT(static_cast<size_t>(a.func), m.functions.size());
-      }
-    };
-    for (int p : f.params) EXPECT_LT(static_cast<size_t>(p), f.vars.size());
-    for_each_block(f.body, [&](const ir::Block& block) {
-      atom_ok(block.result);
-      for (const auto& b : block.bindings) {
-        EXPECT_LT(static_cast<size_t>(b.var), f.vars.size());
-        for (const auto& a : b.rhs->args) atom_ok(a);
-        if (b.rhs->kind == ir::RhsKind::Call && b.rhs->callee_func >= 0) {
-          EXPECT_EQ(b.rhs->args.size(), m.functions[b.rhs->callee_func].params.size())
-              << "call of " << m.functions[b.rhs->callee_func].name;
-        }
-        if (b.rhs->kind == ir::RhsKind::MakeClosure) {
-          EXPECT_EQ(b.rhs->args.size(), size_t(m.functions[b.rhs->callee_func].num_captures));
-        }
-      }
-    });
-  }
 }
 
 // Functions reachable from `entry` through direct calls, closures and function values.
@@ -138,7 +101,8 @@ std::vector<SpecialisationRecord> specialise_and_compare(
     const std::shared_ptr<ir::Module>& module, const std::vector<nlohmann::json>& instances) {
   auto original = std::make_shared<const ir::Module>(*module);
   auto records = specialise_higher_order(*module);
-  expect_well_formed(*module);
+  // Well formed: variables in scope, call arities, no node shared between functions, ...
+  EXPECT_EQ(ir::find_ir_problem(*module, "specialise"), "");
   auto params = std::make_shared<ParamStore>(init_params(*original, 7));
   EXPECT_EQ(run_json(original, instances, params), run_json(module, instances, params));
   return records;

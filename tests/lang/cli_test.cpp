@@ -81,6 +81,19 @@ TEST(Cli, EmitIrMatchesTheGoldenFile) {
   EXPECT_EQ(r.out, read_text(source_path("tests/golden/tree_split_concat.ir")));
 }
 
+// `emit` prints every stage of the pipeline (`ast` and `ir` name the parse and lower stages).
+TEST(Cli, EmitPrintsEveryStage) {
+  std::string model = source_path("models/treelstm.acr");
+  for (const std::string& stage : pipeline_stages()) {
+    std::string name = stage == "parse" ? "ast" : stage == "lower" ? "ir" : stage;
+    CliResult r = run_cli({"emit", name, model});
+    EXPECT_EQ(r.status, 0) << name << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << name;
+  }
+  CliResult r = run_cli({"emit", "depth", model});
+  EXPECT_TRUE(contains(r.out, "call of @cell at " + model + ":36:16 ends phase 0")) << r.out;
+}
+
 TEST(Cli, UnknownInputKind) {
   CliResult r = run_cli({"run", source_path("tests/golden/if_and_or.acr"), "--input", "csv:x.csv"});
   EXPECT_NE(r.status, 0);
