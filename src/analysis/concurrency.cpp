@@ -141,6 +141,9 @@ class Grouper {
 
 }  // namespace
 
-ConcurrencyPlan group_concurrent_calls(ir::Module& module) { return Grouper(module).run(); }
+Grouped group_concurrent_calls(ir::Module module) {
+  ConcurrencyPlan plan = Grouper(module).run();
+  return {std::move(module), std::move(plan)};
+}
 
 }  // namespace acrobat::analysis

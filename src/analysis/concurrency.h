@@ -30,8 +30,11 @@ struct ConcurrencyPlan {
   }
 };
 
-// Reorders the bindings of every block of `module` as described above and records the groups.
-// The if and match nodes whose blocks it reorders are rebuilt with their sites.
-ConcurrencyPlan group_concurrent_calls(ir::Module& module);
+struct Grouped {
+  ir::Module module;  // with the bindings of every block reordered as described above
+  ConcurrencyPlan plan;
+};
+// The if and match nodes whose blocks are reordered are rebuilt with their sites.
+Grouped group_concurrent_calls(ir::Module module);
 
 }  // namespace acrobat::analysis

@@ -591,10 +591,10 @@ class ReuseAnalysis {
 
 }  // namespace
 
-ReuseInfo analyse_param_reuse(ir::Module& module, const ReuseOptions& options) {
+Reused analyse_param_reuse(ir::Module module, const ReuseOptions& options) {
   ReuseInfo info = ReuseAnalysis(module, options).run();
   ir::number_new_sites(module);  // the clones
-  return info;
+  return {std::move(module), std::move(info)};
 }
 
 }  // namespace acrobat::analysis

@@ -47,6 +47,10 @@ struct ReuseOptions {
 // prelude, not lifted lambdas) may be called as an entry with any arguments, so each also has a
 // context in which all its parameters are scatter; the original function keeps that context.
 // Clones get fresh IR nodes: no Rhs is shared between two functions.
-ReuseInfo analyse_param_reuse(ir::Module& module, const ReuseOptions& options = {});
+struct Reused {
+  ir::Module module;  // with the clones, and the calls redirected to them
+  ReuseInfo info;
+};
+Reused analyse_param_reuse(ir::Module module, const ReuseOptions& options = {});
 
 }  // namespace acrobat::analysis

@@ -37,26 +37,41 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
   auto plan = std::make_shared<analysis::Plan>();
   plan->options = a;
 
+  // Each pass takes the module and returns the next one with what it found; the verifier checks
+  // every module a pass returns.
   // 2. Lower to A-normal form; lift lambdas; expand split; keep reachable functions.
-  auto ir = std::make_shared<ir::Module>(lower_to_ir(std::move(ast)));
-  auto print_ir = [&] { return ir::print_module(*ir); };
-  stage_done(*ir, options, "lower", print_ir);
+  ir::Module m = lower_to_ir(std::move(ast));
+  auto print_ir = [&] { return ir::print_module(m); };
+  stage_done(m, options, "lower", print_ir);
 
   // 3. Calls of foldl, map, ... with a known function become direct calls of specialised copies.
-  if (a.specialise) plan->specialisations = specialise_higher_order(*ir);
-  stage_done(*ir, options, "specialise", print_ir);
+  if (a.specialise) {
+    Specialised s = specialise_higher_order(std::move(m));
+    m = std::move(s.module);
+    plan->specialisations = std::move(s.records);
+  }
+  stage_done(m, options, "specialise", print_ir);
 
   // 4. Parameter-reuse taint analysis; clones per calling context.
   if (a.reuse) {
     analysis::ReuseOptions ro;
     ro.clone = a.clone;
-    plan->reuse = analysis::analyse_param_reuse(*ir, ro);
+    analysis::Reused r = analysis::analyse_param_reuse(std::move(m), ro);
+    m = std::move(r.module);
+    plan->reuse = std::move(r.info);
   }
-  stage_done(*ir, options, "reuse", print_ir);
+  stage_done(m, options, "reuse", print_ir);
 
   // 5. Independent calls that may wait for tensors made adjacent, to run concurrently.
-  if (a.concurrent) plan->concurrency = analysis::group_concurrent_calls(*ir);
-  stage_done(*ir, options, "concurrent", print_ir);
+  if (a.concurrent) {
+    analysis::Grouped g = analysis::group_concurrent_calls(std::move(m));
+    m = std::move(g.module);
+    plan->concurrency = std::move(g.plan);
+  }
+  stage_done(m, options, "concurrent", print_ir);
+
+  // The analyses from here on only read the IR; the plan refers to the nodes of this module.
+  auto ir = std::make_shared<ir::Module>(std::move(m));
 
   // 6. Static blocks with their argument modes and kernel plans.
   plan->blocks = analysis::form_static_blocks(*ir, a.reuse ? &plan->reuse : nullptr);

@@ -278,10 +278,10 @@ class Specialiser {
 
 }  // namespace
 
-std::vector<SpecialisationRecord> specialise_higher_order(ir::Module& module) {
+Specialised specialise_higher_order(ir::Module module) {
   std::vector<SpecialisationRecord> records = Specialiser(module).run();
   ir::number_new_sites(module);  // the specialised copies
-  return records;
+  return {std::move(module), std::move(records)};
 }
 
 }  // namespace acrobat

@@ -18,9 +18,14 @@ struct SpecialisationRecord {
   std::string specialised;  // the new function, e.g. "foldl$forward"
 };
 
-// Rewrites `module` in place (new functions appended; functions no longer reachable from a user
-// function are kept but unused). Copies get fresh IR nodes: no Rhs is shared between two functions.
-// Returns what was specialised.
-std::vector<SpecialisationRecord> specialise_higher_order(ir::Module& module);
+struct Specialised {
+  ir::Module module;
+  std::vector<SpecialisationRecord> records;  // what was specialised
+};
+
+// The module with calls specialised (new functions appended; functions no longer reachable from a
+// user function are kept but unused). Copies get fresh IR nodes and sites: no Rhs is shared between
+// two functions.
+Specialised specialise_higher_order(ir::Module module);
 
 }  // namespace acrobat

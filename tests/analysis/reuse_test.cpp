@@ -80,10 +80,11 @@ struct Analysed {
 
 Analysed analyse_module(ir::Module lowered, const ReuseOptions& options) {
   Analysed a;
-  a.module = std::make_shared<ir::Module>(std::move(lowered));
-  specialise_higher_order(*a.module);
-  a.before = std::make_shared<const ir::Module>(*a.module);
-  a.info = analysis::analyse_param_reuse(*a.module, options);
+  ir::Module specialised = specialise_higher_order(std::move(lowered)).module;
+  a.before = std::make_shared<const ir::Module>(specialised);
+  analysis::Reused r = analysis::analyse_param_reuse(std::move(specialised), options);
+  a.module = std::make_shared<ir::Module>(std::move(r.module));
+  a.info = std::move(r.info);
   EXPECT_EQ(a.info.origins.size(), a.module->functions.size());
   for (size_t f = 0; f < a.info.origins.size() && f < a.module->functions.size(); ++f)
     EXPECT_EQ(a.info.origins[f].size(), a.module->functions[f].vars.size())

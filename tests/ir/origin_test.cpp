@@ -65,8 +65,8 @@ TEST(Origin, ReuseEntriesFollowOriginNotNames) {
       m.functions[m.find_function("cell")].name = "cell$renamed";
       m.functions[m.find_function("main$lambda0")].name = "step";
     }
-    specialise_higher_order(m);
-    analysis::ReuseInfo info = analysis::analyse_param_reuse(m);
+    analysis::ReuseInfo info =
+        analysis::analyse_param_reuse(specialise_higher_order(std::move(m)).module).info;
     std::vector<std::string> out;
     for (const auto& c : info.clones) out.push_back(c.original + " -> " + c.reason);
     return out;

@@ -28,11 +28,11 @@ TEST_P(VerifyModel, ValidAfterEveryStage) {
   const std::string& path = GetParam();
   ir::Module m = lower_to_ir(parse_model_file(path, {}));
   EXPECT_EQ(ir::find_ir_problem(m, "lower"), "");
-  specialise_higher_order(m);
+  m = specialise_higher_order(std::move(m)).module;
   EXPECT_EQ(ir::find_ir_problem(m, "specialise"), "");
-  analysis::analyse_param_reuse(m);
+  m = analysis::analyse_param_reuse(std::move(m)).module;
   EXPECT_EQ(ir::find_ir_problem(m, "reuse"), "");
-  analysis::group_concurrent_calls(m);
+  m = analysis::group_concurrent_calls(std::move(m)).module;
   EXPECT_EQ(ir::find_ir_problem(m, "concurrent"), "");
 
   for (const char* off : {"", "specialise", "reuse", "clone", "ghosts", "phases", "concurrent"}) {
