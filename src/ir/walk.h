@@ -27,7 +27,7 @@ Block deep_copy(const Block& block);
 
 // Gives every node of `module` without a site the next free site id. Lowering numbers all its
 // nodes; a pass that adds nodes numbers them before the next pass runs. Two nodes with one site (a
-// copy that kept its original's) are a bug in the pass that made them.
+// copy that kept its original's) are a bug in the pass that made them; the verifier reports it.
 void number_new_sites(Module& module);
 // The node at each site id, by id; null for the ids of nodes a pass has dropped.
 std::vector<const Rhs*> nodes_by_site(const Module& module);

@@ -22,14 +22,7 @@ void InstanceDriver::run(size_t n, bool reads_tensors, bool forks, size_t first_
   worker_->run([&] {
     if (fibers_ && reads_tensors && (n > 1 || forks)) {
       if (!instance_fibers_) instance_fibers_ = std::make_unique<InstanceFibers>();
-      on_fibers_ = true;
-      try {
-        instance_fibers_->run(n, instance, flush);
-      } catch (...) {
-        on_fibers_ = false;
-        throw;
-      }
-      on_fibers_ = false;
+      instance_fibers_->run(n, instance, flush);
       return;
     }
     for (size_t i = 0; i < n; ++i) instance(i);
@@ -38,7 +31,7 @@ void InstanceDriver::run(size_t n, bool reads_tensors, bool forks, size_t first_
 }
 
 void InstanceDriver::concurrently(size_t n, FunctionRef<void(size_t)> body) {
-  if (n > 1 && on_fibers_ && instance_fibers_->inside() &&
+  if (n > 1 && instance_fibers_ && instance_fibers_->inside() &&
       instance_fibers_->live() + n - 1 <= kMaxLiveFibers) {
     instance_fibers_->fork(n, body);
     return;

@@ -50,7 +50,6 @@ class InstanceDriver {
   std::unique_ptr<StackThread> worker_;
   std::unique_ptr<InstanceFibers> instance_fibers_;
   const std::function<void()>* flush_ = nullptr;
-  bool on_fibers_ = false;  // during run(): the instances run on fibers
 };
 
 }  // namespace acrobat
