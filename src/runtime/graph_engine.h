@@ -23,13 +23,6 @@ class GraphEngine : public Engine {
   RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main",
                 size_t first_instance = 0) final;
 
- protected:
-  // `threads` > 1 splits each large batch across that many threads. `fibers` false runs the
-  // instances of a program that reads tensors one after the other, each read running the pending
-  // graph there and then, and concurrent calls one after the other (for comparison).
-  GraphEngine(std::shared_ptr<const ir::Module> module, std::shared_ptr<const ParamStore> params,
-              Scheduler scheduler, int threads, bool fibers);
-
   class Program {
    public:
     virtual ~Program() = default;
@@ -41,6 +34,14 @@ class GraphEngine : public Engine {
     virtual Value output(size_t i) = 0;
     virtual BlockExecutor& executor() = 0;
   };
+
+ protected:
+  // `threads` > 1 splits each large batch across that many threads. `fibers` false runs the
+  // instances of a program that reads tensors one after the other, each read running the pending
+  // graph there and then, and concurrent calls one after the other (for comparison).
+  GraphEngine(std::shared_ptr<const ir::Module> module, std::shared_ptr<const ParamStore> params,
+              Scheduler scheduler, int threads, bool fibers);
+
   // The derived engine's program, set by its constructor (it usually needs graph() to exist).
   void set_program(Program& program) { program_ = &program; }
 
