@@ -28,19 +28,19 @@ aot::Operand classify_operand(const float* const* rows, int64_t B, int64_t n,
 }
 
 BatchOperand library_operand(const aot::Operand& x, const std::vector<int64_t>& shape, int64_t B,
-                             Arena& scratch, bool keep_rows) {
+                             Arena& scratch, OperandRead read) {
   BatchOperand op;
   op.shape = &shape;
   op.packed = static_cast<const kernels::PackedWeights*>(x.packed);
-  if (x.data) {
+  const int64_t n = num_elements(shape);
+  if (x.data && !(read == OperandRead::GemmPanel && B > 1 && x.stride < n)) {
     op.data = x.data;
     op.stride = x.stride;
-  } else if (keep_rows) {
+  } else if (!x.data && read == OperandRead::Rows) {
     op.rows = x.rows;
   } else {
-    int64_t n = num_elements(shape);
     float* panel = scratch.alloc(static_cast<size_t>(B * n));
-    for (int64_t b = 0; b < B; ++b) std::memcpy(panel + b * n, x.rows[b], n * sizeof(float));
+    for (int64_t b = 0; b < B; ++b) std::memcpy(panel + b * n, operand_row(x, b), n * sizeof(float));
     op.data = panel;
     op.stride = n;
   }
@@ -62,12 +62,15 @@ int64_t run_library_op(const analysis::StaticBlock& s, size_t k, int64_t B, cons
       weights[b] = operand_row(in[1], b);
       packs[b] = packed.find(weights[b]);
     }
-    BatchOperand a = library_operand(in[0], shape_of(0), B, scratch);
+    BatchOperand a = library_operand(in[0], shape_of(0), B, scratch, OperandRead::GemmPanel);
     return batched_matmul_grouped(B, a, weights.data(), packs.data(), op.shape, out, scratch);
   }
   std::vector<BatchOperand> ops(op.operands.size());
   for (size_t i = 0; i < ops.size(); ++i)
-    ops[i] = library_operand(in[i], shape_of(i), B, scratch, op.rhs->op == OpId::Concat);
+    ops[i] = library_operand(in[i], shape_of(i), B, scratch,
+                             op.rhs->op == OpId::Concat               ? OperandRead::Rows
+                             : op.rhs->op == OpId::MatMul && i == 0 ? OperandRead::GemmPanel
+                                                                      : OperandRead::Strided);
   batched_kernel(op.rhs->op)(op.rhs->attrs, B, ops, op.shape, out);
   return 1;
 }

@@ -49,10 +49,16 @@ inline aot::Operand slice_operand(aot::Operand x, int64_t b0) {
   return x;
 }
 
-// `x` (per-instance shape `shape`) as the library kernels read it; scattered rows are gathered into
-// a panel in `scratch` unless `keep_rows` (for kernels that read them where they lie).
+// How a library kernel reads an operand.
+enum class OperandRead {
+  Strided,    // at any stride, 0 (one tensor shared by all instances) included
+  Rows,       // scattered rows where they lie (kernels that say so: concat)
+  GemmPanel,  // the left operand of a GEMM: instances at least one tensor apart
+};
+// `x` (per-instance shape `shape`) as the library kernels read it; scattered rows (and, for a GEMM
+// panel, instances that share or overlap their tensor) are gathered into a panel in `scratch`.
 BatchOperand library_operand(const aot::Operand& x, const std::vector<int64_t>& shape, int64_t B,
-                             Arena& scratch, bool keep_rows = false);
+                             Arena& scratch, OperandRead read = OperandRead::Strided);
 
 // Operator `k` of block `s` on instances [0, B) of the operands `in` (one per operator operand),
 // into the contiguous [B, size] `out`, with the registry's batched kernels: scattered rows are

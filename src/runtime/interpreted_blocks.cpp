@@ -51,7 +51,8 @@ void InterpretedBlocks::run(const BatchCall& c) {
             std::memcpy(out + r * cols, c.args[op.bias_arg].data, cols * sizeof(float));
           const analysis::BlockOperand& left = op.operands[0];
           BatchOperand a = library_operand(
-              in[0], left.local ? s.ops[left.index].shape : s.args[left.index].shape, B, *c.scratch);
+              in[0], left.local ? s.ops[left.index].shape : s.args[left.index].shape, B, *c.scratch,
+              OperandRead::GemmPanel);
           BatchOperand w = library_operand(in[1], s.args[op.operands[1].index].shape, B, *c.scratch);
           batched_matmul(B, a, w, op.shape, out, true);
           break;
