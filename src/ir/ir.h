@@ -88,23 +88,24 @@ struct Clause {
 };
 
 struct Rhs {
+  // The fields a host program reads for every binding come first: they share a cache line.
   RhsKind kind;
-  Type type;  // the type of the bound value
-  Span span;
   // The node's identity, unique in its module (ir/walk.h number_new_sites): analysis results are
   // tables indexed by it. A node rebuilt in place (a pass changing a field) keeps it; a copy placed
   // beside the original (a clone, a specialisation) gets a new one.
   int site = -1;
-
-  std::vector<Atom> args;          // operands of Op, Host, Call, Construct, MakeTuple, MakeClosure
   OpId op = OpId::Add;             // Op
-  OpAttrs attrs;                   // Op
-  int64_t flops = 0;               // Op: FLOPs of one execution (shapes are static)
   HostOp host_op = HostOp::Add;    // Host
   int callee_func = -1;            // Call of a known function; MakeClosure's lifted function
-  Atom callee;                     // Call through a variable (closure or function value)
-  const CtorDef* ctor = nullptr;   // Construct
   int index = 0;                   // Proj field; ParamLoad/ParamIndex param index
+  const CtorDef* ctor = nullptr;   // Construct
+  std::vector<Atom> args;          // operands of Op, Host, Call, Construct, MakeTuple, MakeClosure
+  Atom callee;                     // Call through a variable (closure or function value)
+
+  Type type;  // the type of the bound value
+  Span span;
+  OpAttrs attrs;                   // Op
+  int64_t flops = 0;               // Op: FLOPs of one execution (shapes are static)
   Block then_block, else_block;    // If (args[0] is the condition)
   std::vector<Clause> clauses;     // Match (args[0] is the scrutinee)
 };

@@ -52,10 +52,17 @@ HostInterpreter::HostInterpreter(const ir::Module& module) : m_(module) {
   for (const auto& [s, pads] : depth.ghosts)
     for (int p : pads)
       if (p > 0) flags_[s] |= kGhosts;
+  const analysis::Plan& plan = *module.plan;
   for (const ir::Function& f : module.functions)
     ir::for_each_block(f.body, [&](const ir::Block& b) {
       for (const auto& bind : b.bindings) {
         const ir::Rhs& r = *bind.rhs;
+        if (plan.block_at_site[r.site] >= 0) flags_[r.site] |= kBlockStart;
+        if (plan.concurrency.group_at(r) > 0) flags_[r.site] |= kGroupStart;
+        if (analysis::is_batched_op(r))
+          flags_[r.site] |= kBatchedOp;
+        else if (analysis::is_tensor_op(r))
+          flags_[r.site] |= kConstant;
         if (r.kind == ir::RhsKind::Op && op_info(r.op).op_class == OpClass::HostRead)
           read_sizes_[r.site] = num_elements(f.vars[r.args[0].var].type->shape);
         if (r.kind != ir::RhsKind::Host) continue;
@@ -97,13 +104,13 @@ Val HostInterpreter::atom(AotContext* ctx, const ir::Atom& a, const Val* frame) 
 }
 
 Val HostInterpreter::block(AotContext* ctx, const ir::Block& b, Val* frame) {
-  const analysis::Plan& plan = *m_.plan;
   for (size_t i = 0; i < b.bindings.size();) {
     const ir::Rhs& r = *b.bindings[i].rhs;
-    if (plan.block_at_site[r.site] >= 0) {
+    const uint8_t flags = flags_[r.site];
+    if (flags & kBlockStart) {
       i = record(ctx, b, i, frame);
-    } else if (int n = plan.concurrency.group_at(r)) {
-      i = concurrent(ctx, b, i, static_cast<size_t>(n), frame);
+    } else if (flags & kGroupStart) {
+      i = concurrent(ctx, b, i, static_cast<size_t>(m_.plan->concurrency.group_at(r)), frame);
     } else {
       binding(ctx, b.bindings[i], frame);
       ++i;
@@ -120,9 +127,10 @@ size_t HostInterpreter::record(AotContext* ctx, const ir::Block& b, size_t begin
   for (size_t j = s.begin; j < s.end; ++j) {
     const ir::Binding& bind = b.bindings[j];
     const ir::Rhs& r = *bind.rhs;
-    if (analysis::is_batched_op(r))
+    const uint8_t flags = flags_[r.site];
+    if (flags & kBatchedOp)
       frame[bind.var] = aot::lazy_val(node, k++);
-    else if (analysis::is_tensor_op(r))
+    else if (flags & kConstant)
       frame[bind.var] = T(ctx->constants[r.site]);
     else
       binding(ctx, bind, frame);
@@ -149,14 +157,16 @@ void HostInterpreter::run_member(AotContext* ctx, void* env) {
 
 size_t HostInterpreter::concurrent(AotContext* ctx, const ir::Block& b, size_t begin, size_t n,
                                    Val* frame) {
-  std::vector<Member> members(n);
-  std::vector<aot::MemberFn> fns(n, &HostInterpreter::run_member);
-  std::vector<void*> envs(n);
+  // Groups are small: their records live on this stack frame.
+  Member* members = static_cast<Member*>(alloca(sizeof(Member) * n));
+  auto* fns = static_cast<aot::MemberFn*>(alloca(sizeof(aot::MemberFn) * n));
+  auto* envs = static_cast<void**>(alloca(sizeof(void*) * n));
   for (size_t k = 0; k < n; ++k) {
     members[k] = Member{this, &b.bindings[begin + k], frame};
+    fns[k] = &HostInterpreter::run_member;
     envs[k] = &members[k];
   }
-  ctx->host->concurrently(ctx, static_cast<int32_t>(n), fns.data(), envs.data());
+  ctx->host->concurrently(ctx, static_cast<int32_t>(n), fns, envs);
   return begin + n;
 }
 

@@ -46,10 +46,14 @@ class HostInterpreter {
 
   // Per IR site, what the interpreter needs at run time beyond the node itself.
   enum SiteFlag : uint8_t {
-    kEndsPhase = 1,   // a call whose result ends a phase
-    kGhosts = 2,      // an if or match with ghost levels on some branch
-    kIntArgs = 4,     // a host operator on ints
-    kBoolArgs = 8,    // a host operator on bools
+    kBlockStart = 1,   // the first binding of a static block
+    kGroupStart = 2,   // the first member of a group of concurrent calls
+    kBatchedOp = 4,    // a tensor operator a static block computes (a lazy result)
+    kConstant = 8,     // a constant tensor operator (computed once, by the runtime)
+    kEndsPhase = 16,   // a call whose result ends a phase
+    kGhosts = 32,      // an if or match with ghost levels on some branch
+    kIntArgs = 64,     // a host operator on ints
+    kBoolArgs = 128,   // a host operator on bools
   };
   const ir::Module& m_;
   std::vector<uint8_t> flags_;         // by site
