@@ -4,7 +4,6 @@
 
 #include "acrobat/kernels.h"
 #include "analysis/plan.h"
-#include "ir/walk.h"
 
 namespace acrobat {
 
@@ -39,187 +38,279 @@ Val P(Obj* p) {
   return v;
 }
 
-// Storage for `n` Vals of the current function's frame on the machine stack.
-#define ACROBAT_STACK_VALS(n) static_cast<Val*>(alloca(sizeof(Val) * std::max<size_t>((n), 1)))
+bool holds_tensor(const Type& t) {
+  if (t->kind == TypeKind::Tensor) return true;
+  if (t->kind != TypeKind::Tuple) return false;
+  for (const auto& a : t->args)
+    if (holds_tensor(a)) return true;
+  return false;
+}
+
+// Storage for `n` values of type T on the current function's stack frame.
+#define ACROBAT_STACK_ARRAY(T, n) static_cast<T*>(alloca(sizeof(T) * std::max<size_t>((n), 1)))
 
 }  // namespace
 
+// ---- translation ----
+
 HostInterpreter::HostInterpreter(const ir::Module& module) : m_(module) {
-  flags_.assign(static_cast<size_t>(module.num_sites), 0);
-  read_sizes_.assign(static_cast<size_t>(module.num_sites), 0);
-  const analysis::DepthPlan& depth = module.plan->depth;
-  for (int s : depth.phase_ends) flags_[s] |= kEndsPhase;
-  for (const auto& [s, pads] : depth.ghosts)
-    for (int p : pads)
-      if (p > 0) flags_[s] |= kGhosts;
-  const analysis::Plan& plan = *module.plan;
-  for (const ir::Function& f : module.functions)
-    ir::for_each_block(f.body, [&](const ir::Block& b) {
-      for (const auto& bind : b.bindings) {
-        const ir::Rhs& r = *bind.rhs;
-        if (plan.block_at_site[r.site] >= 0) flags_[r.site] |= kBlockStart;
-        if (plan.concurrency.group_at(r) > 0) flags_[r.site] |= kGroupStart;
-        if (analysis::is_batched_op(r))
-          flags_[r.site] |= kBatchedOp;
-        else if (analysis::is_tensor_op(r))
-          flags_[r.site] |= kConstant;
-        if (r.kind == ir::RhsKind::Op && op_info(r.op).op_class == OpClass::HostRead)
-          read_sizes_[r.site] = num_elements(f.vars[r.args[0].var].type->shape);
-        if (r.kind != ir::RhsKind::Host) continue;
-        const ir::Atom& a = r.args[0];
-        TypeKind k = a.kind == ir::Atom::Var   ? f.vars[a.var].type->kind
-                     : a.kind == ir::Atom::Int  ? TypeKind::Int
-                     : a.kind == ir::Atom::Bool ? TypeKind::Bool
-                                                : TypeKind::Float;
-        if (k == TypeKind::Int) flags_[r.site] |= kIntArgs;
-        if (k == TypeKind::Bool) flags_[r.site] |= kBoolArgs;
-      }
-    });
+  for (const ir::Function& f : module.functions) {
+    Function out;
+    out.num_vars = f.vars.size();
+    out.num_captures = f.num_captures;
+    out.params = f.params;
+    out.body = static_cast<int32_t>(blocks_.size());
+    blocks_.emplace_back();
+    functions_.push_back(std::move(out));
+    compile_block(f, f.body, functions_.back().body);
+  }
 }
 
+HostInterpreter::Operand HostInterpreter::operand(const ir::Atom& a) {
+  Val v{};
+  switch (a.kind) {
+    case ir::Atom::Var: return a.var;
+    case ir::Atom::Int: v = I(a.int_value); break;
+    case ir::Atom::Float: v = F(a.float_value); break;
+    case ir::Atom::Bool: v = I(a.bool_value ? 1 : 0); break;
+    case ir::Atom::Unit: break;
+    // A closure without captures: immutable, so one object serves every use.
+    case ir::Atom::Func: v = P(function_values_.alloc(a.func, 0)); break;
+  }
+  pool_.push_back(v);
+  return -static_cast<Operand>(pool_.size());
+}
+
+uint8_t HostInterpreter::flags_of(const ir::Function& f, const ir::Rhs& r) const {
+  const analysis::Plan& plan = *m_.plan;
+  uint8_t flags = 0;
+  if (plan.block_at_site[r.site] >= 0) flags |= kBlockStart;
+  if (plan.concurrency.group_at(r) > 0) flags |= kGroupStart;
+  if (analysis::is_batched_op(r))
+    flags |= kBatchedOp;
+  else if (analysis::is_tensor_op(r))
+    flags |= kConstant;
+  if (plan.depth.ends_phase(r)) flags |= kEndsPhase;
+  if (auto it = plan.depth.ghosts.find(r.site); it != plan.depth.ghosts.end())
+    for (int pad : it->second)
+      if (pad > 0) flags |= kGhosts;
+  if (r.kind == ir::RhsKind::Host) {
+    const ir::Atom& a = r.args[0];
+    TypeKind k = a.kind == ir::Atom::Var   ? f.vars[a.var].type->kind
+                 : a.kind == ir::Atom::Int  ? TypeKind::Int
+                 : a.kind == ir::Atom::Bool ? TypeKind::Bool
+                                            : TypeKind::Float;
+    if (k == TypeKind::Int) flags |= kIntArgs;
+    if (k == TypeKind::Bool) flags |= kBoolArgs;
+  }
+  return flags;
+}
+
+void HostInterpreter::compile_block(const ir::Function& f, const ir::Block& b, int32_t id) {
+  const analysis::Plan& plan = *m_.plan;
+  const auto begin = static_cast<int32_t>(code_.size());
+  code_.resize(code_.size() + b.bindings.size());
+  for (size_t i = 0; i < b.bindings.size(); ++i) {
+    const ir::Rhs& r = *b.bindings[i].rhs;
+    Instr in;
+    in.kind = r.kind;
+    in.flags = flags_of(f, r);
+    in.var = b.bindings[i].var;
+    in.site = r.site;
+    in.rhs = &r;
+    in.num_args = static_cast<uint16_t>(r.args.size());
+    ACROBAT_ASSERT(r.args.size() <= UINT16_MAX, "too many operands");
+    in.args = static_cast<int32_t>(operands_.size());
+    for (const ir::Atom& a : r.args) operands_.push_back(operand(a));
+    if (in.flags & kBlockStart) in.extra = plan.block_at_site[r.site];
+    if (in.flags & kGroupStart) in.extra = plan.concurrency.group_at(r);
+    switch (r.kind) {
+      case ir::RhsKind::Call:
+        in.x = r.callee_func;
+        if (r.callee_func < 0) in.y = operand(r.callee);
+        break;
+      case ir::RhsKind::Construct: in.x = r.ctor->tag; break;
+      case ir::RhsKind::MakeTuple: in.x = 0; break;
+      case ir::RhsKind::MakeClosure: in.x = r.callee_func; break;
+      case ir::RhsKind::Proj:
+      case ir::RhsKind::ParamLoad:
+      case ir::RhsKind::ParamIndex: in.x = r.index; break;
+      case ir::RhsKind::Host: in.x = static_cast<int32_t>(r.host_op); break;
+      case ir::RhsKind::If:
+        in.y = static_cast<int32_t>(blocks_.size());
+        blocks_.resize(blocks_.size() + 2);
+        compile_block(f, r.then_block, in.y);
+        compile_block(f, r.else_block, in.y + 1);
+        break;
+      case ir::RhsKind::Match: {
+        in.x = static_cast<int32_t>(r.clauses.size());
+        in.y = static_cast<int32_t>(clauses_.size());
+        clauses_.resize(clauses_.size() + r.clauses.size());
+        for (size_t c = 0; c < r.clauses.size(); ++c) {
+          const auto body = static_cast<int32_t>(blocks_.size());
+          blocks_.emplace_back();
+          const auto pat = static_cast<int32_t>(pats_.size());
+          pats_.emplace_back();
+          compile_pattern(*r.clauses[c].pattern, pat);
+          clauses_[in.y + c] = Clause{pat, body};
+          compile_block(f, r.clauses[c].body, body);
+        }
+        break;
+      }
+      case ir::RhsKind::Op: {  // a tensor-to-host read: the elements it reads
+        if (op_info(r.op).op_class != OpClass::HostRead) break;
+        const int64_t n = num_elements(f.vars[r.args[0].var].type->shape);
+        ACROBAT_ASSERT(n <= INT32_MAX, "a tensor read of more than 2^31 elements");
+        in.x = static_cast<int32_t>(n);
+        break;
+      }
+      case ir::RhsKind::Copy: break;
+    }
+    code_[begin + i] = in;
+  }
+  blocks_[id] = CodeBlock{begin, begin + static_cast<int32_t>(b.bindings.size()), operand(b.result)};
+}
+
+void HostInterpreter::compile_pattern(const ir::Pattern& p, int32_t at) {
+  Pat out;
+  out.kind = p.kind;
+  if (p.kind == ir::Pattern::Ctor) out.tag = p.ctor->tag;
+  if (p.kind == ir::Pattern::Bind) out.var = p.var;
+  out.first = static_cast<int32_t>(pats_.size());
+  out.count = static_cast<int32_t>(p.subs.size());
+  pats_.resize(pats_.size() + p.subs.size());
+  for (size_t i = 0; i < p.subs.size(); ++i) compile_pattern(*p.subs[i], out.first + static_cast<int32_t>(i));
+  pats_[at] = out;
+}
+
+// ---- execution ----
+
 Val HostInterpreter::call(AotContext* ctx, int32_t func, Val input) {
-  const ir::Function& f = m_.functions[func];
-  Val* frame = ACROBAT_STACK_VALS(f.vars.size());
+  const Function& f = functions_[func];
+  Val* frame = ACROBAT_STACK_ARRAY(Val, f.num_vars);
   frame[f.params[0]] = input;
   return invoke(ctx, func, frame);
 }
 
 Val HostInterpreter::invoke(AotContext* ctx, int32_t func, Val* frame) {
   ++ctx->call_depth;
-  Val result = block(ctx, m_.functions[func].body, frame);
+  Val result = run_block(ctx, functions_[func].body, frame);
   --ctx->call_depth;
   return result;
 }
 
-Val HostInterpreter::atom(AotContext* ctx, const ir::Atom& a, const Val* frame) const {
-  switch (a.kind) {
-    case ir::Atom::Var: return frame[a.var];
-    case ir::Atom::Int: return I(a.int_value);
-    case ir::Atom::Float: return F(a.float_value);
-    case ir::Atom::Bool: return I(a.bool_value ? 1 : 0);
-    case ir::Atom::Unit: return Val{};
-    case ir::Atom::Func: return P(ctx->host->alloc_obj(ctx, a.func, 0));
-  }
-  return Val{};
-}
-
-Val HostInterpreter::block(AotContext* ctx, const ir::Block& b, Val* frame) {
-  for (size_t i = 0; i < b.bindings.size();) {
-    const ir::Rhs& r = *b.bindings[i].rhs;
-    const uint8_t flags = flags_[r.site];
-    if (flags & kBlockStart) {
-      i = record(ctx, b, i, frame);
-    } else if (flags & kGroupStart) {
-      i = concurrent(ctx, b, i, static_cast<size_t>(m_.plan->concurrency.group_at(r)), frame);
+Val HostInterpreter::run_block(AotContext* ctx, int32_t block, Val* frame) {
+  const CodeBlock b = blocks_[block];
+  for (int32_t i = b.begin; i < b.end;) {
+    const Instr& in = code_[i];
+    if (in.flags & kBlockStart) {
+      i = record(ctx, i, frame);
+    } else if (in.flags & kGroupStart) {
+      i = concurrent(ctx, i, frame);
     } else {
-      binding(ctx, b.bindings[i], frame);
+      run(ctx, in, frame);
       ++i;
     }
   }
-  return atom(ctx, b.result, frame);
+  return value(b.result, frame);
 }
 
 // One static block execution: its host bindings, lazy handles for its operators, the record.
-size_t HostInterpreter::record(AotContext* ctx, const ir::Block& b, size_t begin, Val* frame) {
-  const analysis::StaticBlock& s = *m_.plan->block_at(*b.bindings[begin].rhs);
+int32_t HostInterpreter::record(AotContext* ctx, int32_t at, Val* frame) {
+  const analysis::StaticBlock& s = m_.plan->blocks[code_[at].extra];
   const int32_t node = *ctx->num_nodes;
   int32_t k = 0;
-  for (size_t j = s.begin; j < s.end; ++j) {
-    const ir::Binding& bind = b.bindings[j];
-    const ir::Rhs& r = *bind.rhs;
-    const uint8_t flags = flags_[r.site];
-    if (flags & kBatchedOp)
-      frame[bind.var] = aot::lazy_val(node, k++);
-    else if (flags & kConstant)
-      frame[bind.var] = T(ctx->constants[r.site]);
+  const auto end = at + static_cast<int32_t>(s.end - s.begin);
+  for (int32_t i = at; i < end; ++i) {
+    const Instr& in = code_[i];
+    if (in.flags & kBatchedOp)
+      frame[in.var] = aot::lazy_val(node, k++);
+    else if (in.flags & kConstant)
+      frame[in.var] = T(ctx->constants[in.site]);
     else
-      binding(ctx, bind, frame);
+      run(ctx, in, frame);
   }
   if (!s.ops.empty()) {
-    Val* args = ACROBAT_STACK_VALS(s.args.size());
+    Val* args = ACROBAT_STACK_ARRAY(Val, s.args.size());
     for (size_t a = 0; a < s.args.size(); ++a) args[a] = frame[s.args[a].var];
     ctx->host->record(ctx, s.id, args);
   }
-  return s.end;
+  return end;
 }
 
-// A member of a group of concurrent calls: one binding, with the member's own context.
+// A member of a group of concurrent calls: one instruction, with the member's own context.
 struct HostInterpreter::Member {
   HostInterpreter* self;
-  const ir::Binding* bind;
+  const Instr* instr;
   Val* frame;  // the function's, shared: members define distinct variables
 };
 
 void HostInterpreter::run_member(AotContext* ctx, void* env) {
   auto* m = static_cast<Member*>(env);
-  m->self->binding(ctx, *m->bind, m->frame);
+  m->self->run(ctx, *m->instr, m->frame);
 }
 
-size_t HostInterpreter::concurrent(AotContext* ctx, const ir::Block& b, size_t begin, size_t n,
-                                   Val* frame) {
+int32_t HostInterpreter::concurrent(AotContext* ctx, int32_t at, Val* frame) {
+  const auto n = static_cast<size_t>(code_[at].extra);
   // Groups are small: their records live on this stack frame.
-  Member* members = static_cast<Member*>(alloca(sizeof(Member) * n));
-  auto* fns = static_cast<aot::MemberFn*>(alloca(sizeof(aot::MemberFn) * n));
-  auto* envs = static_cast<void**>(alloca(sizeof(void*) * n));
+  Member* members = ACROBAT_STACK_ARRAY(Member, n);
+  aot::MemberFn* fns = ACROBAT_STACK_ARRAY(aot::MemberFn, n);
+  void** envs = ACROBAT_STACK_ARRAY(void*, n);
   for (size_t k = 0; k < n; ++k) {
-    members[k] = Member{this, &b.bindings[begin + k], frame};
+    members[k] = Member{this, &code_[at + k], frame};
     fns[k] = &HostInterpreter::run_member;
     envs[k] = &members[k];
   }
   ctx->host->concurrently(ctx, static_cast<int32_t>(n), fns, envs);
-  return begin + n;
+  return at + static_cast<int32_t>(n);
 }
 
-void HostInterpreter::binding(AotContext* ctx, const ir::Binding& bind, Val* frame) {
-  const ir::Rhs& r = *bind.rhs;
-  Val& v = frame[bind.var];
-  switch (r.kind) {
-    case ir::RhsKind::Copy: v = atom(ctx, r.args[0], frame); return;
+void HostInterpreter::run(AotContext* ctx, const Instr& in, Val* frame) {
+  const Operand* args = operands_.data() + in.args;
+  Val& v = frame[in.var];
+  switch (in.kind) {
+    case ir::RhsKind::Copy: v = value(args[0], frame); return;
     case ir::RhsKind::Op: {  // a tensor-to-host read (tensor operators are in static blocks)
-      const float* t = ctx->host->read_tensor(ctx, frame[r.args[0].var]);
-      v = r.type->kind == TypeKind::Int ? I(kernels::argmax(t, read_sizes_[r.site])) : F(t[0]);
+      const float* t = ctx->host->read_tensor(ctx, value(args[0], frame));
+      v = in.rhs->type->kind == TypeKind::Int ? I(kernels::argmax(t, in.x)) : F(t[0]);
       return;
     }
-    case ir::RhsKind::Host: v = host_op(ctx, r, frame); return;
-    case ir::RhsKind::Call: v = call_binding(ctx, r, frame); return;
+    case ir::RhsKind::Host: v = host_op(ctx, in, frame); return;
+    case ir::RhsKind::Call: v = call_instr(ctx, in, frame); return;
     case ir::RhsKind::Construct:
     case ir::RhsKind::MakeTuple:
     case ir::RhsKind::MakeClosure: {
-      const int32_t tag = r.kind == ir::RhsKind::Construct ? r.ctor->tag
-                          : r.kind == ir::RhsKind::MakeTuple ? 0
-                                                             : r.callee_func;
-      Obj* o = ctx->host->alloc_obj(ctx, tag, static_cast<int32_t>(r.args.size()));
-      for (size_t i = 0; i < r.args.size(); ++i) o->fields[i] = atom(ctx, r.args[i], frame);
+      Obj* o = ctx->host->alloc_obj(ctx, in.x, in.num_args);
+      for (int i = 0; i < in.num_args; ++i) o->fields[i] = value(args[i], frame);
       v = P(o);
       return;
     }
-    case ir::RhsKind::Proj: v = atom(ctx, r.args[0], frame).p->fields[r.index]; return;
-    case ir::RhsKind::ParamLoad: v = T(ctx->params[r.index]); return;
+    case ir::RhsKind::Proj: v = value(args[0], frame).p->fields[in.x]; return;
+    case ir::RhsKind::ParamLoad: v = T(ctx->params[in.x]); return;
     case ir::RhsKind::ParamIndex: {
-      const int64_t i = atom(ctx, r.args[0], frame).i;
-      if (i < 0 || i >= ctx->param_counts[r.index]) ctx->host->fail(ctx, r.site, i, 0);
-      v = T(ctx->params[r.index] + i * ctx->param_row_sizes[r.index]);
+      const int64_t i = value(args[0], frame).i;
+      if (i < 0 || i >= ctx->param_counts[in.x]) ctx->host->fail(ctx, in.site, i, 0);
+      v = T(ctx->params[in.x] + i * ctx->param_row_sizes[in.x]);
       return;
     }
     case ir::RhsKind::If: {
-      const size_t branch = atom(ctx, r.args[0], frame).i ? 0 : 1;
-      Val result = block(ctx, branch == 0 ? r.then_block : r.else_block, frame);
-      if (flags_[r.site] & kGhosts) adjust(ctx, result, r.type, m_.plan->depth.ghost(r, branch));
+      const int branch = value(args[0], frame).i ? 0 : 1;
+      Val result = run_block(ctx, in.y + branch, frame);
+      if (in.flags & kGhosts) adjust(ctx, result, in.rhs->type, m_.plan->depth.ghost(*in.rhs, branch));
       v = result;
       return;
     }
     case ir::RhsKind::Match: {
-      const Val scrutinee = atom(ctx, r.args[0], frame);
-      for (size_t c = 0; c < r.clauses.size(); ++c) {
-        const ir::Pattern& p = *r.clauses[c].pattern;
-        if (!matches(p, scrutinee)) continue;
-        bind_pattern(p, scrutinee, frame);
-        Val result = block(ctx, r.clauses[c].body, frame);
-        if (flags_[r.site] & kGhosts) adjust(ctx, result, r.type, m_.plan->depth.ghost(r, c));
+      const Val scrutinee = value(args[0], frame);
+      for (int32_t c = 0; c < in.x; ++c) {
+        const Clause& clause = clauses_[in.y + c];
+        if (!match(clause.pattern, scrutinee, frame)) continue;
+        Val result = run_block(ctx, clause.block, frame);
+        if (in.flags & kGhosts) adjust(ctx, result, in.rhs->type, m_.plan->depth.ghost(*in.rhs, c));
         v = result;
         return;
       }
-      ctx->host->fail(ctx, r.site, 0, 0);
+      ctx->host->fail(ctx, in.site, 0, 0);
       return;
     }
   }
@@ -227,36 +318,38 @@ void HostInterpreter::binding(AotContext* ctx, const ir::Binding& bind, Val* fra
 
 // A call: the callee's frame is made here, on this function's stack frame, with its parameters
 // (a closure's captured values first) set from the arguments.
-Val HostInterpreter::call_binding(AotContext* ctx, const ir::Rhs& r, Val* frame) {
-  int32_t callee = r.callee_func;
+Val HostInterpreter::call_instr(AotContext* ctx, const Instr& in, Val* frame) {
+  int32_t callee = in.x;
   const Obj* closure = nullptr;
   if (callee < 0) {
-    closure = atom(ctx, r.callee, frame).p;
+    closure = value(in.y, frame).p;
     callee = closure->tag;
   }
-  if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, r.site, callee, 0);
-  const ir::Function& f = m_.functions[callee];
-  Val* callee_frame = ACROBAT_STACK_VALS(f.vars.size());
+  if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, in.site, callee, 0);
+  const Function& f = functions_[callee];
+  Val* callee_frame = ACROBAT_STACK_ARRAY(Val, f.num_vars);
   size_t p = 0;
   if (closure)
     for (; p < static_cast<size_t>(f.num_captures); ++p) callee_frame[f.params[p]] = closure->fields[p];
-  for (const ir::Atom& a : r.args) callee_frame[f.params[p++]] = atom(ctx, a, frame);
+  const Operand* args = operands_.data() + in.args;
+  for (int i = 0; i < in.num_args; ++i) callee_frame[f.params[p++]] = value(args[i], frame);
   Val result = invoke(ctx, callee, callee_frame);
-  if (flags_[r.site] & kEndsPhase) adjust(ctx, result, r.type, -1);
+  if (in.flags & kEndsPhase) adjust(ctx, result, in.rhs->type, -1);
   return result;
 }
 
-Val HostInterpreter::host_op(AotContext* ctx, const ir::Rhs& r, const Val* frame) const {
-  const Val a = atom(ctx, r.args[0], frame);
-  const uint8_t flags = flags_[r.site];
-  const bool is_int = flags & kIntArgs, is_bool = flags & kBoolArgs;
-  if (r.host_op == ir::HostOp::Not) return I(!a.i);
-  if (r.host_op == ir::HostOp::Neg)
-    return is_int ? I(static_cast<int64_t>(0 - static_cast<uint64_t>(a.i))) : F(-a.f);
-  const Val b = atom(ctx, r.args[1], frame);
+Val HostInterpreter::host_op(AotContext* ctx, const Instr& in, const Val* frame) const {
+  const Operand* args = operands_.data() + in.args;
+  const auto op = static_cast<ir::HostOp>(in.x);
+  const Val a = value(args[0], frame);
+  const bool is_int = in.flags & kIntArgs, is_bool = in.flags & kBoolArgs;
+  if (op == ir::HostOp::Not) return I(!a.i);
+  if (op == ir::HostOp::Neg) return is_int ? I(static_cast<int64_t>(0 - static_cast<uint64_t>(a.i))) : F(-a.f);
+  const Val b = value(args[1], frame);
   if (is_int || is_bool) {
     const int64_t x = a.i, y = b.i;
-    switch (r.host_op) {
+    const auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+    switch (op) {
       case ir::HostOp::Lt: return I(x < y);
       case ir::HostOp::Le: return I(x <= y);
       case ir::HostOp::Gt: return I(x > y);
@@ -264,19 +357,19 @@ Val HostInterpreter::host_op(AotContext* ctx, const ir::Rhs& r, const Val* frame
       case ir::HostOp::Eq: return I(x == y);
       case ir::HostOp::Ne: return I(x != y);
       // Wrapping arithmetic, as the generated code does.
-      case ir::HostOp::Add: return I(static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y)));
-      case ir::HostOp::Sub: return I(static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y)));
-      case ir::HostOp::Mul: return I(static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y)));
+      case ir::HostOp::Add: return I(static_cast<int64_t>(ux + uy));
+      case ir::HostOp::Sub: return I(static_cast<int64_t>(ux - uy));
+      case ir::HostOp::Mul: return I(static_cast<int64_t>(ux * uy));
       case ir::HostOp::Div:
       case ir::HostOp::Mod:
-        if (y == 0) ctx->host->fail(ctx, r.site, 0, 0);
-        if (x == INT64_MIN && y == -1) ctx->host->fail(ctx, r.site, 1, 0);
-        return I(r.host_op == ir::HostOp::Div ? x / y : x % y);
+        if (y == 0) ctx->host->fail(ctx, in.site, 0, 0);
+        if (x == INT64_MIN && y == -1) ctx->host->fail(ctx, in.site, 1, 0);
+        return I(op == ir::HostOp::Div ? x / y : x % y);
       default: break;
     }
   } else {
     const double x = a.f, y = b.f;
-    switch (r.host_op) {
+    switch (op) {
       case ir::HostOp::Lt: return I(x < y);
       case ir::HostOp::Le: return I(x <= y);
       case ir::HostOp::Gt: return I(x > y);
@@ -294,35 +387,21 @@ Val HostInterpreter::host_op(AotContext* ctx, const ir::Rhs& r, const Val* frame
   return Val{};
 }
 
-bool HostInterpreter::matches(const ir::Pattern& p, Val v) {
-  switch (p.kind) {
-    case ir::Pattern::Wildcard:
-    case ir::Pattern::Bind: return true;
+bool HostInterpreter::match(int32_t p, Val v, Val* frame) const {
+  const Pat& q = pats_[p];
+  switch (q.kind) {
+    case ir::Pattern::Wildcard: return true;
+    case ir::Pattern::Bind: frame[q.var] = v; return true;
     case ir::Pattern::Ctor:
-      if (v.p->tag != p.ctor->tag) return false;
+      if (v.p->tag != q.tag) return false;
       [[fallthrough]];
     case ir::Pattern::Tuple:
-      for (size_t i = 0; i < p.subs.size(); ++i)
-        if (!matches(*p.subs[i], v.p->fields[i])) return false;
+      for (int32_t i = 0; i < q.count; ++i)
+        if (!match(q.first + i, v.p->fields[i], frame)) return false;
       return true;
   }
   return false;
 }
-
-void HostInterpreter::bind_pattern(const ir::Pattern& p, Val v, Val* frame) {
-  if (p.kind == ir::Pattern::Bind) frame[p.var] = v;
-  for (size_t i = 0; i < p.subs.size(); ++i) bind_pattern(*p.subs[i], v.p->fields[i], frame);
-}
-
-namespace {
-bool holds_tensor(const Type& t) {
-  if (t->kind == TypeKind::Tensor) return true;
-  if (t->kind != TypeKind::Tuple) return false;
-  for (const auto& a : t->args)
-    if (holds_tensor(a)) return true;
-  return false;
-}
-}  // namespace
 
 void HostInterpreter::adjust(AotContext* ctx, Val& v, const Type& type, int pad) {
   if (!type || pad == 0) return;

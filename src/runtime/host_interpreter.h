@@ -3,9 +3,14 @@
 // (codegen/emit_cpp.cpp): host values are 16-byte Vals, tuples, data-type values and closures are
 // Obj records in the run's object arena, each execution of a static block becomes one graph node
 // whose operator results are lazy tensors, and a tensor read, a group of concurrent calls or an
-// error goes to the runtime (runtime/host_runtime.h). A frame is the function's variables on the
-// machine stack of the instance's fiber, so concurrent calls of one instance need no bookkeeping.
-// Nothing here allocates from the heap while an instance runs.
+// error goes to the runtime (runtime/host_runtime.h).
+//
+// The IR is first translated into a compact code: one 40-byte instruction per binding, the
+// instructions of a block contiguous, every operand a frame slot or an entry of a constant pool, and
+// what the plan says of a binding (block start, concurrent group, phase end, ghosts) in its flags;
+// running it touches a few cache lines per binding instead of the IR's scattered nodes. A frame is
+// the function's variables on the machine stack of the instance's fiber, so concurrent calls of one
+// instance need no bookkeeping. Nothing here allocates from the heap while an instance runs.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +18,7 @@
 
 #include "acrobat/aot.h"
 #include "ir/ir.h"
+#include "runtime/host_runtime.h"
 
 namespace acrobat {
 
@@ -24,40 +30,90 @@ class HostInterpreter {
   aot::Val call(aot::AotContext* ctx, int32_t func, aot::Val input);
 
  private:
+  enum Flag : uint8_t {
+    kBlockStart = 1,  // the first binding of a static block (extra: the block's id)
+    kGroupStart = 2,  // the first member of a group of concurrent calls (extra: members)
+    kBatchedOp = 4,   // a tensor operator a static block computes (a lazy result)
+    kConstant = 8,    // a constant tensor operator (computed once, by the runtime)
+    kEndsPhase = 16,  // a call whose result ends a phase
+    kGhosts = 32,     // an if or match with ghost levels on some branch
+    kIntArgs = 64,    // a host operator on ints
+    kBoolArgs = 128,  // a host operator on bools
+  };
+  // An operand: >= 0 a frame slot, < 0 the constant pool's entry -1 - o.
+  using Operand = int32_t;
+  struct Instr {
+    ir::RhsKind kind;
+    uint8_t flags = 0;
+    uint16_t num_args = 0;
+    int32_t var = 0;      // the variable defined
+    int32_t args = 0;     // the first operand in operands_
+    int32_t x = 0;        // Call: callee or -1; Construct, MakeTuple, MakeClosure: tag; Proj,
+                          // ParamLoad, ParamIndex: index; Host: operator; Match: clauses
+    int32_t y = 0;        // Call: the closure operand; If: then block (else: y + 1); Match: first
+                          // clause in clauses_
+    int32_t extra = 0;    // see kBlockStart, kGroupStart
+    int32_t site = 0;
+    const ir::Rhs* rhs = nullptr;  // for what is rare: types, read sizes, ghost levels
+  };
+  struct CodeBlock {
+    int32_t begin = 0, end = 0;  // into code_
+    Operand result = 0;
+  };
+  // A pattern node; a constructor's or tuple's sub-patterns are pats_[first, first + count).
+  struct Pat {
+    ir::Pattern::Kind kind;
+    int32_t tag = 0;   // Ctor
+    int32_t var = -1;  // Bind
+    int32_t first = 0, count = 0;
+  };
+  struct Clause {
+    int32_t pattern;  // into pats_
+    int32_t block;
+  };
+  struct Function {
+    int32_t body = 0;
+    size_t num_vars = 0;
+    int32_t num_captures = 0;
+    std::vector<int32_t> params;
+  };
   struct Member;
-  static void run_member(aot::AotContext* ctx, void* env);
 
-  // Runs function `func` on `frame`, whose parameters the caller has set.
+  // Translation.
+  // Translates `b` (of `f`) into block `id` (reserved by the caller, so that an if's two blocks and
+  // a match's clauses are adjacent).
+  void compile_block(const ir::Function& f, const ir::Block& b, int32_t id);
+  Operand operand(const ir::Atom& a);
+  // Translates `p` into pats_[at].
+  void compile_pattern(const ir::Pattern& p, int32_t at);
+  uint8_t flags_of(const ir::Function& f, const ir::Rhs& r) const;
+
+  // Execution.
   aot::Val invoke(aot::AotContext* ctx, int32_t func, aot::Val* frame);
-  aot::Val block(aot::AotContext* ctx, const ir::Block& b, aot::Val* frame);
-  void binding(aot::AotContext* ctx, const ir::Binding& bind, aot::Val* frame);
-  aot::Val call_binding(aot::AotContext* ctx, const ir::Rhs& r, aot::Val* frame);
-  size_t record(aot::AotContext* ctx, const ir::Block& b, size_t begin, aot::Val* frame);
-  size_t concurrent(aot::AotContext* ctx, const ir::Block& b, size_t begin, size_t n,
-                    aot::Val* frame);
-  aot::Val host_op(aot::AotContext* ctx, const ir::Rhs& r, const aot::Val* frame) const;
-  static bool matches(const ir::Pattern& p, aot::Val v);
-  static void bind_pattern(const ir::Pattern& p, aot::Val v, aot::Val* frame);
+  aot::Val run_block(aot::AotContext* ctx, int32_t block, aot::Val* frame);
+  void run(aot::AotContext* ctx, const Instr& in, aot::Val* frame);
+  aot::Val call_instr(aot::AotContext* ctx, const Instr& in, aot::Val* frame);
+  int32_t record(aot::AotContext* ctx, int32_t at, aot::Val* frame);
+  int32_t concurrent(aot::AotContext* ctx, int32_t at, aot::Val* frame);
+  aot::Val host_op(aot::AotContext* ctx, const Instr& in, const aot::Val* frame) const;
+  static void run_member(aot::AotContext* ctx, void* env);
+  // Whether `v` matches pattern `p`, binding its variables on the way (the variables of a clause
+  // that turns out not to match are never read).
+  bool match(int32_t p, aot::Val v, aot::Val* frame) const;
   // Ghost levels (pad > 0) or a phase end (pad < 0) for every tensor `v` of `type` holds directly
   // or in tuples (tuples are copied, not changed).
   static void adjust(aot::AotContext* ctx, aot::Val& v, const Type& type, int pad);
+  aot::Val value(Operand o, const aot::Val* frame) const { return o >= 0 ? frame[o] : pool_[-1 - o]; }
 
-  aot::Val atom(aot::AotContext* ctx, const ir::Atom& a, const aot::Val* frame) const;
-
-  // Per IR site, what the interpreter needs at run time beyond the node itself.
-  enum SiteFlag : uint8_t {
-    kBlockStart = 1,   // the first binding of a static block
-    kGroupStart = 2,   // the first member of a group of concurrent calls
-    kBatchedOp = 4,    // a tensor operator a static block computes (a lazy result)
-    kConstant = 8,     // a constant tensor operator (computed once, by the runtime)
-    kEndsPhase = 16,   // a call whose result ends a phase
-    kGhosts = 32,      // an if or match with ghost levels on some branch
-    kIntArgs = 64,     // a host operator on ints
-    kBoolArgs = 128,   // a host operator on bools
-  };
   const ir::Module& m_;
-  std::vector<uint8_t> flags_;         // by site
-  std::vector<int64_t> read_sizes_;  // by site: elements of a tensor-to-host read's operand
+  std::vector<Instr> code_;
+  std::vector<CodeBlock> blocks_;
+  std::vector<Clause> clauses_;
+  std::vector<Pat> pats_;
+  std::vector<Operand> operands_;
+  std::vector<aot::Val> pool_;  // constants: literals, and functions used as values
+  ObjectArena function_values_;  // closures without captures, shared by every run
+  std::vector<Function> functions_;
 };
 
 }  // namespace acrobat
