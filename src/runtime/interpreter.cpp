@@ -14,10 +14,7 @@ UserError for_instance(const UserError& e, size_t i) {
 }
 
 Interpreter::Interpreter(const ir::Module& module, const ParamStore& params, RunStats& stats)
-    : m_(module), params_(params), stats_(&stats) {
-  if (module.plan && module.plan->concurrency.num_groups > 0)
-    concurrency_ = &module.plan->concurrency;
-}
+    : m_(module), params_(params), stats_(&stats) {}
 
 Value Interpreter::call(int func, std::vector<Value> args, const Span& site, int depth) {
   if (++depth > kMaxCallDepth)
@@ -45,17 +42,6 @@ Value Interpreter::block(const ir::Block& b, std::vector<Value>& frame, int dept
         op_info(bind.rhs->op).op_class != OpClass::HostRead) {
       i += tensor_ops(b, i, frame);
       continue;
-    }
-    if (concurrency_) {
-      if (int n = concurrency_->group_at(*bind.rhs)) {
-        // Members define distinct variables of the one frame they share.
-        concurrently(static_cast<size_t>(n), [&, i](size_t k) {
-          const ir::Binding& member = b.bindings[i + k];
-          frame[member.var] = host_binding(*member.rhs, frame, depth);
-        });
-        i += static_cast<size_t>(n);
-        continue;
-      }
     }
     frame[bind.var] = host_binding(*bind.rhs, frame, depth);
     ++i;
@@ -103,7 +89,6 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int
                     std::make_move_iterator(args.end()));
         result = call(callee.agg->func, std::move(full), r.span, depth);
       }
-      after_call(r, result);
       return result;
     }
     case ir::RhsKind::Construct: return Value::adt(r.ctor, atoms(r.args, frame));
@@ -123,17 +108,13 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int
     case ir::RhsKind::MakeClosure: return Value::closure(r.callee_func, atoms(r.args, frame));
     case ir::RhsKind::If: {
       bool cond = atom(r.args[0], frame).b;
-      Value result = block(cond ? r.then_block : r.else_block, frame, depth);
-      after_branch(r, cond ? 0 : 1, result);
-      return result;
+      return block(cond ? r.then_block : r.else_block, frame, depth);
     }
     case ir::RhsKind::Match: {
       Value scrut = atom(r.args[0], frame);
       for (size_t c = 0; c < r.clauses.size(); ++c)
         if (match(*r.clauses[c].pattern, scrut, frame)) {
-          Value result = block(r.clauses[c].body, frame, depth);
-          after_branch(r, c, result);
-          return result;
+          return block(r.clauses[c].body, frame, depth);
         }
       throw UserError(r.span.begin,
                       "no match clause matches the value (the match is not exhaustive for "

@@ -1,15 +1,14 @@
-// The host-program interpreter shared by the engines: it walks the IR of one instance (calls,
-// matches, ifs, closures, host arithmetic) and hands tensor work to the engine through two hooks,
-// so the reference engine can execute operators eagerly while the batched engine records them.
+// The reference engine's host program: it walks the IR of one instance (calls, matches, ifs,
+// closures, host arithmetic) over Values that own their tensors and hands tensor work to the engine
+// through two hooks (the reference engine executes each operator eagerly). The batched engines run
+// the host program over aot::Val instead (runtime/host_interpreter.h, or generated code).
 #pragma once
 
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/concurrency.h"
 #include "ir/ir.h"
 #include "runtime/engine.h"
-#include "support/function_ref.h"
 
 namespace acrobat {
 
@@ -37,17 +36,6 @@ class Interpreter {
   virtual size_t tensor_ops(const ir::Block& block, size_t index, std::vector<Value>& frame) = 0;
   // Gives a tensor-to-host read its operand's contents (a batched engine runs pending work first).
   virtual const Tensor& tensor_contents(const Value& v) = 0;
-  // Called when a call has returned `result`, and when branch `branch` (If: 0 then, 1 else; Match:
-  // the clause) of an if or match has produced `result`: the batched engine's depth and phase
-  // bookkeeping.
-  virtual void after_call(const ir::Rhs& call, Value& result) {}
-  virtual void after_branch(const ir::Rhs& r, size_t branch, Value& result) {}
-  // Runs body(k) for k in [0, n): the members of a group of independent calls
-  // (analysis/concurrency.h). Here one after the other; a batched engine runs them concurrently.
-  virtual void concurrently(size_t n, FunctionRef<void(size_t)> body) {
-    for (size_t k = 0; k < n; ++k) body(k);
-  }
-
   // Evaluates one binding's right-hand side on the host (everything but tensor operators); `depth`
   // is the number of calls the evaluation is nested in (static blocks hold no calls: 0 there).
   Value host_binding(const ir::Rhs& r, std::vector<Value>& frame, int depth);
@@ -71,7 +59,6 @@ class Interpreter {
   Value host_read(const ir::Rhs& r, const std::vector<Value>& frame);
 
   std::vector<std::vector<Value>> frame_pool_;
-  const analysis::ConcurrencyPlan* concurrency_ = nullptr;  // null when there are no groups
 };
 
 // Marks a UserError as belonging to instance `i` ("instance 7: ...").
