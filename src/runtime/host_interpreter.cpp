@@ -4,6 +4,7 @@
 
 #include "acrobat/kernels.h"
 #include "analysis/plan.h"
+#include "runtime/host_compare.h"
 
 namespace acrobat {
 
@@ -348,14 +349,9 @@ Val HostInterpreter::host_op(AotContext* ctx, const Instr& in, const Val* frame)
   const Val b = value(args[1], frame);
   if (is_int || is_bool) {
     const int64_t x = a.i, y = b.i;
+    if (auto c = host_compare(op, x, y)) return I(*c);
     const auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
     switch (op) {
-      case ir::HostOp::Lt: return I(x < y);
-      case ir::HostOp::Le: return I(x <= y);
-      case ir::HostOp::Gt: return I(x > y);
-      case ir::HostOp::Ge: return I(x >= y);
-      case ir::HostOp::Eq: return I(x == y);
-      case ir::HostOp::Ne: return I(x != y);
       // Wrapping arithmetic, as the generated code does.
       case ir::HostOp::Add: return I(static_cast<int64_t>(ux + uy));
       case ir::HostOp::Sub: return I(static_cast<int64_t>(ux - uy));
@@ -369,13 +365,8 @@ Val HostInterpreter::host_op(AotContext* ctx, const Instr& in, const Val* frame)
     }
   } else {
     const double x = a.f, y = b.f;
+    if (auto c = host_compare(op, x, y)) return I(*c);
     switch (op) {
-      case ir::HostOp::Lt: return I(x < y);
-      case ir::HostOp::Le: return I(x <= y);
-      case ir::HostOp::Gt: return I(x > y);
-      case ir::HostOp::Ge: return I(x >= y);
-      case ir::HostOp::Eq: return I(x == y);
-      case ir::HostOp::Ne: return I(x != y);
       case ir::HostOp::Add: return F(x + y);
       case ir::HostOp::Sub: return F(x - y);
       case ir::HostOp::Mul: return F(x * y);

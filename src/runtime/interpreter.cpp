@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "analysis/plan.h"
+#include "runtime/host_compare.h"
 #include "runtime/reference_kernels.h"
 
 namespace acrobat {
@@ -139,21 +140,6 @@ bool Interpreter::match(const ir::Pattern& p, const Value& v, std::vector<Value>
   return false;
 }
 
-namespace {
-// The comparisons, for ints and floats alike; nullopt for any other operation.
-template <class T>
-std::optional<Value> compare(ir::HostOp op, T x, T y) {
-  switch (op) {
-    case ir::HostOp::Lt: return Value::of_bool(x < y);
-    case ir::HostOp::Le: return Value::of_bool(x <= y);
-    case ir::HostOp::Gt: return Value::of_bool(x > y);
-    case ir::HostOp::Ge: return Value::of_bool(x >= y);
-    case ir::HostOp::Eq: return Value::of_bool(x == y);
-    case ir::HostOp::Ne: return Value::of_bool(x != y);
-    default: return std::nullopt;
-  }
-}
-}  // namespace
 
 Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   Value a = atom(r.args[0], frame);
@@ -166,7 +152,7 @@ Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   if (a.kind == Value::Kind::Bool)
     return Value::of_bool(r.host_op == ir::HostOp::Eq ? a.b == b.b : a.b != b.b);
   double x = a.f, y = b.f;
-  if (auto cmp = compare(r.host_op, x, y)) return *cmp;
+  if (auto c = host_compare(r.host_op, x, y)) return Value::of_bool(*c);
   switch (r.host_op) {
     case ir::HostOp::Add: return Value::of_float(x + y);
     case ir::HostOp::Sub: return Value::of_float(x - y);
@@ -179,7 +165,7 @@ Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
 }
 
 Value Interpreter::int_op(const ir::Rhs& r, int64_t x, int64_t y) {
-  if (auto cmp = compare(r.host_op, x, y)) return *cmp;
+  if (auto c = host_compare(r.host_op, x, y)) return Value::of_bool(*c);
   // Wrapping arithmetic: signed overflow must not be undefined behaviour in the interpreter.
   auto wrap = [](uint64_t v) { return Value::of_int(static_cast<int64_t>(v)); };
   auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
