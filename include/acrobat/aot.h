@@ -15,7 +15,7 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 4;
+inline constexpr uint32_t kAbiVersion = 5;
 
 struct Obj;
 
@@ -129,11 +129,54 @@ struct AotContext {
 struct AotModel {
   uint32_t abi_version;
   const char* source_hash;  // of the generated C++ (it identifies model, dims and analyses)
+  const char* isa;          // ACROBAT_AOT_ISA as the object was compiled: what its CPU must have
   int32_t num_blocks;
   const BlockKernel* kernels;  // by block id
   Val (*entry)(AotContext* ctx, int32_t function, Val input);  // calls function `function`
 };
 
 }  // namespace acrobat::aot
+
+// The instruction-set extensions the including translation unit is compiled for, space-separated
+// (from the compiler's predefined macros; -march=native makes them the building CPU's). A compiled
+// model records its own, and the runtime refuses to load it on a CPU that lacks one.
+#define ACROBAT_AOT_ISA                                                  \
+  "x86-64" ACROBAT_AOT_ISA_AVX ACROBAT_AOT_ISA_AVX2 ACROBAT_AOT_ISA_FMA  \
+      ACROBAT_AOT_ISA_AVX512F ACROBAT_AOT_ISA_AVX512BW ACROBAT_AOT_ISA_AVX512DQ ACROBAT_AOT_ISA_AVX512VL
+#ifdef __AVX__
+#define ACROBAT_AOT_ISA_AVX " avx"
+#else
+#define ACROBAT_AOT_ISA_AVX ""
+#endif
+#ifdef __AVX2__
+#define ACROBAT_AOT_ISA_AVX2 " avx2"
+#else
+#define ACROBAT_AOT_ISA_AVX2 ""
+#endif
+#ifdef __FMA__
+#define ACROBAT_AOT_ISA_FMA " fma"
+#else
+#define ACROBAT_AOT_ISA_FMA ""
+#endif
+#ifdef __AVX512F__
+#define ACROBAT_AOT_ISA_AVX512F " avx512f"
+#else
+#define ACROBAT_AOT_ISA_AVX512F ""
+#endif
+#ifdef __AVX512BW__
+#define ACROBAT_AOT_ISA_AVX512BW " avx512bw"
+#else
+#define ACROBAT_AOT_ISA_AVX512BW ""
+#endif
+#ifdef __AVX512DQ__
+#define ACROBAT_AOT_ISA_AVX512DQ " avx512dq"
+#else
+#define ACROBAT_AOT_ISA_AVX512DQ ""
+#endif
+#ifdef __AVX512VL__
+#define ACROBAT_AOT_ISA_AVX512VL " avx512vl"
+#else
+#define ACROBAT_AOT_ISA_AVX512VL ""
+#endif
 
 extern "C" const acrobat::aot::AotModel* acrobat_aot_model();

@@ -39,10 +39,27 @@ std::string read_all(const std::string& path) {
   return s.str();
 }
 
+// The building CPU as -march=native sees it: vendor, family, model and feature flags of the first
+// processor in /proc/cpuinfo ("" where there is none).
+const std::string& host_cpu() {
+  static const std::string cpu = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line, out;
+    while (std::getline(in, line)) {
+      if (line.empty()) break;  // the end of the first processor
+      for (const char* key : {"vendor_id", "cpu family", "model\t", "flags"})
+        if (line.rfind(key, 0) == 0) out += line + "\n";
+    }
+    return out;
+  }();
+  return cpu;
+}
+
 // The cache key covers everything that goes into the object: the generated source, the headers it
-// includes from the source tree, and the compiler command.
+// includes from the source tree, the compiler command and the CPU that -march=native builds for (a
+// cache directory shared by machines of different kinds keeps one object per kind).
 std::string cache_key(const std::string& source, const std::string& command) {
-  std::string all = source + "\n" + command;
+  std::string all = source + "\n" + command + "\n" + host_cpu();
   for (const char* header : {"/acrobat/aot.h"}) all += read_all(std::string(ACROBAT_AOT_INCLUDE) + header);
   for (const char* header : {"/kernels/simd.h", "/kernels/vec_math.h"})
     all += read_all(std::string(ACROBAT_AOT_KERNELS) + header);

@@ -744,7 +744,7 @@ GeneratedCpp emit_cpp(const ir::Module& module) {
   g.hash = content_hash(g.source);
   g.source += fmt::format(
       "\nextern \"C\" const AotModel* acrobat_aot_model() {{\n"
-      "  static const AotModel model = {{kAbiVersion, \"{}\", {}, kKernels, entry}};\n"
+      "  static const AotModel model = {{kAbiVersion, \"{}\", ACROBAT_AOT_ISA, {}, kKernels, entry}};\n"
       "  return &model;\n}}\n",
       g.hash, module.plan->blocks.size());
   return g;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <sstream>
 
 #include "acrobat/aot.h"
 #include "acrobat/kernels.h"
@@ -22,6 +23,20 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Whether this CPU has instruction-set extension `name` (a word of ACROBAT_AOT_ISA).
+bool cpu_has(const std::string& name) {
+  __builtin_cpu_init();
+  if (name == "x86-64") return true;
+  if (name == "avx") return __builtin_cpu_supports("avx");
+  if (name == "avx2") return __builtin_cpu_supports("avx2");
+  if (name == "fma") return __builtin_cpu_supports("fma");
+  if (name == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (name == "avx512bw") return __builtin_cpu_supports("avx512bw");
+  if (name == "avx512dq") return __builtin_cpu_supports("avx512dq");
+  if (name == "avx512vl") return __builtin_cpu_supports("avx512vl");
+  return false;
 }
 
 // What a runtime thread's kernel calls reach through their context.
@@ -137,6 +152,13 @@ AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
     throw UserError(path + ": compiled for runtime interface version " +
                     std::to_string(st.model->abi_version) + ", this acrobat has version " +
                     std::to_string(aot::kAbiVersion) + "; compile the model again");
+  {
+    std::istringstream words(st.model->isa ? st.model->isa : "");
+    for (std::string w; words >> w;)
+      if (!cpu_has(w))
+        throw UserError(path + ": compiled for a CPU with " + w + ", which this CPU lacks (the object needs: " +
+                        st.model->isa + "); compile the model again on this machine");
+  }
   if (code.hash != st.model->source_hash)
     throw UserError(path + ": compiled from a different model, dims or analyses (code " +
                     st.model->source_hash + ", expected " + code.hash +

@@ -321,6 +321,32 @@ TEST(AotEngine, LoadsFromTheCacheAndRefusesAnotherModelsObject) {
   }
 }
 
+// An object records the instruction-set extensions it was compiled for; a CPU without one of them
+// refuses it (here an object claiming an extension no CPU has).
+TEST(AotEngine, RefusesAnObjectForAnotherCpu) {
+  CompileOptions small;
+  small.dims["H"] = 16;
+  auto m = compile_model(kSource + "/models/treelstm.acr", small);
+  auto params = std::make_shared<ParamStore>(init_params(*m, 1));
+  codegen::GeneratedCpp code = codegen::emit_cpp(*m);
+  const std::string isa = "ACROBAT_AOT_ISA,";
+  const size_t at = code.source.find(isa);
+  ASSERT_NE(at, std::string::npos);
+  code.source.replace(at, isa.size(), "\"x86-64 avx2 avx1024\",");
+  AotOptions o = aot_options();
+  o.object = codegen::build_shared_object(code, kCache + "/other-cpu").path;
+  try {
+    AotEngine wrong(m, params, o);
+    FAIL() << "loaded an object for another CPU";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("compiled for a CPU with avx1024, which this CPU lacks"),
+              std::string::npos)
+        << e.what();
+  }
+  // The same model compiled here loads.
+  EXPECT_NO_THROW(AotEngine(m, params, aot_options()));
+}
+
 TEST(AotEngine, CompilerFailureIsAUserErrorWithTheCommand) {
   codegen::GeneratedCpp broken{"this is not C++\n", "0000000000000bad"};
   try {

@@ -230,6 +230,6 @@ const BlockKernel kKernels[] = {kernel0, kernel1, kernel2, nullptr};
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "cfc165e8b7418e70", 3, kKernels, entry};
+  static const AotModel model = {kAbiVersion, "cfc165e8b7418e70", ACROBAT_AOT_ISA, 3, kKernels, entry};
   return &model;
 }
