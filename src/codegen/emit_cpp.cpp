@@ -407,9 +407,7 @@ class Emitter {
     ++indent_;
     line(fmt::format("const float* t = ctx->host->read_tensor(ctx, {});", atom(r.args[0])));
     if (r.op == OpId::Argmax) {
-      line("int64_t best = 0;");
-      line(fmt::format("for (int64_t j = 1; j < {}; ++j) if (t[j] > t[best]) best = j;", n));
-      line(v + " = I(best);");
+      line(fmt::format("{} = I(acrobat::kernels::argmax_scalar(t, {}));", v, n));
     } else {
       line(v + " = F(t[0]);");
     }

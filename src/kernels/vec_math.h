@@ -88,3 +88,18 @@ inline Vec sigmoid(Vec x) {
 }
 
 }  // namespace acrobat::kernels::simd
+
+namespace acrobat::kernels {
+
+// argmax's rule on every engine: the first NaN if x holds one, else the first maximum. The library's
+// kernels::argmax is the vectorised form of the same rule; generated code calls this one.
+inline int64_t argmax_scalar(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (x[j] != x[j]) return j;
+    if (x[j] > x[best]) best = j;
+  }
+  return best;
+}
+
+}  // namespace acrobat::kernels

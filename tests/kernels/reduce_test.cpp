@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "acrobat/kernels.h"
+#include "kernels/vec_math.h"
 #include "test_util.h"
 
 namespace acrobat::kernels {
@@ -105,6 +106,21 @@ TEST(Argmax, NaNCountsAsTheMaximum) {
   x[25] = kNaN;
   x[33] = kNaN;
   EXPECT_EQ(argmax(x.data(), 40), 25);
+}
+
+// The generated code's scalar form and the library's vectorised one pick the same index, NaNs,
+// infinities and ties included, at every length and position.
+TEST(Argmax, ScalarAndVectorisedFormsAgree) {
+  for (int64_t n : {1, 2, 15, 16, 17, 40, 100}) {
+    for (int64_t at = 0; at < n; at += 3) {
+      for (float special : {kNaN, kInf, -kInf, 0.0f}) {
+        auto x = random_floats(size_t(n), -10, 10, unsigned(n * 131 + at));
+        x[at] = special;
+        if (n > 4) x[(at + n / 2) % n] = special;
+        EXPECT_EQ(argmax_scalar(x.data(), n), argmax(x.data(), n)) << n << " " << at << " " << special;
+      }
+    }
+  }
 }
 
 }  // namespace
