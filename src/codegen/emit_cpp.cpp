@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "analysis/plan.h"
+#include "ir/host_ops.h"
 
 namespace acrobat::codegen {
 
@@ -416,14 +417,18 @@ class Emitter {
     (void)site;
   }
 
+  static constexpr int64_t kOverflow = static_cast<int64_t>(IntError::Overflow);
+
   void host_op(const std::string& v, const ir::Rhs& r, int site) {
     Type t = atom_type(r.args[0]);
     std::string a = atom(r.args[0]);
     if (r.host_op == ir::HostOp::Not) return line(fmt::format("{} = I(!{}.i);", v, a));
     bool is_int = t->kind == TypeKind::Int, is_bool = t->kind == TypeKind::Bool;
-    if (r.host_op == ir::HostOp::Neg)
-      return line(is_int ? fmt::format("{} = I(static_cast<int64_t>(0 - static_cast<uint64_t>({}.i)));", v, a)
-                         : fmt::format("{} = F(-{}.f);", v, a));
+    if (r.host_op == ir::HostOp::Neg) {
+      if (!is_int) return line(fmt::format("{} = F(-{}.f);", v, a));
+      line(fmt::format("if ({}.i == INT64_MIN) ctx->host->fail(ctx, {}, {}, 0);", a, site, kOverflow));
+      return line(fmt::format("{} = I(-{}.i);", v, a));
+    }
     std::string b = atom(r.args[1]);
     const char* field = (is_int || is_bool) ? "i" : "f";
     auto cmp = [&](const char* op) {
@@ -445,12 +450,18 @@ class Emitter {
                                                     : "%";
     if (!is_int) return line(fmt::format("{} = F({}.f {} {}.f);", v, a, op, b));
     if (r.host_op == ir::HostOp::Div || r.host_op == ir::HostOp::Mod) {
-      line(fmt::format("if ({}.i == 0) ctx->host->fail(ctx, {}, 0, 0);", b, site));
-      line(fmt::format("if ({}.i == INT64_MIN && {}.i == -1) ctx->host->fail(ctx, {}, 1, 0);", a, b, site));
+      line(fmt::format("if ({}.i == 0) ctx->host->fail(ctx, {}, {}, 0);", b, site,
+                       static_cast<int64_t>(IntError::DivisionByZero)));
+      line(fmt::format("if ({}.i == INT64_MIN && {}.i == -1) ctx->host->fail(ctx, {}, {}, 0);", a, b, site,
+                       static_cast<int64_t>(IntError::DivisionOverflow)));
       return line(fmt::format("{} = I({}.i {} {}.i);", v, a, op, b));
     }
-    line(fmt::format("{} = I(static_cast<int64_t>(static_cast<uint64_t>({}.i) {} static_cast<uint64_t>({}.i)));",
-                     v, a, op, b));
+    const char* builtin = r.host_op == ir::HostOp::Add   ? "__builtin_add_overflow"
+                          : r.host_op == ir::HostOp::Sub ? "__builtin_sub_overflow"
+                                                         : "__builtin_mul_overflow";
+    line(fmt::format("if ({}({}.i, {}.i, &{}.i)) ctx->host->fail(ctx, {}, {}, 0);", builtin, a, b, v, site,
+                     kOverflow));
+    line(fmt::format("{}.node = -1;", v));
   }
 
   // ---- kernels ---------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 
 #include "acrobat/kernels.h"
 #include "analysis/plan.h"
-#include "runtime/host_compare.h"
+#include "ir/host_ops.h"
 
 namespace acrobat {
 
@@ -345,24 +345,18 @@ Val HostInterpreter::host_op(AotContext* ctx, const Instr& in, const Val* frame)
   const Val a = value(args[0], frame);
   const bool is_int = in.flags & kIntArgs, is_bool = in.flags & kBoolArgs;
   if (op == ir::HostOp::Not) return I(!a.i);
-  if (op == ir::HostOp::Neg) return is_int ? I(static_cast<int64_t>(0 - static_cast<uint64_t>(a.i))) : F(-a.f);
+  if (op == ir::HostOp::Neg) {
+    if (!is_int) return F(-a.f);
+    if (a.i == INT64_MIN) ctx->host->fail(ctx, in.site, static_cast<int64_t>(IntError::Overflow), 0);
+    return I(-a.i);
+  }
   const Val b = value(args[1], frame);
   if (is_int || is_bool) {
     const int64_t x = a.i, y = b.i;
     if (auto c = host_compare(op, x, y)) return I(*c);
-    const auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
-    switch (op) {
-      // Wrapping arithmetic, as the generated code does.
-      case ir::HostOp::Add: return I(static_cast<int64_t>(ux + uy));
-      case ir::HostOp::Sub: return I(static_cast<int64_t>(ux - uy));
-      case ir::HostOp::Mul: return I(static_cast<int64_t>(ux * uy));
-      case ir::HostOp::Div:
-      case ir::HostOp::Mod:
-        if (y == 0) ctx->host->fail(ctx, in.site, 0, 0);
-        if (x == INT64_MIN && y == -1) ctx->host->fail(ctx, in.site, 1, 0);
-        return I(op == ir::HostOp::Div ? x / y : x % y);
-      default: break;
-    }
+    int64_t out = 0;
+    if (auto e = int_arith(op, x, y, out)) ctx->host->fail(ctx, in.site, static_cast<int64_t>(*e), 0);
+    return I(out);
   } else {
     const double x = a.f, y = b.f;
     if (auto c = host_compare(op, x, y)) return I(*c);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ir/walk.h"
+#include "ir/host_ops.h"
 #include "runtime/interpreter.h"
 #include "runtime/reference_kernels.h"
 
@@ -141,7 +142,7 @@ void HostRuntime::fail(aot::AotContext* ctx, int32_t site, int64_t a, int64_t b)
                                         rt.module_.params[r.index].name + "' of " +
                                         std::to_string(rt.param_counts_[r.index]) + " entries");
     case ir::RhsKind::Host:
-      throw UserError(r.span.begin, a == 0 ? "integer division by zero" : "integer division overflows");
+      throw UserError(r.span.begin, int_error_message(static_cast<IntError>(a)));
     case ir::RhsKind::Match:
       throw UserError(r.span.begin,
                       "no match clause matches the value (the match is not exhaustive for "

@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "analysis/plan.h"
-#include "runtime/host_compare.h"
+#include "ir/host_ops.h"
 #include "runtime/reference_kernels.h"
 
 namespace acrobat {
@@ -144,9 +144,11 @@ bool Interpreter::match(const ir::Pattern& p, const Value& v, std::vector<Value>
 Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   Value a = atom(r.args[0], frame);
   if (r.host_op == ir::HostOp::Not) return Value::of_bool(!a.b);
-  if (r.host_op == ir::HostOp::Neg)
-    return a.kind == Value::Kind::Int ? Value::of_int(static_cast<int64_t>(0 - static_cast<uint64_t>(a.i)))
-                                      : Value::of_float(-a.f);
+  if (r.host_op == ir::HostOp::Neg) {
+    if (a.kind != Value::Kind::Int) return Value::of_float(-a.f);
+    if (a.i == INT64_MIN) throw UserError(r.span.begin, int_error_message(IntError::Overflow));
+    return Value::of_int(-a.i);
+  }
   Value b = atom(r.args[1], frame);
   if (a.kind == Value::Kind::Int) return int_op(r, a.i, b.i);
   if (a.kind == Value::Kind::Bool)
@@ -166,22 +168,9 @@ Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
 
 Value Interpreter::int_op(const ir::Rhs& r, int64_t x, int64_t y) {
   if (auto c = host_compare(r.host_op, x, y)) return Value::of_bool(*c);
-  // Wrapping arithmetic: signed overflow must not be undefined behaviour in the interpreter.
-  auto wrap = [](uint64_t v) { return Value::of_int(static_cast<int64_t>(v)); };
-  auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
-  switch (r.host_op) {
-    case ir::HostOp::Add: return wrap(ux + uy);
-    case ir::HostOp::Sub: return wrap(ux - uy);
-    case ir::HostOp::Mul: return wrap(ux * uy);
-    case ir::HostOp::Div:
-    case ir::HostOp::Mod:
-      if (y == 0) throw UserError(r.span.begin, "integer division by zero");
-      if (x == INT64_MIN && y == -1) throw UserError(r.span.begin, "integer division overflows");
-      return Value::of_int(r.host_op == ir::HostOp::Div ? x / y : x % y);
-    default: break;
-  }
-  ACROBAT_ASSERT(false, "host int op");
-  return Value::unit();
+  int64_t out = 0;
+  if (auto e = int_arith(r.host_op, x, y, out)) throw UserError(r.span.begin, int_error_message(*e));
+  return Value::of_int(out);
 }
 
 Value Interpreter::host_read(const ir::Rhs& r, const std::vector<Value>& frame) {

@@ -274,6 +274,33 @@ std::string error_of(Engine& engine, const std::vector<Value>& inputs) {
   return "(no error)";
 }
 
+// Host integer arithmetic that leaves int64 is an error naming the instance and the place, on every
+// engine, never a wrapped number.
+TEST(AotEngine, IntegerOverflowIsAnErrorOnEveryEngine) {
+  const std::pair<const char*, const char*> programs[] = {
+      {"def main(n: int) -> int {\n  if n == 1 { n + 9223372036854775807 } else { n }\n}\n", "test.acr:2:15"},
+      {"def main(n: int) -> int {\n  if n == 1 { (0 - n) - 9223372036854775807 - 1 } else { n }\n}\n",
+       "test.acr:2:16"},
+      {"def main(n: int) -> int {\n  if n == 1 { n * 4611686018427387904 * 2 } else { n }\n}\n", "test.acr:2:15"},
+      {"def main(n: int) -> int {\n  let m = 0 - 9223372036854775807 - n;\n  if n == 1 { -m } else { m }\n}\n",
+       "test.acr:3:15"},
+  };
+  for (const auto& [text, where] : programs) {
+    auto m = compile_text(text);
+    auto params = std::make_shared<ParamStore>(init_params(*m, 1));
+    auto inputs = json_inputs(*m, {0, 1, 2});
+    ReferenceEngine reference(m, params);
+    BatchedEngine interpreter(m, params);
+    AotEngine aot(m, params, aot_options());
+    std::string want = error_of(reference, inputs);
+    EXPECT_NE(want.find("instance 1: integer overflow: the result does not fit in 64 bits"), std::string::npos)
+        << text << want;
+    EXPECT_NE(want.find(where), std::string::npos) << text << want;
+    EXPECT_EQ(error_of(interpreter, inputs), want) << text;
+    EXPECT_EQ(error_of(aot, inputs), want) << text;
+  }
+}
+
 TEST(AotEngine, ReportsUserErrorsLikeTheInterpreter) {
   const char* programs[] = {
       // An index out of range in instance 2.
