@@ -199,12 +199,20 @@ Val HostRuntime::from_value(const Value& v, const Layout* l) {
       out.p = o;
       break;
     }
-    default: {  // a data type
-      const CtorDef* c = v.agg->ctor;
-      const auto& fields = l->fields[c->tag];
-      Obj* o = objects_.alloc(c->tag, static_cast<int32_t>(fields.size()));
-      for (size_t i = 0; i < fields.size(); ++i) o->fields[i] = from_value(v.agg->fields[i], fields[i]);
-      out.p = o;
+    default: {  // a data type; the spine of a list-like value (a last field of the same type) by a loop
+      Val* slot = &out;
+      for (const Value* cur = &v;;) {
+        const auto& fields = l->fields[cur->agg->ctor->tag];
+        const bool chained = !fields.empty() && fields.back() == l;
+        Obj* o = objects_.alloc(cur->agg->ctor->tag, static_cast<int32_t>(fields.size()));
+        slot->p = o;
+        slot->node = -1;
+        for (size_t i = 0; i + (chained ? 1 : 0) < fields.size(); ++i)
+          o->fields[i] = from_value(cur->agg->fields[i], fields[i]);
+        if (!chained) break;
+        slot = &o->fields[fields.size() - 1];
+        cur = &cur->agg->fields.back();
+      }
       break;
     }
   }
@@ -227,12 +235,24 @@ Value HostRuntime::to_value(const Val& v, const Layout* l) {
       for (size_t i = 0; i < l->elems.size(); ++i) fields.push_back(to_value(v.p->fields[i], l->elems[i]));
       return Value::tuple(std::move(fields));
     }
-    default: {
-      const CtorDef* c = l->adt->ctors[v.p->tag].get();
-      const auto& types = l->fields[v.p->tag];
-      std::vector<Value> fields;
-      for (size_t i = 0; i < types.size(); ++i) fields.push_back(to_value(v.p->fields[i], types[i]));
-      return Value::adt(c, std::move(fields));
+    default: {  // a data type; the spine of a list-like value (a last field of the same type) by a loop
+      std::vector<const Obj*> spine;
+      for (const Obj* o = v.p;; o = o->fields[l->fields[o->tag].size() - 1].p) {
+        spine.push_back(o);
+        const auto& types = l->fields[o->tag];
+        if (types.empty() || types.back() != l) break;
+      }
+      Value next;
+      for (size_t k = spine.size(); k-- > 0;) {
+        const Obj* o = spine[k];
+        const auto& types = l->fields[o->tag];
+        const bool chained = k + 1 < spine.size();
+        std::vector<Value> fields;
+        for (size_t i = 0; i + (chained ? 1 : 0) < types.size(); ++i) fields.push_back(to_value(o->fields[i], types[i]));
+        if (chained) fields.push_back(std::move(next));
+        next = Value::adt(l->adt->ctors[o->tag].get(), std::move(fields));
+      }
+      return next;
     }
   }
 }

@@ -40,4 +40,21 @@ Value Value::closure(int func, std::vector<Value> captures) {
   return aggregate(Kind::Closure, nullptr, func, std::move(captures));
 }
 
+Aggregate::~Aggregate() {
+  // Fields whose aggregate this one owns alone are taken out and destroyed here, one at a time; each
+  // hands its own such fields to the same list before it goes.
+  std::vector<std::shared_ptr<const Aggregate>> owned;
+  auto take = [&owned](std::vector<Value>& fields) {
+    for (Value& f : fields)
+      if (f.agg && f.agg.use_count() == 1) owned.push_back(std::move(f.agg));
+  };
+  take(fields);
+  while (!owned.empty()) {
+    std::shared_ptr<const Aggregate> next = std::move(owned.back());
+    owned.pop_back();
+    // The last owner: nothing else reads it while its fields are moved out before it is freed.
+    take(const_cast<Aggregate&>(*next).fields);
+  }
+}
+
 }  // namespace acrobat

@@ -58,6 +58,15 @@ struct Value {
 };
 
 struct Aggregate {
+  Aggregate() = default;
+  Aggregate(const Aggregate&) = default;
+  Aggregate(Aggregate&&) = default;
+  Aggregate& operator=(const Aggregate&) = default;
+  Aggregate& operator=(Aggregate&&) = default;
+  // A long list is a chain of aggregates each owning the next: it is destroyed by a loop, not by a
+  // recursion as deep as the list.
+  ~Aggregate();
+
   const CtorDef* ctor = nullptr;  // Adt
   int func = -1;                  // Closure: index of the (lifted) function in the IR module
   std::vector<Value> fields;      // Tuple elements, Adt fields, Closure captures

@@ -274,6 +274,25 @@ std::string error_of(Engine& engine, const std::vector<Value>& inputs) {
   return "(no error)";
 }
 
+// A list of 300 000 elements goes in and out of every engine and is freed without a recursion as
+// deep as the list (each would overflow the stack).
+TEST(AotEngine, LongListsPassInAndOutOfEveryEngine) {
+  auto m = compile_text("def main(xs: List[int]) -> List[int] { xs }\n");
+  auto params = std::make_shared<ParamStore>(init_params(*m, 1));
+  nlohmann::json row = nlohmann::json::array();
+  for (int i = 0; i < 300000; ++i) row.push_back(i % 7);
+  auto inputs = json_inputs(*m, {row});
+  const auto& f = m->functions[entry_function(*m, "main")];
+  ReferenceEngine reference(m, params);
+  BatchedEngine interpreter(m, params);
+  AotEngine aot(m, params, aot_options());
+  for (Engine* e : std::initializer_list<Engine*>{&reference, &interpreter, &aot}) {
+    RunResult r = e->run(inputs);
+    ASSERT_EQ(r.outputs.size(), 1u);
+    EXPECT_EQ(value_to_json(r.outputs[0], f.ret), row) << e->name();
+  }
+}
+
 // Host integer arithmetic that leaves int64 is an error naming the instance and the place, on every
 // engine, never a wrapped number.
 TEST(AotEngine, IntegerOverflowIsAnErrorOnEveryEngine) {
