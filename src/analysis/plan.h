@@ -12,6 +12,7 @@
 #include "analysis/depth.h"
 #include "analysis/kernel_plan.h"
 #include "analysis/reuse.h"
+#include "analysis/tail_calls.h"
 #include "transforms/specialise.h"
 
 namespace acrobat::analysis {
@@ -40,6 +41,8 @@ struct Plan {
   }
   DepthPlan depth;
   ConcurrencyPlan concurrency;  // empty when options.concurrent is off
+  std::vector<uint8_t> tail_call;  // by IR site: a self call run as a jump (tail_calls.h)
+  bool is_tail_call(const ir::Rhs& r) const { return tail_call[r.site] != 0; }
   // Whether the host program reads tensors (argmax, item): the engines then run each instance on a
   // fiber of its own (runtime/fibers.h).
   bool tensor_reads = false;

@@ -153,7 +153,11 @@ class Emitter {
     }
     for (size_t i = 0; i < fn.params.size(); ++i) line(fmt::format("v{} = p{};", fn.params[i], i));
     line("++ctx->call_depth;");
+    const size_t start = out_.size();
+    has_tail_call_ = false;
     std::string result = block(fn.body);
+    // Tail calls jump back here with the parameters set (analysis/tail_calls.h).
+    if (has_tail_call_) out_.insert(start, "tail:;\n");
     line("--ctx->call_depth;");
     line("return " + result + ";");
     out_ += "}\n\n";
@@ -267,6 +271,18 @@ class Emitter {
       case ir::RhsKind::Op: host_read(v, r, site); break;
       case ir::RhsKind::Host: host_op(v, r, site); break;
       case ir::RhsKind::Call: {
+        if (plan_.is_tail_call(r)) {
+          const ir::Function& fn = m_.functions[func_];
+          line("{");
+          ++indent_;
+          for (size_t i = 0; i < r.args.size(); ++i) line(fmt::format("const Val t{} = {};", i, atom(r.args[i])));
+          for (size_t i = 0; i < r.args.size(); ++i) line(fmt::format("v{} = t{};", fn.params[i], i));
+          line("goto tail;");
+          --indent_;
+          line("}");
+          has_tail_call_ = true;
+          break;
+        }
         std::string callee = r.callee_func >= 0 ? std::to_string(r.callee_func)
                                                 : atom(r.callee) + ".p->tag";
         line(fmt::format("if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, {}, {}, 0);",
@@ -733,6 +749,7 @@ class Emitter {
   int func_ = 0;
   int adjust_depth_ = 0;
   int groups_ = 0;  // groups of concurrent calls emitted so far (their lambdas' names)
+  bool has_tail_call_ = false;  // in the function being emitted
 };
 
 }  // namespace

@@ -83,6 +83,7 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
 
   // 7. Ghost operations and phases.
   plan->depth = analysis::analyse_depth(*ir, plan->blocks, analysis::DepthOptions{a.ghosts, a.phases});
+  plan->tail_call = analysis::find_tail_calls(*ir, plan->depth, plan->concurrency);
   for (const auto& f : ir->functions)
     ir::for_each_block(f.body, [&](const ir::Block& b) {
       for (const auto& bind : b.bindings)

@@ -352,6 +352,14 @@ class Verifier {
       const Rhs* r = &rhs_at(site, "a phase end");
       if (r->kind != RhsKind::Call) fail("a phase ends at " + kind_name(*r) + ", not at a call");
     }
+    sites(p.tail_call.size(), "tail calls");
+    for (size_t site = 0; site < p.tail_call.size(); ++site) {
+      if (!p.tail_call[site]) continue;
+      const NodePlace& at = node(static_cast<int>(site), "a tail call");
+      const Rhs& r = *at.block->bindings[at.index].rhs;
+      if (r.kind != RhsKind::Call || at.index + 1 != at.block->bindings.size())
+        fail("a tail call at " + kind_name(r) + " that is not its block's last binding");
+    }
     if (p.options.concurrent) sites(p.concurrency.group_at_site.size(), "concurrent groups");
     for (size_t site = 0; site < p.concurrency.group_at_site.size(); ++site) {
       int count = p.concurrency.group_at_site[site];

@@ -82,9 +82,10 @@ HostInterpreter::Operand HostInterpreter::operand(const ir::Atom& a) {
   return -static_cast<Operand>(pool_.size());
 }
 
-uint8_t HostInterpreter::flags_of(const ir::Function& f, const ir::Rhs& r) const {
+uint16_t HostInterpreter::flags_of(const ir::Function& f, const ir::Rhs& r) const {
   const analysis::Plan& plan = *m_.plan;
-  uint8_t flags = 0;
+  uint16_t flags = 0;
+  if (plan.is_tail_call(r)) flags |= kTail;
   if (plan.block_at_site[r.site] >= 0) flags |= kBlockStart;
   if (plan.concurrency.group_at(r) > 0) flags |= kGroupStart;
   if (analysis::is_batched_op(r))
@@ -195,7 +196,13 @@ Val HostInterpreter::call(AotContext* ctx, int32_t func, Val input) {
 
 Val HostInterpreter::invoke(AotContext* ctx, int32_t func, Val* frame) {
   ++ctx->call_depth;
-  Val result = run_block(ctx, functions_[func].body, frame);
+  const Function& f = functions_[func];
+  Val result = run_block(ctx, f.body, frame);
+  while (tail_pending_) {
+    tail_pending_ = false;
+    for (size_t p = 0; p < f.params.size(); ++p) frame[f.params[p]] = tail_args_[p];
+    result = run_block(ctx, f.body, frame);
+  }
   --ctx->call_depth;
   return result;
 }
@@ -320,6 +327,13 @@ void HostInterpreter::run(AotContext* ctx, const Instr& in, Val* frame) {
 // A call: the callee's frame is made here, on this function's stack frame, with its parameters
 // (a closure's captured values first) set from the arguments.
 Val HostInterpreter::call_instr(AotContext* ctx, const Instr& in, Val* frame) {
+  if (in.flags & kTail) {  // the function's last act: its arguments go to the loop in invoke()
+    const Operand* args = operands_.data() + in.args;
+    tail_args_.resize(in.num_args);
+    for (int i = 0; i < in.num_args; ++i) tail_args_[i] = value(args[i], frame);
+    tail_pending_ = true;
+    return Val{};
+  }
   int32_t callee = in.x;
   const Obj* closure = nullptr;
   if (callee < 0) {

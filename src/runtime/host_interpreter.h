@@ -30,7 +30,7 @@ class HostInterpreter {
   aot::Val call(aot::AotContext* ctx, int32_t func, aot::Val input);
 
  private:
-  enum Flag : uint8_t {
+  enum Flag : uint16_t {
     kBlockStart = 1,  // the first binding of a static block (extra: the block's id)
     kGroupStart = 2,  // the first member of a group of concurrent calls (extra: members)
     kBatchedOp = 4,   // a tensor operator a static block computes (a lazy result)
@@ -39,12 +39,13 @@ class HostInterpreter {
     kGhosts = 32,     // an if or match with ghost levels on some branch
     kIntArgs = 64,    // a host operator on ints
     kBoolArgs = 128,  // a host operator on bools
+    kTail = 256,      // a tail call (analysis/tail_calls.h): the body runs again on its arguments
   };
   // An operand: >= 0 a frame slot, < 0 the constant pool's entry -1 - o.
   using Operand = int32_t;
   struct Instr {
     ir::RhsKind kind;
-    uint8_t flags = 0;
+    uint16_t flags = 0;
     uint16_t num_args = 0;
     int32_t var = 0;      // the variable defined
     int32_t args = 0;     // the first operand in operands_
@@ -86,7 +87,7 @@ class HostInterpreter {
   Operand operand(const ir::Atom& a);
   // Translates `p` into pats_[at].
   void compile_pattern(const ir::Pattern& p, int32_t at);
-  uint8_t flags_of(const ir::Function& f, const ir::Rhs& r) const;
+  uint16_t flags_of(const ir::Function& f, const ir::Rhs& r) const;
 
   // Execution.
   aot::Val invoke(aot::AotContext* ctx, int32_t func, aot::Val* frame);
@@ -114,6 +115,10 @@ class HostInterpreter {
   std::vector<aot::Val> pool_;  // constants: literals, and functions used as values
   ObjectArena function_values_;  // closures without captures, shared by every run
   std::vector<Function> functions_;
+  // A tail call's arguments, until the loop in invoke() takes them. Host programs run on one thread
+  // and nothing between the request and the loop suspends a fiber, so one slot serves every instance.
+  bool tail_pending_ = false;
+  std::vector<aot::Val> tail_args_;
 };
 
 }  // namespace acrobat

@@ -15,7 +15,9 @@ UserError for_instance(const UserError& e, size_t i) {
 }
 
 Interpreter::Interpreter(const ir::Module& module, const ParamStore& params, RunStats& stats)
-    : m_(module), params_(params), stats_(&stats) {}
+    : m_(module), params_(params), stats_(&stats) {
+  if (module.plan) tail_calls_ = &module.plan->tail_call;
+}
 
 Value Interpreter::call(int func, std::vector<Value> args, const Span& site, int depth) {
   if (++depth > kMaxCallDepth)
@@ -31,6 +33,13 @@ Value Interpreter::call(int func, std::vector<Value> args, const Span& site, int
   frame.resize(f.vars.size());
   for (size_t i = 0; i < f.params.size(); ++i) frame[f.params[i]] = std::move(args[i]);
   Value result = block(f.body, frame, depth);
+  // A tail call (analysis/tail_calls.h) left its arguments: the body runs again on them, in this
+  // frame, at this depth.
+  while (tail_pending_) {
+    tail_pending_ = false;
+    for (size_t i = 0; i < f.params.size(); ++i) frame[f.params[i]] = std::move(tail_args_[i]);
+    result = block(f.body, frame, depth);
+  }
   frame.clear();
   frame_pool_.push_back(std::move(frame));
   return result;
@@ -79,6 +88,12 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int
     case ir::RhsKind::Host: return host_op(r, frame);
     case ir::RhsKind::Call: {
       auto args = atoms(r.args, frame);
+      if (tail_calls_ && (*tail_calls_)[r.site]) {
+        // The last thing the function does: nothing runs between here and the loop in call().
+        tail_args_ = std::move(args);
+        tail_pending_ = true;
+        return Value::unit();
+      }
       Value result;
       if (r.callee_func >= 0) {
         result = call(r.callee_func, std::move(args), r.span, depth);

@@ -59,6 +59,9 @@ class Interpreter {
   Value host_read(const ir::Rhs& r, const std::vector<Value>& frame);
 
   std::vector<std::vector<Value>> frame_pool_;
+  const std::vector<uint8_t>* tail_calls_ = nullptr;  // by site (analysis/tail_calls.h), if planned
+  bool tail_pending_ = false;                          // a tail call's arguments wait in tail_args_
+  std::vector<Value> tail_args_;
 };
 
 // Marks a UserError as belonging to instance `i` ("instance 7: ...").

@@ -208,6 +208,23 @@ TEST(Verify, PlanKeyedByASiteNoNodeHas) {
   expect_problem(m, "depth", "the plan keys ghost padding by site 7, which no node of the module has");
 }
 
+TEST(Verify, TailCallThatIsNotABlocksLastCall) {
+  ir::Module m = small_module();
+  ir::number_new_sites(m);
+  auto plan = std::make_shared<analysis::Plan>();
+  plan->options.reuse = false;
+  plan->options.concurrent = false;
+  plan->depth.chain_length = {0, 0};
+  plan->depth.in_recursion = {false, false};
+  plan->block_at_site.assign(static_cast<size_t>(m.num_sites), -1);
+  plan->tail_call.assign(static_cast<size_t>(m.num_sites), 0);
+  m.plan = plan;
+  EXPECT_EQ(ir::find_ir_problem(m, "depth"), "");
+  plan->tail_call[static_cast<size_t>(m.functions[0].body.bindings[0].rhs->site)] = 1;
+  EXPECT_NE(ir::find_ir_problem(m, "depth").find("a tail call at"), std::string::npos)
+      << ir::find_ir_problem(m, "depth");
+}
+
 TEST(Verify, TwoNodesWithOneSite) {
   ir::Module m = small_module();
   ir::number_new_sites(m);

@@ -293,6 +293,37 @@ TEST(AotEngine, LongListsPassInAndOutOfEveryEngine) {
   }
 }
 
+// A loop written as tail recursion runs in constant stack and beyond the recursion limit on every
+// engine: a million iterations of host arithmetic, and 20 000 steps of a recurrence over a tensor
+// that reads it (fibers) on the way.
+TEST(AotEngine, TailCallsRunInConstantStack) {
+  const char* text = R"(dim H = 4
+param W: f32[H, H]
+def loop(i: int, acc: int) -> int { if i == 0 { acc } else { loop(i - 1, acc + i % 7) } }
+def walk(x: f32[1, H], i: int, hits: int) -> (f32[1, H], int) {
+  if i == 0 { (x, hits) } else { walk(tanh(x @ W) + x * 0.5, i - 1, hits + argmax(x)) }
+}
+def main(n: int) -> (int, f32[1, H], int) {
+  let (x, hits) = walk(ones(1, H) * 0.1, n / 50, 0);
+  (loop(n, 0), x, hits)
+}
+)";
+  auto m = compile_text(text);
+  auto params = std::make_shared<ParamStore>(init_params(*m, 3));
+  auto inputs = json_inputs(*m, {1000000, 3, 250000});
+  RunResult want = ReferenceEngine(m, params).run(inputs);
+  int64_t sum = 0;
+  for (int64_t i = 1; i <= 1000000; ++i) sum += i % 7;
+  EXPECT_EQ(want.outputs[0].agg->fields[0].i, sum);
+  for (auto* engine : {static_cast<Engine*>(new BatchedEngine(m, params)),
+                       static_cast<Engine*>(new AotEngine(m, params, aot_options()))}) {
+    std::unique_ptr<Engine> e(engine);
+    RunResult got = e->run(inputs);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      expect_same(got.outputs[i], want.outputs[i], std::string(e->name()) + " instance " + std::to_string(i));
+  }
+}
+
 // Host integer arithmetic that leaves int64 is an error naming the instance and the place, on every
 // engine, never a wrapped number.
 TEST(AotEngine, IntegerOverflowIsAnErrorOnEveryEngine) {
