@@ -195,6 +195,8 @@ Type Checker::infer_op(Call& c, const OpInfo& op) {
     sink_.error(c.span.begin, named ? r.error : std::string(op.name) + ": " + r.error);
     return error_type();
   }
+  if (is_tensor(r.type) && !admit_tensor(r.type->shape, c.span.begin, std::string(op.name) + ": its result"))
+    return error_type();
   return r.type;
 }
 
@@ -303,6 +305,7 @@ Type Checker::infer_binary(Binary& b) {
         sink_.error(b.span.begin, res.error);
         return error_type();
       }
+      if (!admit_tensor(res.type->shape, b.span.begin, sym + ": its result")) return error_type();
       return res.type;
     }
     default: break;
@@ -334,6 +337,7 @@ Type Checker::infer_binary(Binary& b) {
       sink_.error(b.span.begin, sym + ": " + res.error);
       return error_type();
     }
+    if (!admit_tensor(res.type->shape, b.span.begin, sym + ": its result")) return error_type();
     return res.type;
   }
   if (l->kind == TypeKind::Int && r->kind == TypeKind::Int) return int_type();
