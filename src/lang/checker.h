@@ -118,6 +118,8 @@ class Checker {
   Type infer_op(Call& c, const OpInfo& op);
   Type infer_split(Call& c);
   Type infer_binary(Binary& b);
+  // The type of `b` given its operands' types (already inferred, shallow).
+  Type binary_type(Binary& b, const Type& l, const Type& r);
 
   // ---------------------------------------------------------------------------------------------
   // Matches and patterns (check_patterns.cpp)
