@@ -112,6 +112,7 @@ Prepared prepare(const RunOptions& o) {
   copts.analysis = parse_disable(o.disable);
   if (o.input.empty()) throw UserError("--input KIND:FILE is required");
   p.module = compile_model(o.model, copts);
+  check_entry(*p.module->source, o.entry);
   int entry = entry_function(*p.module, o.entry);
   const ir::Function& f = p.module->functions[entry];
   p.output_type = f.ret;
@@ -392,11 +393,12 @@ int main(int argc, char** argv) {
   explain_cmd->add_option("--set", explain_sets, set_help)->delimiter(',');
   explain_cmd->add_option("--disable", explain_disable, disable_help)->delimiter(',');
 
-  std::string check_model;
+  std::string check_model, check_entry_name = "main";
   std::vector<std::string> check_sets;
   auto* check_cmd = app.add_subcommand("check", "Parse and type-check a model; report every error");
   check_cmd->add_option("model", check_model, "Model file (.acr)")->required();
   check_cmd->add_option("--set", check_sets, set_help)->delimiter(',');
+  check_cmd->add_option("--entry", check_entry_name, "The function `run` would start from (default main)");
 
   RunOptions bench_opts;
   std::string bench_batches = "1,8,64", bench_schedulers = "inline-depth,depth,agenda", bench_json;
@@ -469,6 +471,7 @@ int main(int argc, char** argv) {
       CompileOptions options;
       options.dims = parse_sets(check_sets);
       auto module = compile_model(check_model, options);
+      check_entry(*module->source, check_entry_name);
       std::cout << check_model << ": ok (" << module->functions.size() << " functions, "
                 << module->params.size() << " params)\n";
       return 0;
