@@ -1,15 +1,19 @@
 // The acrobat command line: run, check and emit models.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <new>
 #include <sstream>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli_options.h"
 #include "io/files.h"
 #include "analysis/explain.h"
 #include "codegen/build.h"
@@ -26,38 +30,8 @@
 namespace {
 
 using namespace acrobat;
-
-// --disable NAME,...: the analyses to switch off, for ablation runs.
-analysis::AnalysisOptions parse_disable(const std::vector<std::string>& names) {
-  analysis::AnalysisOptions a;
-  for (const auto& n : names) {
-    if (n == "specialise") a.specialise = false;
-    else if (n == "reuse") a.reuse = false;
-    else if (n == "clone") a.clone = false;
-    else if (n == "ghosts") a.ghosts = false;
-    else if (n == "phases") a.phases = false;
-    else if (n == "concurrent") a.concurrent = false;
-    else
-      throw UserError("--disable '" + n +
-                      "': expected specialise, reuse, clone, ghosts, phases or concurrent");
-  }
-  return a;
-}
-
-DimOverrides parse_sets(const std::vector<std::string>& sets) {
-  DimOverrides out;
-  for (const auto& s : sets) {
-    size_t eq = s.find('=');
-    std::string name = s.substr(0, eq);
-    std::string value = eq == std::string::npos ? "" : s.substr(eq + 1);
-    char* end = nullptr;
-    long long v = value.empty() ? 0 : std::strtoll(value.c_str(), &end, 10);
-    if (eq == std::string::npos || name.empty() || value.empty() || *end != '\0' || v <= 0)
-      throw UserError("--set '" + s + "': expected NAME=VALUE with a positive integer VALUE");
-    out[name] = v;
-  }
-  return out;
-}
+using cli::parse_disable;
+using cli::parse_sets;
 
 // The vocabulary beside the data file (data/sst/vocab.txt for data/sst/test.txt), if there is one.
 std::string default_vocab(const InputSpec& spec) {
@@ -92,7 +66,7 @@ struct RunOptions {
   std::string input;
   std::string vocab;
   std::vector<std::string> sets;
-  size_t limit = 0;
+  size_t limit = 0;  // 0: every instance (--limit itself takes 1 or more)
   std::string output;
   std::optional<size_t> show;
   std::string entry = "main";
@@ -102,9 +76,24 @@ struct RunOptions {
   size_t batch = 64;
   bool block_stats = false;
   std::vector<std::string> disable;  // analyses switched off (ablation)
-  int threads = 0;                   // aot: threads per kernel (0: every core)
+  int threads = 0;                   // threads per kernel (0: every core)
   std::string object;                // aot: a prebuilt shared object
 };
+
+// The numeric options of run and bench as given, checked and converted by read_numbers: CLI11 would
+// wrap `--batch -1` to 2^64-1 and take `--threads 100000` as given.
+struct NumberArgs {
+  std::string seed, limit, show, batch, threads;
+};
+
+void read_numbers(const NumberArgs& a, RunOptions& o) {
+  if (!a.seed.empty()) o.seed = cli::parse_seed("--seed", a.seed);
+  if (!a.limit.empty()) o.limit = cli::parse_number("--limit", a.limit, 1, cli::kMaxCount);
+  if (!a.show.empty()) o.show = cli::parse_number("--show", a.show, 0, cli::kMaxCount);
+  if (!a.batch.empty()) o.batch = cli::parse_number("--batch", a.batch, 0, cli::kMaxBatch);
+  if (!a.threads.empty())
+    o.threads = static_cast<int>(cli::parse_number("--threads", a.threads, 1, cli::kMaxThreads));
+}
 
 // A compiled model with its parameters and input instances: what run and bench start from.
 struct Prepared {
@@ -123,6 +112,7 @@ Prepared prepare(const RunOptions& o) {
   copts.analysis = parse_disable(o.disable);
   if (o.input.empty()) throw UserError("--input KIND:FILE is required");
   p.module = compile_model(o.model, copts);
+  check_entry(*p.module->source, o.entry);
   int entry = entry_function(*p.module, o.entry);
   const ir::Function& f = p.module->functions[entry];
   p.output_type = f.ret;
@@ -257,24 +247,15 @@ int run_command(const RunOptions& o) {
   return 0;
 }
 
-// A comma-separated list of positive integers given to `option`.
-std::vector<size_t> parse_counts(const std::string& list, const std::string& option) {
-  std::vector<size_t> out;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v <= 0)
-      throw UserError(option + " '" + list + "': expected a comma-separated list of positive integers");
-    out.push_back(static_cast<size_t>(v));
-  }
-  return out;
-}
-
 int bench(const RunOptions& o, const std::string& batches, const std::string& schedulers,
-          int reps, const std::string& json, size_t pytorch_limit, const std::string& engines,
-          const std::string& threads, bool ablation) {
+          const std::string& reps, const std::string& json, const std::string& pytorch_limit_arg,
+          const std::string& engines, const std::string& threads, bool ablation) {
+  // Every option is checked before the model is compiled and the inputs are read.
+  std::vector<int64_t> batch_sizes = cli::parse_number_list("--batch", batches, 1, cli::kMaxBatch);
+  std::vector<int64_t> thread_counts =
+      cli::parse_number_list("--threads", threads, 1, cli::kMaxThreads);
+  size_t pytorch_limit = cli::parse_number("--pytorch-limit", pytorch_limit_arg, 0, cli::kMaxCount);
+  int repetitions = static_cast<int>(cli::parse_number("--reps", reps, 1, cli::kMaxReps));
   Prepared p = prepare(o);
   std::vector<BenchConfig> configs = {{"as given", p.module}};
   if (ablation) {
@@ -296,13 +277,13 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
   }
   BenchOptions b;
   b.model = o.model;
-  b.batches = parse_counts(batches, "--batch");
+  b.batches.assign(batch_sizes.begin(), batch_sizes.end());
   b.schedulers.clear();
   std::stringstream ss(schedulers);
   std::string item;
   while (std::getline(ss, item, ',')) b.schedulers.push_back(scheduler_name(parse_scheduler(item)));
   b.sets = o.sets;
-  b.reps = reps;
+  b.reps = repetitions;
   b.engines.clear();
   std::stringstream es(engines);
   while (std::getline(es, item, ',')) {
@@ -311,7 +292,7 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
     b.engines.push_back(item);
   }
   b.threads.clear();
-  for (size_t t : parse_counts(threads, "--threads")) b.threads.push_back(static_cast<int>(t));
+  for (int64_t t : thread_counts) b.threads.push_back(static_cast<int>(t));
   b.json_path = json;
   // The PyTorch oracle implements the models of models/ by their file name.
   std::string stem = o.model.substr(o.model.find_last_of('/') + 1);
@@ -327,6 +308,12 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
   return bench_command(b, configs, p.params, p.inputs);
 }
 
+// Prints "error: <message>" as one line.
+void report_failure(std::string message) {
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  std::cerr << "error: " << message << "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -334,30 +321,33 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   RunOptions run;
+  NumberArgs run_numbers;
   // What `emit` (and `run --emit`) can print: ast and ir name the parse and lower stages.
   const std::vector<std::string> emit_stages = {"ast", "ir", "specialise", "reuse", "concurrent",
                                                 "blocks", "depth"};
   auto* run_cmd = app.add_subcommand("run", "Run a model's `main` on every input instance");
   run_cmd->add_option("model", run.model, "Model file (.acr)")->required();
   run_cmd->add_option("--params", run.params, "Parameters (safetensors); default: random from --seed");
-  run_cmd->add_option("--seed", run.seed, "Seed for random parameters (default 0)");
+  run_cmd->add_option("--seed", run_numbers.seed, "Seed for random parameters (default 0)");
   run_cmd->add_option("--input", run.input, "KIND:FILE with KIND sst, sst-tokens, tokens or json");
   run_cmd->add_option("--vocab", run.vocab, "Vocabulary for sst inputs (default: vocab.txt beside the data)");
-  run_cmd->add_option("--set", run.sets, "Override a dim: NAME=VALUE (repeatable)");
-  run_cmd->add_option("--limit", run.limit, "Run only the first N instances");
+  const char* set_help = "Override dims: NAME=VALUE (repeatable, or comma-separated)";
+  run_cmd->add_option("--set", run.sets, set_help)->delimiter(',');
+  run_cmd->add_option("--limit", run_numbers.limit, "Run only the first N instances (N >= 1)");
   run_cmd->add_option("--output", run.output, "Write all outputs as JSON to this file");
-  run_cmd->add_option("--show", run.show, "Print the first N outputs (default: all, or none with --output)");
+  run_cmd->add_option("--show", run_numbers.show, "Print the first N outputs (default: all, or none with --output)");
   run_cmd->add_option("--entry", run.entry, "Function to run (default main)");
   run_cmd->add_option("--engine", run.engine,
                       "batched (default; the interpreter drives the batched runtime), aot (compiled "
                       "C++, cached) or reference (one instance at a time)")
       ->check(CLI::IsMember({"batched", "aot", "reference"}));
-  run_cmd->add_option("--threads", run.threads, "Threads splitting each large batched kernel (default: all cores)")
-      ->check(CLI::PositiveNumber);
+  run_cmd->add_option("--threads", run_numbers.threads,
+                      "Threads splitting each large batched kernel, 1 to 1024 (default: all cores)");
   run_cmd->add_option("--object", run.object, "aot: use this shared object from `acrobat compile`");
   run_cmd->add_option("--scheduler", run.scheduler, "inline-depth (default), depth or agenda")
       ->check(CLI::IsMember({"inline-depth", "depth", "agenda"}));
-  run_cmd->add_option("--batch", run.batch, "Instances per batch (default 64; 0: all at once)");
+  run_cmd->add_option("--batch", run_numbers.batch,
+                      "Instances per batch, up to 1048576 (default 64; 0: all at once)");
   run_cmd->add_flag("--block-stats", run.block_stats, "Print nodes and batches per block");
   run_cmd->add_option("--emit", run.emit, "Print a compiler stage instead of running (see emit)")
       ->check(CLI::IsMember(emit_stages));
@@ -378,7 +368,7 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember(emit_stages));
   emit_cmd->add_option("model", emit_model, "Model file (.acr)")->required();
-  emit_cmd->add_option("--set", emit_sets, "Override a dim: NAME=VALUE (repeatable)");
+  emit_cmd->add_option("--set", emit_sets, set_help)->delimiter(',');
   emit_cmd->add_option("--disable", emit_disable, disable_help)->delimiter(',');
 
   std::string compile_model_path, compile_output, compile_cache;
@@ -388,7 +378,7 @@ int main(int argc, char** argv) {
                  "kernels, built with the system compiler, cached by content)");
   compile_cmd->add_option("model", compile_model_path, "Model file (.acr)")->required();
   compile_cmd->add_option("-o,--output", compile_output, "The shared object to write")->required();
-  compile_cmd->add_option("--set", compile_sets, "Override a dim: NAME=VALUE (repeatable)");
+  compile_cmd->add_option("--set", compile_sets, set_help)->delimiter(',');
   compile_cmd->add_option("--disable", compile_disable, disable_help)->delimiter(',');
   compile_cmd->add_option("--cache-dir", compile_cache, "Compile cache (default ~/.cache/acrobat)");
   std::string emit_cpp_path;
@@ -400,31 +390,33 @@ int main(int argc, char** argv) {
       "explain", "What the compiler decided: per function its clones and specialisations, per "
                  "static block its operators, argument modes, depth, phase and FLOPs");
   explain_cmd->add_option("model", explain_model, "Model file (.acr)")->required();
-  explain_cmd->add_option("--set", explain_sets, "Override a dim: NAME=VALUE (repeatable)");
+  explain_cmd->add_option("--set", explain_sets, set_help)->delimiter(',');
   explain_cmd->add_option("--disable", explain_disable, disable_help)->delimiter(',');
 
-  std::string check_model;
+  std::string check_model, check_entry_name = "main";
   std::vector<std::string> check_sets;
   auto* check_cmd = app.add_subcommand("check", "Parse and type-check a model; report every error");
   check_cmd->add_option("model", check_model, "Model file (.acr)")->required();
-  check_cmd->add_option("--set", check_sets, "Override a dim: NAME=VALUE (repeatable)");
+  check_cmd->add_option("--set", check_sets, set_help)->delimiter(',');
+  check_cmd->add_option("--entry", check_entry_name, "The function `run` would start from (default main)");
 
   RunOptions bench_opts;
   std::string bench_batches = "1,8,64", bench_schedulers = "inline-depth,depth,agenda", bench_json;
-  int bench_reps = 3;
-  size_t bench_pytorch = 300;
+  std::string bench_reps = "3", bench_pytorch = "300";
+  NumberArgs bench_numbers;
   auto* bench_cmd = app.add_subcommand(
       "bench", "Throughput of the reference engine, the batched engine (each scheduler and batch "
                "size) and eager PyTorch, side by side, with the sgemm yardstick");
   bench_cmd->add_option("model", bench_opts.model, "Model file (.acr); not with --all");
   bench_cmd->add_option("--input", bench_opts.input, "KIND:FILE; not with --all");
   bench_cmd->add_option("--vocab", bench_opts.vocab, "Vocabulary for sst inputs");
-  bench_cmd->add_option("--set", bench_opts.sets, "Override a dim: NAME=VALUE (repeatable)");
-  bench_cmd->add_option("--limit", bench_opts.limit, "Use only the first N instances");
+  bench_cmd->add_option("--set", bench_opts.sets, set_help)->delimiter(',');
+  bench_cmd->add_option("--limit", bench_numbers.limit, "Use only the first N instances (N >= 1)");
   bench_cmd->add_option("--disable", bench_opts.disable, disable_help)->delimiter(',');
   std::string bench_engines = "batched", bench_threads = "1";
   bench_cmd->add_option("--engine", bench_engines, "Engines besides the reference: batched, aot or batched,aot");
-  bench_cmd->add_option("--threads", bench_threads, "Thread counts, comma-separated (default 1)");
+  bench_cmd->add_option("--threads", bench_threads,
+                        "Thread counts from 1 to 1024, comma-separated (default 1)");
   bool bench_ablation = false, bench_all = false, bench_quick = false;
   std::string bench_out = "bench/results/all";
   bench_cmd->add_flag("--all", bench_all,
@@ -437,21 +429,31 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--params", bench_opts.params, "Parameters (default: random, seed 0)");
   bench_cmd->add_option("--batch", bench_batches, "Batch sizes, comma-separated (default 1,8,64)");
   bench_cmd->add_option("--schedulers", bench_schedulers, "Schedulers, comma-separated");
-  bench_cmd->add_option("--reps", bench_reps, "Repetitions per figure (median; default 3)")
-      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--reps", bench_reps, "Repetitions per figure, 1 to 1000 (median; default 3)");
   bench_cmd->add_option("--json", bench_json, "Write the results as JSON to this file");
   bench_cmd->add_option("--pytorch-limit", bench_pytorch,
                         "Instances for the eager PyTorch row (default 300; 0: no PyTorch row)");
 
-  CLI11_PARSE(app, argc, argv);
-
   try {
-    if (*run_cmd) return run_command(run);
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints the message (or the help); every command-line error exits 1.
+    return app.exit(e) == 0 ? 0 : 1;
+  }
+
+  // Every exception ends as one message and exit status 1: user errors as they are, the others
+  // (out of memory, the file system, the system, JSON) named for what they are.
+  try {
+    if (*run_cmd) {
+      read_numbers(run_numbers, run);
+      return run_command(run);
+    }
+    read_numbers(bench_numbers, bench_opts);
     if (*bench_cmd && bench_all) {
       BenchAllOptions a;
       a.source_dir = ACROBAT_SOURCE_DIR;
       a.out_dir = bench_out;
-      a.reps = bench_reps;
+      a.reps = static_cast<int>(cli::parse_number("--reps", bench_reps, 1, cli::kMaxReps));
       a.quick = bench_quick;
       return bench_all_command(a);
     }
@@ -469,12 +471,32 @@ int main(int argc, char** argv) {
       CompileOptions options;
       options.dims = parse_sets(check_sets);
       auto module = compile_model(check_model, options);
+      check_entry(*module->source, check_entry_name);
       std::cout << check_model << ": ok (" << module->functions.size() << " functions, "
                 << module->params.size() << " params)\n";
       return 0;
     }
   } catch (const UserError& e) {
     std::cerr << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    report_failure("out of memory: the run needs more memory than the machine could give; use a "
+                   "smaller --batch or smaller dims");
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    report_failure(e.what());  // "filesystem error: <what> [path]"
+    return 1;
+  } catch (const std::system_error& e) {
+    report_failure(std::string("system error: ") + e.what());
+    return 1;
+  } catch (const nlohmann::json::exception& e) {
+    report_failure(std::string("JSON: ") + e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    report_failure(e.what());
+    return 1;
+  } catch (...) {
+    report_failure("unknown exception");
     return 1;
   }
   return 0;

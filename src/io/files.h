@@ -61,8 +61,9 @@ struct JsonError {
 };
 
 // The deepest nesting of arrays and objects parse_json_strict accepts, so that code walking the
-// result recursively cannot overflow the stack.
-inline constexpr size_t kMaxJsonDepth = 512;
+// result recursively cannot overflow the stack. It matches the engines' limit of 5000 nested calls:
+// a model walks an input recursively, so a deeper one could not run anyway.
+inline constexpr size_t kMaxJsonDepth = 5000;
 
 // Parses `text` as exactly one JSON value (surrounding whitespace allowed) into `out`. Besides
 // syntax errors, rejects an object that repeats a key (nlohmann would silently keep the last) and

@@ -21,8 +21,9 @@ struct PtbTree {
 };
 
 // Trees nested deeper than this are rejected, which keeps recursive walks of a tree (and its
-// destructor) well within the stack. SST trees are at most ~30 deep.
-inline constexpr size_t kMaxPtbDepth = 1000;
+// destructor) well within the stack. It matches the engines' limit of 5000 nested calls (a model
+// recurses over the tree); SST trees are at most ~30 deep.
+inline constexpr size_t kMaxPtbDepth = 5000;
 
 // Parses one line holding exactly one tree. Tokens are '(', ')' and words (runs of characters other
 // than ASCII whitespace and parentheses, e.g. -LRB-, 's, n't, ...); labels must be integers 0-4.

@@ -15,6 +15,7 @@
 #include "io/files.h"
 #include "io/json_lines.h"
 #include "support/diagnostics.h"
+#include "support/sizes.h"
 
 namespace acrobat::io {
 
@@ -109,13 +110,8 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 // product(shape) * element_size, or nullopt if that overflows 64 bits.
 std::optional<uint64_t> byte_count(const std::vector<int64_t>& shape, uint64_t element_size) {
   if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
-  uint64_t bytes = element_size;
-  for (int64_t dim : shape) {
-    const auto d = static_cast<uint64_t>(dim);
-    if (bytes > std::numeric_limits<uint64_t>::max() / d) return std::nullopt;
-    bytes *= d;
-  }
-  return bytes;
+  std::optional<uint64_t> elements = checked_product<uint64_t>(shape);
+  return elements ? checked_mul(*elements, element_size) : std::nullopt;
 }
 
 // Reports errors about one tensor as "FILE: error: <what> 'NAME': ...".

@@ -65,7 +65,25 @@ class Lowering {
     int index;  // of fn in functions_
     std::map<const A::LocalVar*, int> locals;
     int lambda_count = 0;
+    int block_depth = 0;  // blocks open around the one being lowered
   };
+
+  // Blocks inside blocks (the branches of if and match, the right operand of && and ||, the rest of
+  // a sequence after a let that takes a data type apart) are walked recursively by every pass after
+  // this one and by the engines, so their nesting is bounded here, where it is made. An else-if
+  // chain nests one block per arm: 5000 arms run; more become this error, not a stack overflow.
+  static constexpr int kMaxBlockNesting = 5000;
+
+  // Opens a block one level deeper than the current one, for the code at `at`.
+  void enter_block(const Span& at) {
+    if (++ctx_->block_depth > kMaxBlockNesting)
+      throw UserError(at.begin,
+                      "blocks nested deeper than " + std::to_string(kMaxBlockNesting) +
+                          " levels: each arm of an else-if chain, each match clause, each right "
+                          "operand of && or || and each let that takes a data type apart opens a "
+                          "block inside the one before; split the function into smaller ones or "
+                          "use match");
+  }
 
   int new_var(const std::string& name, Type type, Span span) {
     auto& vars = ctx_->fn->vars;
@@ -113,8 +131,10 @@ class Lowering {
   }
 
   Block lower_block(const A::Expr& e) {
+    enter_block(e.span);
     Block b;
     b.result = lower(e, b);
+    --ctx_->block_depth;
     return b;
   }
 
@@ -150,13 +170,7 @@ class Lowering {
       }
       case A::ExprKind::Binary: return lower_binary(e.as<A::Binary>(), b);
       case A::ExprKind::Let: return lower_let(e.as<A::Let>(), b);
-      case A::ExprKind::If: {
-        auto& i = e.as<A::If>();
-        Atom cond = lower(*i.cond, b);
-        Block t = lower_block(*i.then_branch);
-        Block f = lower_block(*i.else_branch);
-        return emit(b, make_if(cond, std::move(t), std::move(f), e.type, e.span));
-      }
+      case A::ExprKind::If: return lower_if(e.as<A::If>(), b);
       case A::ExprKind::Match: {
         auto& m = e.as<A::Match>();
         Atom scrut = lower(*m.scrutinee, b);
@@ -272,10 +286,52 @@ class Lowering {
     return emit(b, make_op(OpId::Constant, {}, attrs, tensor_type({}), e.span));
   }
 
-  Atom lower_binary(const A::Binary& bin, Block& b) {
+  // An else-if chain, by a loop (ast.h). In source order, each arm's condition is lowered into the
+  // block of the arm before it (its else branch), its then-branch into a block of its own; the ifs are
+  // then emitted from the innermost out, each into the else block of the arm before it, so that
+  // variables are numbered as if the chain had been lowered recursively.
+  Atom lower_if(const A::If& first, Block& b) {
+    auto arms = A::if_chain(first);
+    std::vector<Atom> conds;
+    std::vector<Block> thens;
+    std::deque<Block> elses;  // elses[k]: arm k's else block (a deque: pointers stay valid)
+    Block* into = &b;
+    const int depth = ctx_->block_depth;
+    for (const A::If* arm : arms) {
+      if (arm != arms.front()) enter_block(arm->span);  // into the else block of the arm before
+      conds.push_back(lower(*arm->cond, *into));
+      thens.push_back(lower_block(*arm->then_branch));
+      into = &elses.emplace_back();
+    }
+    enter_block(arms.back()->else_branch->span);
+    elses.back().result = lower(*arms.back()->else_branch, elses.back());
+    ctx_->block_depth = depth;
+    for (size_t k = arms.size(); k-- > 0;) {
+      Block& target = k == 0 ? b : elses[k - 1];
+      Atom result = emit(target, make_if(conds[k], std::move(thens[k]), std::move(elses[k]),
+                                         arms[k]->type, arms[k]->span));
+      if (k == 0) return result;
+      target.result = result;
+    }
+    return Atom::unit();  // not reached: a chain has at least one arm
+  }
+
+  // A chain of binary operators, by a loop from its first operand out (ast.h).
+  Atom lower_binary(const A::Binary& outer, Block& b) {
+    auto chain = A::binary_chain(outer);
+    const A::Binary& innermost = *chain.back();
+    Atom acc = is_tensor(innermost.type) && innermost.op != A::BinOp::And &&
+                       innermost.op != A::BinOp::Or
+                   ? tensor_operand(*innermost.lhs, b)
+                   : lower(*innermost.lhs, b);
+    for (size_t i = chain.size(); i-- > 0;) acc = lower_binary_step(*chain[i], acc, b);
+    return acc;
+  }
+
+  // One operator of a chain, its left operand lowered to `lhs` already.
+  Atom lower_binary_step(const A::Binary& bin, Atom lhs, Block& b) {
     using A::BinOp;
     if (bin.op == BinOp::And || bin.op == BinOp::Or) {
-      Atom lhs = lower(*bin.lhs, b);
       Block rhs_block = lower_block(*bin.rhs);
       Block constant;
       constant.result = Atom::boolean(bin.op == BinOp::Or);
@@ -284,7 +340,6 @@ class Lowering {
                  : emit(b, make_if(lhs, std::move(constant), std::move(rhs_block), bin.type, bin.span));
     }
     if (is_tensor(bin.type)) {
-      Atom lhs = tensor_operand(*bin.lhs, b);
       Atom rhs = tensor_operand(*bin.rhs, b);
       OpId op = bin.op == BinOp::Add   ? OpId::Add
                 : bin.op == BinOp::Sub ? OpId::Sub
@@ -293,7 +348,6 @@ class Lowering {
                                        : OpId::MatMul;
       return emit(b, make_op(op, {lhs, rhs}, {}, bin.type, bin.span));
     }
-    Atom lhs = lower(*bin.lhs, b);
     Atom rhs = lower(*bin.rhs, b);
     HostOp op;
     switch (bin.op) {
@@ -312,17 +366,41 @@ class Lowering {
     return emit(b, make_host(op, {lhs, rhs}, bin.type, bin.span));
   }
 
-  Atom lower_let(const A::Let& let, Block& b) {
-    Atom value = lower(*let.value, b);
-    const A::Pattern& p = *let.pattern;
-    if (p.kind == A::Pattern::Ctor) {
-      // A single-constructor data type taken apart: a one-clause match over the rest.
-      PatternPtr ip = lower_pattern(p);
-      Block body = lower_block(*let.body);
-      return emit(b, make_match(value, {Clause{ip, std::move(body)}}, let.type, let.span));
+  // A sequence of lets, by a loop (ast.h): each binds into the current block. A let that takes a
+  // single-constructor data type apart opens a one-clause match over the rest of the sequence: the
+  // rest goes into the clause's block, and the matches are emitted from the innermost out once the
+  // body is lowered.
+  Atom lower_let(const A::Let& first, Block& outer) {
+    struct Opened {
+      const A::Let* let;
+      Atom value;
+      PatternPtr pattern;
+      Block body;
+    };
+    std::deque<Opened> opened;  // a deque: `b` may point into it
+    Block* b = &outer;
+    const int depth = ctx_->block_depth;
+    auto lets = A::let_chain(first);
+    for (const A::Let* let : lets) {
+      Atom value = lower(*let->value, *b);
+      if (let->pattern->kind == A::Pattern::Ctor) {
+        enter_block(let->span);
+        opened.push_back(Opened{let, value, lower_pattern(*let->pattern), Block{}});
+        b = &opened.back().body;
+      } else {
+        destructure(*let->pattern, value, *b);
+      }
     }
-    destructure(p, value, b);
-    return lower(*let.body, b);
+    Atom result = lower(*lets.back()->body, *b);
+    ctx_->block_depth = depth;
+    for (size_t i = opened.size(); i-- > 0;) {
+      Opened& o = opened[i];
+      o.body.result = result;
+      Block& into = i == 0 ? outer : opened[i - 1].body;
+      result = emit(into, make_match(o.value, {Clause{o.pattern, std::move(o.body)}}, o.let->type,
+                                     o.let->span));
+    }
+    return result;
   }
 
   // Binds tuple/variable patterns with projections.

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "ir/ops_check.h"
+#include "support/sizes.h"
 
 namespace acrobat {
 
@@ -123,7 +124,11 @@ ShapeResult shape_Concat(Shapes in, const OpAttrs& attrs) {
       return fail("concat along axis " + std::to_string(axis) + " needs equal other dimensions: " +
                   "operand 1 is f32" + shape_str(first) + ", operand " + std::to_string(i + 1) +
                   " is f32" + shape_str(in[i]));
-    out[axis] += in[i][axis];
+    std::optional<int64_t> joined = checked_add(out[axis], in[i][axis]);
+    if (!joined)
+      return fail("concat along axis " + std::to_string(axis) +
+                  ": the joined size overflows 64-bit integers");
+    out[axis] = *joined;
   }
   return ok(out);
 }
@@ -147,12 +152,9 @@ ShapeResult shape_Transpose(Shapes in, const OpAttrs&) {
 }
 
 ShapeResult constant_shape(Shapes, const OpAttrs& attrs) {
-  int64_t elements = 1;
-  for (int64_t d : attrs.ints) {
+  for (int64_t d : attrs.ints)
     if (d <= 0) return fail("tensor sizes must be positive, found " + std::to_string(d));
-    if (__builtin_mul_overflow(elements, d, &elements))
-      return fail("shape " + shape_str(attrs.ints) + " has more elements than 64-bit integers count");
-  }
+  // Too many elements for one tensor is reported by the checker, for every operator's result.
   return ok(attrs.ints);
 }
 ShapeResult shape_Zeros(Shapes in, const OpAttrs& a) { return constant_shape(in, a); }
@@ -167,6 +169,11 @@ ShapeResult shape_Item(Shapes in, const OpAttrs&) {
 }
 
 // ---- FLOP counts: multiply-adds count two; transcendental functions count one ----
+// A product of sizes as a FLOP count. The checker bounds every tensor (kMaxTensorElements), which
+// keeps real counts far below 2^63; were one larger, it saturates rather than wrapping.
+int64_t flop_product(std::initializer_list<int64_t> factors) {
+  return checked_product<int64_t>(factors).value_or(INT64_MAX);
+}
 int64_t zero_flops(Shapes, const std::vector<int64_t>&, const OpAttrs&) { return 0; }
 int64_t out_elements(Shapes, const std::vector<int64_t>& out, const OpAttrs&) {
   return num_elements(out);
@@ -175,7 +182,7 @@ int64_t in_elements(Shapes in, const std::vector<int64_t>&, const OpAttrs&) {
   return num_elements(in[0]);
 }
 int64_t flops_MatMul(Shapes in, const std::vector<int64_t>&, const OpAttrs&) {
-  return 2 * in[0][0] * in[0][1] * in[1][1];
+  return flop_product({2, in[0][0], in[0][1], in[1][1]});
 }
 #define ACROBAT_ELEMENTWISE_FLOPS(id) \
   int64_t flops_##id(Shapes in, const std::vector<int64_t>& out, const OpAttrs& a) { \
@@ -193,13 +200,13 @@ ACROBAT_ELEMENTWISE_FLOPS(Exp)
 ACROBAT_ELEMENTWISE_FLOPS(Log)
 #undef ACROBAT_ELEMENTWISE_FLOPS
 int64_t flops_Softmax(Shapes in, const std::vector<int64_t>& out, const OpAttrs&) {
-  return 4 * num_elements(out);  // max, subtract, exp, divide
+  return flop_product({4, num_elements(out)});  // max, subtract, exp, divide
 }
 int64_t flops_LogSoftmax(Shapes in, const std::vector<int64_t>& out, const OpAttrs&) {
-  return 4 * num_elements(out);
+  return flop_product({4, num_elements(out)});
 }
 int64_t flops_LayerNorm(Shapes in, const std::vector<int64_t>& out, const OpAttrs&) {
-  return 8 * num_elements(out);
+  return flop_product({8, num_elements(out)});
 }
 int64_t flops_Sum(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
   return in_elements(in, o, a);

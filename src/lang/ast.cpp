@@ -24,6 +24,35 @@ const char* binop_symbol(BinOp op) {
   return "?";
 }
 
+namespace {
+// Destroys the chain hanging from `link` one node at a time: each node is detached from the next
+// before it dies, so no destructor recurses along the chain.
+template <class Node, class Ptr, class Member>
+void unlink_chain(Ptr& link, Member next, bool (*same_kind)(const Ptr&)) {
+  Ptr rest = std::move(link);
+  while (rest && same_kind(rest)) {
+    Ptr after = std::move(static_cast<Node&>(*rest).*next);
+    rest = std::move(after);  // the detached node dies with an empty link
+  }
+}
+}  // namespace
+
+Let::~Let() {
+  unlink_chain<Let>(body, &Let::body, +[](const ExprPtr& e) { return e->kind == ExprKind::Let; });
+}
+If::~If() {
+  unlink_chain<If>(else_branch, &If::else_branch,
+                   +[](const ExprPtr& e) { return e->kind == ExprKind::If; });
+}
+Binary::~Binary() {
+  unlink_chain<Binary>(lhs, &Binary::lhs,
+                       +[](const ExprPtr& e) { return e->kind == ExprKind::Binary; });
+}
+DimExpr::~DimExpr() {
+  unlink_chain<DimExpr>(lhs, &DimExpr::lhs,
+                        +[](const DimExprPtr& d) { return d->kind == DimExpr::Binary; });
+}
+
 const FuncDecl* Module::find_func(const std::string& name) const {
   for (auto& f : funcs)
     if (f->name == name) return f.get();
@@ -160,31 +189,41 @@ class AstPrinter {
         out_ << e.as<Unary>().op;
         expr(*e.as<Unary>().operand);
         break;
-      case ExprKind::Binary:
-        out_ << "(";
-        expr(*e.as<Binary>().lhs);
-        out_ << " " << binop_symbol(e.as<Binary>().op) << " ";
-        expr(*e.as<Binary>().rhs);
-        out_ << ")";
+      case ExprKind::Binary: {
+        // Fully parenthesised: ((a + b) - c).
+        auto chain = binary_chain(e);
+        for (size_t i = 0; i < chain.size(); ++i) out_ << "(";
+        expr(*chain.back()->lhs);
+        for (size_t i = chain.size(); i-- > 0;) {
+          out_ << " " << binop_symbol(chain[i]->op) << " ";
+          expr(*chain[i]->rhs);
+          out_ << ")";
+        }
         break;
+      }
       case ExprKind::Let: {
-        auto& l = e.as<Let>();
-        out_ << "let ";
-        pattern(*l.pattern);
-        out_ << ": " << (l.value->type ? type_str(l.value->type) : "?") << " = ";
-        expr(*l.value);
-        out_ << ";";
-        newline();
-        expr(*l.body);
+        auto chain = let_chain(e);
+        for (const Let* l : chain) {
+          out_ << "let ";
+          pattern(*l->pattern);
+          out_ << ": " << (l->value->type ? type_str(l->value->type) : "?") << " = ";
+          expr(*l->value);
+          out_ << ";";
+          newline();
+        }
+        expr(*chain.back()->body);
         break;
       }
       case ExprKind::If: {
-        auto& i = e.as<If>();
-        out_ << "if ";
-        expr(*i.cond);
-        block(*i.then_branch);
-        out_ << " else";
-        block(*i.else_branch);
+        auto chain = if_chain(e);
+        for (const If* i : chain) {
+          out_ << "if ";
+          expr(*i->cond);
+          block(*i->then_branch);
+          out_ << " else";
+          if (i != chain.back()) out_ << " ";
+        }
+        block(*chain.back()->else_branch);
         break;
       }
       case ExprKind::Match: {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lang/types.h"
@@ -22,6 +23,7 @@ struct DimExpr {  // a compile-time integer: literal, dim name, or + - * / of th
   char op = 0;
   DimExprPtr lhs, rhs;
   Span span;
+  ~DimExpr();  // a long chain of operators is destroyed by a loop
 };
 
 struct TypeExpr;
@@ -127,6 +129,7 @@ struct Binary : Expr {
   BinOp op;
   ExprPtr lhs, rhs;
   Binary() : Expr(ExprKind::Binary) {}
+  ~Binary() override;
 };
 
 struct Pattern;
@@ -147,12 +150,25 @@ struct Let : Expr {
   TypeExprPtr annotation;  // optional
   ExprPtr value, body;
   Let() : Expr(ExprKind::Let) {}
+  ~Let() override;
 };
 
 struct If : Expr {
   ExprPtr cond, then_branch, else_branch;
   If() : Expr(ExprKind::If) {}
+  ~If() override;
 };
+
+// Chains that are not nesting: a sequence of lets (each the body of the one before), an else-if
+// chain (each the else branch of the one before) and a chain of binary operators (`a + b - c`: each
+// the left operand of the one after). Their length is the program's length, not its depth, so every
+// walker of the tree goes along them with a loop over these lists, never by recursion, and their
+// destructors unlink them one node at a time. Each list starts at `e` (of that kind) and runs
+// outermost first while the next node is of the same kind: for a binary chain the last element's
+// lhs is the first operand.
+template <class E> auto let_chain(E& e);
+template <class E> auto if_chain(E& e);
+template <class E> auto binary_chain(E& e);
 
 struct Clause {
   PatternPtr pattern;
@@ -232,6 +248,28 @@ struct Module {
   const FuncDecl* find_func(const std::string& name) const;
   const AdtDef* find_adt(const std::string& name) const;
 };
+
+namespace detail {
+template <class E, class N>
+using Like = std::conditional_t<std::is_const_v<E>, const N, N>;  // N, const when E is
+template <class N, class E>
+std::vector<N*> chain(E& first, ExprKind kind, ExprPtr std::remove_const_t<N>::*next) {
+  std::vector<N*> out;
+  for (Like<E, Expr>* e = &first; e && e->kind == kind; e = (static_cast<N*>(e)->*next).get())
+    out.push_back(static_cast<N*>(e));
+  return out;
+}
+}  // namespace detail
+
+template <class E> auto let_chain(E& e) {
+  return detail::chain<detail::Like<E, Let>>(e, ExprKind::Let, &Let::body);
+}
+template <class E> auto if_chain(E& e) {
+  return detail::chain<detail::Like<E, If>>(e, ExprKind::If, &If::else_branch);
+}
+template <class E> auto binary_chain(E& e) {
+  return detail::chain<detail::Like<E, Binary>>(e, ExprKind::Binary, &Binary::lhs);
+}
 
 // Prints the module back as source-like text with types where known (`--emit ast`).
 std::string print_ast(const Module& module);

@@ -12,6 +12,7 @@ void Checker::run() {
   declare_dims();
   declare_types();
   declare_params();
+  check_param_memory();
   declare_funcs();
   for (auto& f : m_.funcs) check_func(*f);
   check_recursion();

@@ -59,7 +59,7 @@ void Checker::declare_params() {
         p->resolved_count = *n;
       }
     }
-    Type t = resolve_type(*p->type_expr, {});
+    Type t = resolve_type(*p->type_expr, {}, "param " + quote(p->name) + ":");
     if (t->kind != TypeKind::Tensor) {
       if (t->kind != TypeKind::Var)
         sink_.error(p->type_expr->span.begin, "param " + quote(p->name) +
@@ -93,7 +93,8 @@ void Checker::declare_funcs() {
 }
 
 // Resolves type syntax; unknown names are reported and become fresh variables (no cascades).
-Type Checker::resolve_type(const TypeExpr& t, const std::vector<std::string>& type_params) {
+Type Checker::resolve_type(const TypeExpr& t, const std::vector<std::string>& type_params,
+                           const std::string& owner) {
   switch (t.kind) {
     case TypeExpr::Int: return int_type();
     case TypeExpr::Float: return float_type();
@@ -112,14 +113,7 @@ Type Checker::resolve_type(const TypeExpr& t, const std::vector<std::string>& ty
           shape.push_back(*v);
         }
       }
-      int64_t elements = 1;
-      for (int64_t d : shape) {
-        if (ok && __builtin_mul_overflow(elements, d, &elements)) {
-          sink_.error(t.span.begin, "tensor shape " + shape_str(shape) +
-                                        " has more elements than 64-bit integers count");
-          ok = false;
-        }
-      }
+      if (ok) ok = admit_tensor(shape, t.span.begin, owner);
       return ok ? tensor_type(shape) : error_type();
     }
     case TypeExpr::Tuple: {

@@ -1,5 +1,7 @@
 // Dims: evaluation of compile-time integer expressions (DimScope) and the `dim` declarations, with
 // the command line's --set overrides applied.
+#include <vector>
+
 #include "lang/checker.h"
 
 namespace acrobat::checker {
@@ -15,29 +17,42 @@ std::optional<int64_t> DimScope::eval(const DimExpr& d, DiagnosticSink& sink) co
       return std::nullopt;
     }
     case DimExpr::Binary: {
-      auto l = eval(*d.lhs, sink);
-      auto r = eval(*d.rhs, sink);
-      if (!l || !r) return std::nullopt;
-      int64_t out = 0;
-      bool overflow = false;
-      switch (d.op) {
-        case '+': overflow = __builtin_add_overflow(*l, *r, &out); break;
-        case '-': overflow = __builtin_sub_overflow(*l, *r, &out); break;
-        case '*': overflow = __builtin_mul_overflow(*l, *r, &out); break;
-        case '/':
-          if (*r == 0) {
-            sink.error(d.rhs->span.begin, "division by zero in a size expression");
-            return std::nullopt;
-          }
-          overflow = *l == INT64_MIN && *r == -1;
-          if (!overflow) out = *l / *r;
-          break;
+      // A chain of operators (`1 + H + H`), by a loop from its first operand out: its length is not
+      // nesting (ast.h).
+      std::vector<const DimExpr*> chain;
+      for (const DimExpr* e = &d; e->kind == DimExpr::Binary; e = e->lhs.get()) chain.push_back(e);
+      std::optional<int64_t> l = eval(*chain.back()->lhs, sink);
+      for (size_t i = chain.size(); i-- > 0;) {
+        const DimExpr& link = *chain[i];
+        std::optional<int64_t> r = eval(*link.rhs, sink);
+        if (!l || !r) {
+          l = std::nullopt;
+          continue;  // the other operands may still have errors to report
+        }
+        int64_t out = 0;
+        bool overflow = false;
+        switch (link.op) {
+          case '+': overflow = __builtin_add_overflow(*l, *r, &out); break;
+          case '-': overflow = __builtin_sub_overflow(*l, *r, &out); break;
+          case '*': overflow = __builtin_mul_overflow(*l, *r, &out); break;
+          case '/':
+            if (*r == 0) {
+              sink.error(link.rhs->span.begin, "division by zero in a size expression");
+              l = std::nullopt;
+              continue;
+            }
+            overflow = *l == INT64_MIN && *r == -1;
+            if (!overflow) out = *l / *r;
+            break;
+        }
+        if (overflow) {
+          sink.error(link.span.begin, "size expression overflows 64-bit integers");
+          l = std::nullopt;
+          continue;
+        }
+        l = out;
       }
-      if (overflow) {
-        sink.error(d.span.begin, "size expression overflows 64-bit integers");
-        return std::nullopt;
-      }
-      return out;
+      return l;
     }
   }
   return std::nullopt;

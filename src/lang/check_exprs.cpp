@@ -280,32 +280,47 @@ Type Checker::infer_unary(Unary& u) {
   return error_type();
 }
 
-Type Checker::infer_let(Let& let) {
-  Type value = infer(*let.value);
-  if (let.annotation) {
-    Type ann = resolve_type(*let.annotation, current_func_->type_params);
-    expect(ann, value, let.value->span.begin, "value of the let binding");
-  }
+// A sequence of lets, by a loop: each binding is in scope for the rest; all have the body's type.
+Type Checker::infer_let(Let& first) {
   size_t mark = scope_.vars.size();
-  bind_pattern(*let.pattern, value, /*refutable_ok=*/false);
-  Type body = infer(*let.body);
+  std::vector<Let*> lets = let_chain(first);
+  for (Let* let : lets) {
+    Type value = infer(*let->value);
+    if (let->annotation) {
+      Type ann = resolve_type(*let->annotation, current_func_->type_params);
+      expect(ann, value, let->value->span.begin, "value of the let binding");
+    }
+    bind_pattern(*let->pattern, value, /*refutable_ok=*/false);
+  }
+  Type body = infer(*lets.back()->body);
   scope_.vars.resize(mark);
+  for (Let* let : lets) let->type = body;
   return body;
 }
 
-Type Checker::infer_if(If& i) {
-  Type cond = shallow(infer(*i.cond));
-  if (cond->kind == TypeKind::Tensor)
-    sink_.error(i.cond->span.begin,
-                "condition of 'if': expected bool, found a tensor " + type_str(cond) +
-                    "; read it with item(x) or argmax(x) and compare the host value");
-  else
-    expect(bool_type(), cond, i.cond->span.begin, "condition of 'if'");
-  Type t = infer(*i.then_branch);
-  Type e = infer(*i.else_branch);
-  expect(t, e, i.else_branch->span.begin,
-         "the 'else' branch must have the same type as the 'then' branch");
-  return t;
+// An else-if chain, by a loop: conditions and then-branches in order, then the last else branch;
+// each arm's then-branch must have the type of what follows its `else`, from the innermost out.
+Type Checker::infer_if(If& first) {
+  std::vector<If*> arms = if_chain(first);
+  std::vector<Type> thens;
+  for (If* i : arms) {
+    Type cond = shallow(infer(*i->cond));
+    if (cond->kind == TypeKind::Tensor)
+      sink_.error(i->cond->span.begin,
+                  "condition of 'if': expected bool, found a tensor " + type_str(cond) +
+                      "; read it with item(x) or argmax(x) and compare the host value");
+    else
+      expect(bool_type(), cond, i->cond->span.begin, "condition of 'if'");
+    thens.push_back(infer(*i->then_branch));
+  }
+  Type rest = infer(*arms.back()->else_branch);
+  for (size_t k = arms.size(); k-- > 0;) {
+    expect(thens[k], rest, arms[k]->else_branch->span.begin,
+           "the 'else' branch must have the same type as the 'then' branch");
+    arms[k]->type = thens[k];
+    rest = thens[k];
+  }
+  return rest;
 }
 
 Type Checker::infer_lambda(Lambda& l, const Type& expected) {

@@ -31,25 +31,30 @@ std::optional<int64_t> Checker::const_int(const Expr& e) {
         if (auto v = const_int(*e.as<Unary>().operand); v && *v != INT64_MIN) return -*v;
       return std::nullopt;
     case ExprKind::Binary: {
-      // Overflow, division by zero and INT64_MIN / -1 make no constant (and the argument is
-      // then reported as not constant).
-      auto& b = e.as<Binary>();
-      auto l = const_int(*b.lhs), r = const_int(*b.rhs);
-      if (!l || !r) return std::nullopt;
-      int64_t out = 0;
-      switch (b.op) {
-        case BinOp::Add:
-          return __builtin_add_overflow(*l, *r, &out) ? std::nullopt : std::optional(out);
-        case BinOp::Sub:
-          return __builtin_sub_overflow(*l, *r, &out) ? std::nullopt : std::optional(out);
-        case BinOp::Mul:
-          return __builtin_mul_overflow(*l, *r, &out) ? std::nullopt : std::optional(out);
-        case BinOp::Div:
-        case BinOp::Mod:
-          if (*r == 0 || (*l == INT64_MIN && *r == -1)) return std::nullopt;
-          return b.op == BinOp::Div ? *l / *r : *l % *r;
-        default: return std::nullopt;
+      // Along the chain by a loop, first operand first. Overflow, division by zero and
+      // INT64_MIN / -1 make no constant (and the argument is then reported as not constant).
+      auto chain = binary_chain(e);
+      std::optional<int64_t> l = const_int(*chain.back()->lhs);
+      for (size_t i = chain.size(); l && i-- > 0;) {
+        const Binary& b = *chain[i];
+        std::optional<int64_t> r = const_int(*b.rhs);
+        if (!r) return std::nullopt;
+        int64_t out = 0;
+        bool ok = true;
+        switch (b.op) {
+          case BinOp::Add: ok = !__builtin_add_overflow(*l, *r, &out); break;
+          case BinOp::Sub: ok = !__builtin_sub_overflow(*l, *r, &out); break;
+          case BinOp::Mul: ok = !__builtin_mul_overflow(*l, *r, &out); break;
+          case BinOp::Div:
+          case BinOp::Mod:
+            ok = *r != 0 && !(*l == INT64_MIN && *r == -1);
+            if (ok) out = b.op == BinOp::Div ? *l / *r : *l % *r;
+            break;
+          default: ok = false;
+        }
+        l = ok ? std::optional(out) : std::nullopt;
       }
+      return l;
     }
     default: return std::nullopt;
   }
@@ -195,6 +200,8 @@ Type Checker::infer_op(Call& c, const OpInfo& op) {
     sink_.error(c.span.begin, named ? r.error : std::string(op.name) + ": " + r.error);
     return error_type();
   }
+  if (is_tensor(r.type) && !admit_tensor(r.type->shape, c.span.begin, std::string(op.name) + ": its result"))
+    return error_type();
   return r.type;
 }
 
@@ -237,9 +244,20 @@ Type Checker::infer_split(Call& c) {
   return tuple_type(std::vector<Type>(parts, tensor_type(part)));
 }
 
-Type Checker::infer_binary(Binary& b) {
-  Type l = shallow(infer(*b.lhs));
-  Type r = shallow(infer(*b.rhs));
+// A chain of binary operators, by a loop from its first operand out: `a + b - c` types a + b, then
+// (a + b) - c.
+Type Checker::infer_binary(Binary& outer) {
+  std::vector<Binary*> chain = binary_chain(outer);
+  Type l = infer(*chain.back()->lhs);
+  for (size_t i = chain.size(); i-- > 0;) {
+    Type r = infer(*chain[i]->rhs);
+    l = binary_type(*chain[i], shallow(l), shallow(r));
+    chain[i]->type = l;
+  }
+  return l;
+}
+
+Type Checker::binary_type(Binary& b, const Type& l, const Type& r) {
   std::string sym = std::string("'") + binop_symbol(b.op) + "'";
   if (l->kind == TypeKind::Var || r->kind == TypeKind::Var) {
     // An unknown operand was already reported, or is a lambda parameter used before its type is
@@ -303,6 +321,7 @@ Type Checker::infer_binary(Binary& b) {
         sink_.error(b.span.begin, res.error);
         return error_type();
       }
+      if (!admit_tensor(res.type->shape, b.span.begin, sym + ": its result")) return error_type();
       return res.type;
     }
     default: break;
@@ -334,6 +353,7 @@ Type Checker::infer_binary(Binary& b) {
       sink_.error(b.span.begin, sym + ": " + res.error);
       return error_type();
     }
+    if (!admit_tensor(res.type->shape, b.span.begin, sym + ": its result")) return error_type();
     return res.type;
   }
   if (l->kind == TypeKind::Int && r->kind == TypeKind::Int) return int_type();

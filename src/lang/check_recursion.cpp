@@ -10,7 +10,8 @@ namespace acrobat::checker {
 
 namespace {
 
-// Calls fn on e and every sub-expression.
+// Calls fn on e and every sub-expression (along chains of lets, else-ifs and binary operators by
+// loops: ast.h).
 void visit(const Expr& e, const std::function<void(const Expr&)>& fn) {
   fn(e);
   switch (e.kind) {
@@ -27,19 +28,32 @@ void visit(const Expr& e, const std::function<void(const Expr&)>& fn) {
       for (auto& x : e.as<ast::Tuple>().elems) visit(*x, fn);
       break;
     case ExprKind::Unary: visit(*e.as<Unary>().operand, fn); break;
-    case ExprKind::Binary:
-      visit(*e.as<Binary>().lhs, fn);
-      visit(*e.as<Binary>().rhs, fn);
+    case ExprKind::Binary: {
+      auto chain = binary_chain(e);
+      for (size_t i = 1; i < chain.size(); ++i) fn(*chain[i]);
+      visit(*chain.back()->lhs, fn);
+      for (const Binary* b : chain) visit(*b->rhs, fn);
       break;
-    case ExprKind::Let:
-      visit(*e.as<Let>().value, fn);
-      visit(*e.as<Let>().body, fn);
+    }
+    case ExprKind::Let: {
+      auto chain = let_chain(e);
+      for (const Let* l : chain) {
+        if (l != chain.front()) fn(*l);
+        visit(*l->value, fn);
+      }
+      visit(*chain.back()->body, fn);
       break;
-    case ExprKind::If:
-      visit(*e.as<If>().cond, fn);
-      visit(*e.as<If>().then_branch, fn);
-      visit(*e.as<If>().else_branch, fn);
+    }
+    case ExprKind::If: {
+      auto chain = if_chain(e);
+      for (const If* i : chain) {
+        if (i != chain.front()) fn(*i);
+        visit(*i->cond, fn);
+        visit(*i->then_branch, fn);
+      }
+      visit(*chain.back()->else_branch, fn);
       break;
+    }
     case ExprKind::Match:
       visit(*e.as<Match>().scrutinee, fn);
       for (auto& c : e.as<Match>().clauses) visit(*c.body, fn);
@@ -78,17 +92,25 @@ bool must_call(const Expr& e, const std::set<const FuncDecl*>& group) {
       return false;
     case ExprKind::Unary: return must_call(*e.as<Unary>().operand, group);
     case ExprKind::Binary: {
-      auto& b = e.as<Binary>();
       // The right operand of && and || may not run.
-      if (b.op == BinOp::And || b.op == BinOp::Or) return must_call(*b.lhs, group);
-      return must_call(*b.lhs, group) || must_call(*b.rhs, group);
+      auto chain = binary_chain(e);
+      for (const Binary* b : chain)
+        if (b->op != BinOp::And && b->op != BinOp::Or && must_call(*b->rhs, group)) return true;
+      return must_call(*chain.back()->lhs, group);
     }
-    case ExprKind::Let:
-      return must_call(*e.as<Let>().value, group) || must_call(*e.as<Let>().body, group);
+    case ExprKind::Let: {
+      auto chain = let_chain(e);
+      for (const Let* l : chain)
+        if (must_call(*l->value, group)) return true;
+      return must_call(*chain.back()->body, group);
+    }
     case ExprKind::If: {
-      auto& i = e.as<If>();
-      return must_call(*i.cond, group) ||
-             (must_call(*i.then_branch, group) && must_call(*i.else_branch, group));
+      // Arm k calls when its condition does, or its then-branch and everything after its else do.
+      auto chain = if_chain(e);
+      bool rest = must_call(*chain.back()->else_branch, group);
+      for (size_t k = chain.size(); k-- > 0;)
+        rest = must_call(*chain[k]->cond, group) || (rest && must_call(*chain[k]->then_branch, group));
+      return rest;
     }
     case ExprKind::Match: {
       auto& m = e.as<Match>();

@@ -117,22 +117,34 @@ void Checker::zonk_expr(Expr& e) {
       for (auto& x : e.as<ast::Tuple>().elems) zonk_expr(*x);
       break;
     case ExprKind::Unary: zonk_expr(*e.as<Unary>().operand); break;
-    case ExprKind::Binary:
-      zonk_expr(*e.as<Binary>().lhs);
-      zonk_expr(*e.as<Binary>().rhs);
+    // Chains by loops (ast.h); the first node's type is zonked above.
+    case ExprKind::Binary: {
+      auto chain = binary_chain(e);
+      for (Binary* b : chain) {
+        if (b->type) b->type = zonk(b->type);
+        zonk_expr(*b->rhs);
+      }
+      zonk_expr(*chain.back()->lhs);
       break;
+    }
     case ExprKind::Let: {
-      auto& l = e.as<Let>();
-      zonk_pattern(*l.pattern);
-      zonk_expr(*l.value);
-      zonk_expr(*l.body);
+      auto chain = let_chain(e);
+      for (Let* l : chain) {
+        if (l->type) l->type = zonk(l->type);
+        zonk_pattern(*l->pattern);
+        zonk_expr(*l->value);
+      }
+      zonk_expr(*chain.back()->body);
       break;
     }
     case ExprKind::If: {
-      auto& i = e.as<If>();
-      zonk_expr(*i.cond);
-      zonk_expr(*i.then_branch);
-      zonk_expr(*i.else_branch);
+      auto chain = if_chain(e);
+      for (If* i : chain) {
+        if (i->type) i->type = zonk(i->type);
+        zonk_expr(*i->cond);
+        zonk_expr(*i->then_branch);
+      }
+      zonk_expr(*chain.back()->else_branch);
       break;
     }
     case ExprKind::Match: {

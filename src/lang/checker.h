@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lang/check.h"
+#include "support/sizes.h"
 
 namespace acrobat {
 
@@ -49,7 +50,7 @@ class DimScope {
 class Checker {
  public:
   Checker(Module& module, const DimOverrides& overrides, DiagnosticSink& sink)
-      : m_(module), overrides_(overrides), sink_(sink) {}
+      : m_(module), overrides_(overrides), sink_(sink), memory_(physical_memory_bytes()) {}
 
   void run();
 
@@ -61,7 +62,9 @@ class Checker {
   void declare_types();
   void declare_params();
   void declare_funcs();
-  Type resolve_type(const TypeExpr& t, const std::vector<std::string>& type_params);
+  // `owner` names what the type belongs to in errors about its size, e.g. "param 'W':".
+  Type resolve_type(const TypeExpr& t, const std::vector<std::string>& type_params,
+                    const std::string& owner = "tensor type");
 
   // ---------------------------------------------------------------------------------------------
   // Unification (check_unify.cpp)
@@ -115,6 +118,8 @@ class Checker {
   Type infer_op(Call& c, const OpInfo& op);
   Type infer_split(Call& c);
   Type infer_binary(Binary& b);
+  // The type of `b` given its operands' types (already inferred, shallow).
+  Type binary_type(Binary& b, const Type& l, const Type& r);
 
   // ---------------------------------------------------------------------------------------------
   // Matches and patterns (check_patterns.cpp)
@@ -125,6 +130,14 @@ class Checker {
   // ---------------------------------------------------------------------------------------------
   // Recursion without a base case (check_recursion.cpp)
   void check_recursion();
+
+  // ---------------------------------------------------------------------------------------------
+  // What a model may allocate (check_bounds.cpp)
+  // True when a tensor of `shape` fits the kernels' index type and this machine's memory; otherwise
+  // reports "<what> f32[...] has/needs ..." at `at`.
+  bool admit_tensor(const std::vector<int64_t>& shape, const SourceLoc& at, const std::string& what);
+  // Reports the largest param when all params together need more than this machine's memory.
+  void check_param_memory();
 
   Module& m_;
   const DimOverrides& overrides_;
@@ -142,6 +155,7 @@ class Checker {
   std::set<int> error_vars_;
   Scope scope_;
   FuncDecl* current_func_ = nullptr;
+  int64_t memory_;  // this machine's physical memory in bytes: the bound on what a model allocates
 };
 
 }  // namespace checker

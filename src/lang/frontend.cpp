@@ -1,8 +1,10 @@
 #include "lang/frontend.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "lang/parser.h"
@@ -19,6 +21,53 @@ std::shared_ptr<ast::Module> parse_model_text(const std::string& file, const std
   sink.throw_if_errors();
   check_module(*module, overrides, sink);
   return module;
+}
+
+namespace {
+// True when a value of type `t` may hold a function (directly, or in a tuple or data type field).
+bool holds_function(const Type& t, std::set<const AdtDef*>& seen) {
+  switch (t->kind) {
+    case TypeKind::Func: return true;
+    case TypeKind::Tuple:
+      return std::any_of(t->args.begin(), t->args.end(),
+                         [&](const Type& a) { return holds_function(a, seen); });
+    case TypeKind::Adt:
+      if (std::any_of(t->args.begin(), t->args.end(),
+                      [&](const Type& a) { return holds_function(a, seen); }))
+        return true;
+      if (!seen.insert(t->adt).second) return false;
+      for (const auto& c : t->adt->ctors)
+        for (const auto& f : c->fields)
+          if (holds_function(f, seen)) return true;
+      return false;
+    default: return false;
+  }
+}
+}  // namespace
+
+void check_entry(const ast::Module& module, const std::string& entry) {
+  const std::string& file = module.files.back();  // the prelude comes first
+  const ast::FuncDecl* f = module.find_func(entry);
+  if (!f) {
+    std::string names;
+    for (const auto& g : module.funcs)
+      if (g->span.begin.file == file) names += (names.empty() ? "" : ", ") + g->name;
+    throw UserError(SourceLoc{file, 0, 0},
+                    "the model has no function '" + entry + "' to run (" +
+                        (names.empty() ? std::string("it defines no function")
+                                       : "its functions: " + names + "; choose one with --entry") +
+                        ")");
+  }
+  if (f->params.size() != 1)
+    throw UserError(f->span.begin, "entry function '" + entry +
+                                       "' must take exactly one parameter (the input instance), "
+                                       "found " + std::to_string(f->params.size()));
+  std::set<const AdtDef*> seen;
+  if (holds_function(f->type->ret, seen))
+    throw UserError(f->span.begin, "entry function '" + entry + "' returns " +
+                                       type_str(f->type->ret) +
+                                       ", which may hold a function value: outputs are written as "
+                                       "JSON, which has no form for functions");
 }
 
 std::shared_ptr<ast::Module> parse_model_file(const std::string& path,

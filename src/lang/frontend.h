@@ -19,4 +19,9 @@ std::shared_ptr<ast::Module> parse_model_file(const std::string& path, const Dim
 std::shared_ptr<ast::Module> parse_model_text(const std::string& file, const std::string& text,
                                               const DimOverrides& overrides);
 
+// Checks that the model can be run from `entry`: a function of the model taking exactly one
+// parameter (the input instance) whose result has a JSON form (no function values in it). Throws
+// UserError naming the model file, or at the function's position.
+void check_entry(const ast::Module& module, const std::string& entry);
+
 }  // namespace acrobat

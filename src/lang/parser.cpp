@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <optional>
 
 #include "lang/lexer.h"
 
@@ -14,8 +15,10 @@ namespace {
 // Thrown inside the parser to abandon the current declaration after a syntax error.
 struct SyntaxError {};
 
-// Nesting bound: the parser recurses per nested expression, so a hostile file of 100000 '(' must
-// become an error, not a stack overflow.
+// Nesting bound: the parser, the checker and lowering recurse per nested expression, so a hostile
+// file of 100000 '(' must become an error, not a stack overflow. What is not nesting costs no level:
+// a sequence of lets, an else-if chain and a chain of binary operators (`a + b + c`, also in sizes)
+// are parsed by loops, and every walker of the tree goes along them by a loop too (ast.h).
 constexpr int kMaxNesting = 256;
 
 class Parser {
@@ -80,8 +83,11 @@ class Parser {
     }
   }
   [[noreturn]] void too_deep() {
-    sink_.error(cur().loc, "expressions nested deeper than " + std::to_string(kMaxNesting) +
-                               " levels; split the expression with let");
+    sink_.error(cur().loc,
+                "expression nested deeper than " + std::to_string(kMaxNesting) +
+                    " levels (parentheses, blocks, arguments, unary operators and chains of calls, "
+                    "indexes or .N count as levels; sequences of lets, else-if chains and chains of "
+                    "binary operators do not); bind inner parts to names with let");
     throw SyntaxError{};
   }
   struct Nest {
@@ -92,9 +98,9 @@ class Parser {
     }
     ~Nest() { --p.depth_; }
   };
-  // A left-associative chain (`a + b + c`, `f(x)(y)`, `t.0.1`) is built by a loop, not by recursion,
-  // yet each link puts everything parsed before it one level deeper in the tree, which the checker
-  // and lowering walk recursively. peak_ is the deepest level the tree parsed since the innermost
+  // A postfix chain (`f(x)(y)`, `t.0.1`) is built by a loop, not by recursion, yet each link puts
+  // everything parsed before it one level deeper in the tree, which the checker and lowering walk
+  // recursively (unlike chains of binary operators, which they walk by loops). peak_ is the deepest level the tree parsed since the innermost
   // open chain began reaches; a chain of n links lies n levels above its deepest operand.
   struct Chain {
     Parser& p;
@@ -281,7 +287,6 @@ class Parser {
 
   DimExprPtr dim_binary(int min_prec) {
     Nest nest(*this);
-    Chain chain(*this);
     auto lhs = dim_primary();
     while (dim_prec(cur().kind) > min_prec) {
       Token op = take();
@@ -291,7 +296,6 @@ class Parser {
       node->span = lhs->span;
       node->lhs = std::move(lhs);
       node->rhs = dim_binary(dim_prec(op.kind));
-      chain.link();
       node->span.end_line = last_.end_line;
       node->span.end_col = last_.end_col;
       lhs = std::move(node);
@@ -348,30 +352,52 @@ class Parser {
     }
   }
 
+  // A sequence of lets, read by a loop: `let a = x; let b = y; body` nests as Let(a, Let(b, body)),
+  // built from the inside out once the body is read. Each let's span runs to the body's end.
   ExprPtr let_expr() {
-    SourceLoc begin = take().loc;
-    auto let = std::make_unique<Let>();
-    let->pattern = pattern();
-    if (accept(Tok::Colon)) let->annotation = type_expr();
-    expect(Tok::Assign, " after the let pattern");
-    let->value = expr();
-    expect(Tok::Semi, " ending the let binding");
-    let->body = expr();
-    let->span = span_from(begin);
-    return let;
+    std::vector<std::pair<SourceLoc, std::unique_ptr<Let>>> lets;
+    while (at(Tok::KwLet)) {
+      SourceLoc begin = take().loc;
+      auto let = std::make_unique<Let>();
+      let->pattern = pattern();
+      if (accept(Tok::Colon)) let->annotation = type_expr();
+      expect(Tok::Assign, " after the let pattern");
+      let->value = expr();
+      expect(Tok::Semi, " ending the let binding");
+      lets.emplace_back(begin, std::move(let));
+    }
+    return nest_inside_out(lets, &Let::body, expr());
   }
 
+  // Builds a chain read by a loop from the inside out: each node gets the one after it (the
+  // innermost gets `inner`) in its `slot`, and a span from its start to the last token read.
+  template <class N>
+  ExprPtr nest_inside_out(std::vector<std::pair<SourceLoc, std::unique_ptr<N>>>& nodes,
+                          ExprPtr N::*slot, ExprPtr inner) {
+    for (size_t i = nodes.size(); i-- > 0;) {
+      auto& [begin, node] = nodes[i];
+      (*node).*slot = std::move(inner);
+      node->span = span_from(begin);
+      inner = std::move(node);
+    }
+    return inner;
+  }
+
+  // An else-if chain, read by a loop and built from the inside out like a sequence of lets.
   ExprPtr if_expr() {
-    Nest nest(*this);  // `else if` chains recurse here
-    SourceLoc begin = take().loc;
-    auto e = std::make_unique<If>();
-    e->cond = binary(0);
-    e->then_branch = block();
-    if (!at(Tok::KwElse)) fail("'else' (every 'if' is an expression and needs both branches)");
-    take();
-    e->else_branch = at(Tok::KwIf) ? if_expr() : block();
-    e->span = span_from(begin);
-    return e;
+    std::vector<std::pair<SourceLoc, std::unique_ptr<If>>> arms;
+    ExprPtr rest;  // the last arm's else branch
+    while (!rest) {
+      SourceLoc begin = take().loc;
+      auto e = std::make_unique<If>();
+      e->cond = binary(0);
+      e->then_branch = block();
+      if (!at(Tok::KwElse)) fail("'else' (every 'if' is an expression and needs both branches)");
+      take();
+      arms.emplace_back(begin, std::move(e));
+      if (!at(Tok::KwIf)) rest = block();
+    }
+    return nest_inside_out(arms, &If::else_branch, std::move(rest));
   }
 
   ExprPtr match_expr() {
@@ -471,8 +497,10 @@ class Parser {
   }
 
   ExprPtr binary(int min_prec) {
-    Nest nest(*this);
-    Chain chain(*this);
+    // Called by expr() (one level already) for a whole expression, and by itself, one level deeper,
+    // for an operand of higher precedence.
+    std::optional<Nest> nest;
+    if (min_prec > 0) nest.emplace(*this);
     auto lhs = unary();
     while (prec(cur().kind) > min_prec) {
       Token op = take();
@@ -482,7 +510,6 @@ class Parser {
       node->span = lhs->span;
       node->lhs = std::move(lhs);
       node->rhs = binary(p);
-      chain.link();
       if (p == 3 && prec(cur().kind) == 3)
         sink_.error(cur().loc, "comparisons do not chain; combine them with '&&'");
       node->span.end_line = last_.end_line;

@@ -1,5 +1,7 @@
 #include "lang/types.h"
 
+#include "support/sizes.h"
+
 namespace acrobat {
 
 namespace {
@@ -78,9 +80,7 @@ bool is_host_scalar(const Type& t) {
 bool is_tensor(const Type& t) { return t->kind == TypeKind::Tensor; }
 
 int64_t num_elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  return checked_product<int64_t>(shape).value_or(INT64_MAX);
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {

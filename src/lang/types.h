@@ -50,6 +50,9 @@ Type param_type(std::string name);
 
 bool is_host_scalar(const Type& t);
 bool is_tensor(const Type& t);
+// The element count of a shape. The checker admits no tensor type above kMaxTensorElements
+// (support/sizes.h), so shapes it made never overflow; a larger one saturates at INT64_MAX rather
+// than wrapping, so that no allocation or loop bound is ever a wrapped number.
 int64_t num_elements(const std::vector<int64_t>& shape);
 std::string shape_str(const std::vector<int64_t>& shape);  // "[1, 256]"
 std::string type_str(const Type& t);

@@ -1,6 +1,7 @@
 #include "runtime/inputs.h"
 
 #include <cmath>
+#include <optional>
 
 #include "io/json_lines.h"
 #include "io/ptb.h"
@@ -57,12 +58,10 @@ Value int_list(const AdtDef* list, const std::vector<int64_t>& ids) {
   return make_list(list, items);
 }
 
-// Deeper trees would overflow the converter's (and the model's) recursion.
-constexpr int kMaxTreeDepth = 2000;
-
-Value tree_value(const io::PtbTree& t, const AdtDef* tree, const io::Vocabulary& vocab, int depth) {
-  if (depth > kMaxTreeDepth)
-    throw UserError(t.loc, "tree deeper than " + std::to_string(kMaxTreeDepth) + " levels");
+// The reader bounds a tree's depth (io::kMaxPtbDepth), which keeps this recursion within the stack.
+Value tree_value(const io::PtbTree& t, const AdtDef* tree, const io::Vocabulary& vocab, size_t depth) {
+  if (depth > io::kMaxPtbDepth)
+    throw UserError(t.loc, "tree deeper than " + std::to_string(io::kMaxPtbDepth) + " levels");
   if (t.children.empty()) return Value::adt(ctor_named(tree, "Leaf"), {Value::of_int(vocab.id(t.word))});
   if (t.children.size() != 2)
     throw UserError(t.loc, "expected a binary tree (a leaf or a node with 2 children), found a node "
@@ -113,8 +112,10 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
       bool tree = spec.kind == InputKind::Sst;
       if (tree ? !is_prelude_adt(type, "Tree") : !is_int_list(type))
         type_mismatch(spec, type, tree ? "Tree values" : "List[int] values");
+      // The trees first: a missing data file is reported as such, not as a missing vocabulary.
+      std::vector<io::PtbTree> trees = io::read_ptb_file(spec.path);
       io::Vocabulary vocab = load_vocab(vocab_path, spec);
-      for (const auto& t : io::read_ptb_file(spec.path)) {
+      for (const auto& t : trees) {
         if (full()) break;
         if (tree) {
           out.push_back(tree_value(t, type->adt, vocab, 0));
@@ -141,22 +142,51 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
       }
       break;
   }
+  if (out.empty())
+    throw UserError(SourceLoc{spec.path, 0, 0},
+                    std::string("the input file holds no instances (expected ") +
+                        (spec.kind == InputKind::Json     ? "one JSON value per line"
+                         : spec.kind == InputKind::Tokens ? "one line of token ids per instance"
+                                                          : "one Penn-Treebank tree per line") +
+                        ")");
   return out;
 }
 
 // ---- JSON ----
+
+namespace {
+// JSON has no NaN or infinities (nlohmann would write null): they are written as the strings "NaN",
+// "Infinity" and "-Infinity", as JavaScript and Python's json module spell them.
+nlohmann::json float_json(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
+  return x;
+}
+
+// A number, or one of those strings; nullopt for anything else.
+std::optional<double> json_float(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    if (s == "NaN") return std::nan("");
+    if (s == "Infinity") return HUGE_VAL;
+    if (s == "-Infinity") return -HUGE_VAL;
+  }
+  return std::nullopt;
+}
+}  // namespace
 
 nlohmann::json value_to_json(const Value& v, const Type& type) {
   using nlohmann::json;
   switch (v.kind) {
     case Value::Kind::Unit: return json::array();
     case Value::Kind::Int: return v.i;
-    case Value::Kind::Float: return v.f;
+    case Value::Kind::Float: return float_json(v.f);
     case Value::Kind::Bool: return v.b;
     case Value::Kind::Tensor: {
       json data = json::array();
       const float* p = v.tensor->data.get();
-      for (int64_t i = 0; i < v.tensor->size(); ++i) data.push_back(p[i]);
+      for (int64_t i = 0; i < v.tensor->size(); ++i) data.push_back(float_json(p[i]));
       return json{{"shape", v.tensor->shape}, {"data", std::move(data)}};
     }
     case Value::Kind::Tuple: {
@@ -194,6 +224,8 @@ nlohmann::json value_to_json(const Value& v, const Type& type) {
 namespace {
 
 class JsonReader {
+  static constexpr const char* kNumber = "a number (or \"NaN\", \"Infinity\", \"-Infinity\")";
+
  public:
   explicit JsonReader(const SourceLoc& where) : where_(where) {}
 
@@ -205,9 +237,11 @@ class JsonReader {
         if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
           fail(path, "an integer that fits in 64 bits", j);
         return Value::of_int(j.get<int64_t>());
-      case TypeKind::Float:
-        if (!j.is_number()) fail(path, "a number", j);
-        return Value::of_float(j.get<double>());
+      case TypeKind::Float: {
+        std::optional<double> x = json_float(j);
+        if (!x) fail(path, kNumber, j);
+        return Value::of_float(*x);
+      }
       case TypeKind::Bool:
         if (!j.is_boolean()) fail(path, "true or false", j);
         return Value::of_bool(j.get<bool>());
@@ -227,11 +261,15 @@ class JsonReader {
   }
 
  private:
+  // "at $[1]: expected an integer, found string "7"" (a null is just "null", not "null null").
   [[noreturn]] void fail(const std::string& path, const std::string& expected,
                          const nlohmann::json& found) {
-    throw UserError(where_, "at " + path + ": expected " + expected + ", found " +
-                                io::json_type_name(found) +
-                                (found.is_primitive() ? " " + found.dump() : ""));
+    std::string what = io::json_type_name(found);
+    if (found.is_primitive() && !found.is_null()) {
+      std::string text = found.dump();
+      what += " " + (text.size() > 40 ? text.substr(0, 40) + "..." : text);
+    }
+    throw UserError(where_, "at " + path + ": expected " + expected + ", found " + what);
   }
 
   Value tensor(const nlohmann::json& j, const std::vector<int64_t>& shape, const std::string& path) {
@@ -245,8 +283,9 @@ class JsonReader {
       if (!data.is_array() || static_cast<int64_t>(data.size()) != t.size())
         fail(path + ".data", "an array of " + std::to_string(t.size()) + " numbers", data);
       for (int64_t i = 0; i < t.size(); ++i) {
-        if (!data[i].is_number()) fail(path + ".data[" + std::to_string(i) + "]", "a number", data[i]);
-        t.data[i] = data[i].get<float>();
+        std::optional<double> x = json_float(data[i]);
+        if (!x) fail(path + ".data[" + std::to_string(i) + "]", kNumber, data[i]);
+        t.data[i] = static_cast<float>(*x);
       }
     } else {
       int64_t filled = 0;
@@ -258,8 +297,9 @@ class JsonReader {
   void nested(const nlohmann::json& j, const std::vector<int64_t>& shape, size_t dim, float* out,
               int64_t& filled, const std::string& path) {
     if (dim == shape.size()) {
-      if (!j.is_number()) fail(path, "a number", j);
-      out[filled++] = j.get<float>();
+      std::optional<double> x = json_float(j);
+      if (!x) fail(path, kNumber, j);
+      out[filled++] = static_cast<float>(*x);
       return;
     }
     if (!j.is_array() || static_cast<int64_t>(j.size()) != shape[dim])

@@ -51,7 +51,7 @@ TEST(JsonLines, LimitsNesting) {
       dir.write("deep.jsonl", "[]\n" + std::string(100000, '[') + std::string(100000, ']') + "\n");
   EXPECT_TRUE(fails_with([&] { read_json_lines(path); },
                          path + ":2:" + std::to_string(kMaxJsonDepth + 1),
-                         "arrays and objects nested more than 512 deep"));
+                         "arrays and objects nested more than 5000 deep"));
 }
 
 struct BadJson {

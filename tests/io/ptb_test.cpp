@@ -106,14 +106,15 @@ TEST(Ptb, LimitsDepthWithoutRecursing) {
   EXPECT_EQ(ptb_leaves(deepest), std::vector<std::string>{"w"});
   EXPECT_TRUE(fails_with([&] { parse_ptb_line(nested(kMaxPtbDepth + 1), "f", 1); },
                          "f:1:" + std::to_string(3 * kMaxPtbDepth + 1),
-                         "tree nested more than 1000 levels deep"));
+                         "tree nested more than 5000 levels deep"));
   TempDir dir;
   const std::string path = dir.write("deep.txt", std::string(100000, '(') + "\n");
   EXPECT_TRUE(fails_with([&] { read_ptb_file(path); }, path + ":1:2",
                          "expected a sentiment label 0-4 after '('"));
   const std::string path2 = dir.write("deep2.txt", nested(100000) + "\n");
-  EXPECT_TRUE(
-      fails_with([&] { read_ptb_file(path2); }, path2 + ":1:3001", "nested more than 1000 levels"));
+  EXPECT_TRUE(fails_with([&] { read_ptb_file(path2); },
+                         path2 + ":1:" + std::to_string(3 * kMaxPtbDepth + 1),
+                         "nested more than 5000 levels"));
 }
 
 TEST(Ptb, EmptyLineIsAnError) {

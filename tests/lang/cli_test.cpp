@@ -1,54 +1,8 @@
 // The command line: errors reach stderr as file:line:col messages with a non-zero exit status.
-#include <sys/wait.h>
-
-#include <cstdlib>
-
-#include "lang_test_util.h"
+#include "cli_util.h"
 
 namespace acrobat::test {
 namespace {
-
-struct CliResult {
-  int status = -1;  // the exit status, or -1 if the process did not exit normally
-  std::string out, err;
-};
-
-std::string quoted(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'')
-      q += "'\\''";
-    else
-      q += c;
-  }
-  q += '\'';
-  return q;
-}
-
-// Runs the built `acrobat` with `args` (each quoted for the shell).
-CliResult run_cli(const std::vector<std::string>& args) {
-  TempDir dir;
-  std::string cmd = quoted(ACROBAT_CLI);
-  // Appended piecewise: GCC 12 warns falsely (-Wrestrict) about "literal" + std::string.
-  for (const auto& a : args) {
-    cmd += ' ';
-    cmd += quoted(a);
-  }
-  cmd += " >";
-  cmd += quoted(dir.path("out"));
-  cmd += " 2>";
-  cmd += quoted(dir.path("err"));
-  int raw = std::system(cmd.c_str());
-  CliResult r;
-  if (raw != -1 && WIFEXITED(raw)) r.status = WEXITSTATUS(raw);
-  r.out = read_text(dir.path("out"));
-  r.err = read_text(dir.path("err"));
-  return r;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 TEST(Cli, MalformedModelReportsFileLineColumn) {
   std::string model = source_path("tests/errors/syntax_missing_rparen.acr");

@@ -1,0 +1,89 @@
+#include "cli_options.h"
+
+#include <charconv>
+#include <sstream>
+
+#include "support/diagnostics.h"
+
+namespace acrobat::cli {
+
+namespace {
+
+// The whole of `text` as an integer of type T; false if it is not one or does not fit in T.
+template <class T>
+bool whole_number(const std::string& text, T& out) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  if (begin != end && *begin == '+') ++begin;  // from_chars takes no sign but '-'
+  auto [ptr, ec] = std::from_chars(begin, end, out);
+  return begin != end && ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
+int64_t parse_number(const std::string& option, const std::string& text, int64_t min, int64_t max) {
+  int64_t v = 0;
+  if (!whole_number(text, v) || v < min || v > max)
+    throw UserError(option + " '" + text + "': expected an integer from " + std::to_string(min) +
+                    " to " + std::to_string(max));
+  return v;
+}
+
+uint64_t parse_seed(const std::string& option, const std::string& text) {
+  uint64_t v = 0;
+  if (!whole_number(text, v))
+    throw UserError(option + " '" + text + "': expected an integer from 0 to " +
+                    std::to_string(UINT64_MAX));
+  return v;
+}
+
+std::vector<int64_t> parse_number_list(const std::string& option, const std::string& text,
+                                       int64_t min, int64_t max) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    int64_t v = 0;
+    if (!whole_number(item, v) || v < min || v > max)
+      throw UserError(option + " '" + text + "': expected a comma-separated list of integers from " +
+                      std::to_string(min) + " to " + std::to_string(max));
+    out.push_back(v);
+  }
+  if (out.empty())
+    throw UserError(option + " '" + text + "': expected a comma-separated list of integers from " +
+                    std::to_string(min) + " to " + std::to_string(max));
+  return out;
+}
+
+DimOverrides parse_sets(const std::vector<std::string>& sets) {
+  DimOverrides out;
+  for (const auto& s : sets) {
+    size_t eq = s.find('=');
+    std::string name = s.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : s.substr(eq + 1);
+    int64_t v = 0;
+    if (eq == std::string::npos || name.empty() || !whole_number(value, v) || v <= 0)
+      throw UserError("--set '" + s + "': expected NAME=VALUE with a positive integer VALUE (at most " +
+                      std::to_string(INT64_MAX) + ")");
+    out[name] = v;
+  }
+  return out;
+}
+
+analysis::AnalysisOptions parse_disable(const std::vector<std::string>& names) {
+  analysis::AnalysisOptions a;
+  for (const auto& n : names) {
+    if (n == "specialise") a.specialise = false;
+    else if (n == "reuse") a.reuse = false;
+    else if (n == "clone") a.clone = false;
+    else if (n == "ghosts") a.ghosts = false;
+    else if (n == "phases") a.phases = false;
+    else if (n == "concurrent") a.concurrent = false;
+    else
+      throw UserError("--disable '" + n +
+                      "': expected specialise, reuse, clone, ghosts, phases or concurrent");
+  }
+  return a;
+}
+
+}  // namespace acrobat::cli
