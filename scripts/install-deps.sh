@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev                       # tests
   python3 python3-torch python3-numpy             # the PyTorch oracle (tests/reference)
   python3-matplotlib                              # bench --all's plot
+  clang libclang-rt-14-dev                        # scripts/fuzz.sh: libFuzzer, ASan, UBSan
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -479,7 +479,8 @@ class ReuseAnalysis {
     route_all(true);
     if (moves.empty() && !versions_changed_) route_all(false);
 
-    for (auto& [caller, targets] : moves) {
+    for (auto& [caller, site_targets] : moves) {
+      const auto& targets = site_targets;  // a lambda may not capture a structured binding (clang 14)
       Block body = m_.functions[caller].body;
       rewrite_rhs(body, [&](const Rhs& r) -> RhsPtr {
         auto it = targets.find(&r);

@@ -294,6 +294,20 @@ std::optional<JsonError> parse_json_strict(std::string_view text, nlohmann::json
     // e.byte is 1-based and points one past the end for "unexpected end of input".
     size_t offset = e.byte == 0 ? 0 : std::min<size_t>(e.byte - 1, text.size());
     return JsonError{offset, trim_parse_error(e.what())};
+  } catch (const nlohmann::json::out_of_range&) {
+    // A number beyond a double's range (1e400). nlohmann gives no position: the number is the run
+    // of number characters that ends where reading stopped (one past it, or at the end).
+    auto in_number = [&](size_t i) {
+      return text[i] != '\0' && std::strchr("0123456789+-.eE", text[i]) != nullptr;
+    };
+    size_t end = std::min(offset_now(), text.size());
+    while (end > 0 && !in_number(end - 1)) --end;
+    size_t begin = end;
+    while (begin > 0 && in_number(begin - 1)) --begin;
+    return JsonError{begin, "invalid JSON: the number " + quote(text.substr(begin, end - begin)) +
+                                " is out of range (JSON numbers here must fit a double)"};
+  } catch (const nlohmann::json::exception& e) {
+    return JsonError{std::min(offset_now(), text.size()), std::string("invalid JSON: ") + e.what()};
   }
   return std::nullopt;
 }

@@ -7,7 +7,10 @@
 namespace acrobat::io {
 
 std::vector<JsonLine> read_json_lines(const std::string& path) {
-  const std::string text = read_file(path);
+  return parse_json_lines(path, read_file(path));
+}
+
+std::vector<JsonLine> parse_json_lines(const std::string& path, const std::string& text) {
   std::vector<JsonLine> out;
   for (const TextLine& line : split_lines(text, path)) {
     if (is_blank(line.text)) continue;

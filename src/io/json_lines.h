@@ -21,6 +21,8 @@ struct JsonLine {
 // line endings are accepted. Throws UserError at file:line:col for a syntax error, a duplicate key
 // or a second value on a line, and "cannot open ..." if the file cannot be read.
 std::vector<JsonLine> read_json_lines(const std::string& path);
+// The same for the contents of a file, named `path` in messages.
+std::vector<JsonLine> parse_json_lines(const std::string& path, const std::string& text);
 
 // The JSON type of `value` for messages: "null", "boolean", "integer" (signed or unsigned),
 // "number" (floating point), "string", "array", "object" or "binary".

@@ -142,7 +142,10 @@ PtbTree parse_ptb_line(const std::string& text, const std::string& file, uint32_
 }
 
 std::vector<PtbTree> read_ptb_file(const std::string& path) {
-  const std::string text = read_file(path);
+  return parse_ptb_text(path, read_file(path));
+}
+
+std::vector<PtbTree> parse_ptb_text(const std::string& path, const std::string& text) {
   std::vector<PtbTree> trees;
   for (const TextLine& line : split_lines(text, path)) {
     if (is_blank(line.text)) continue;

@@ -36,6 +36,8 @@ PtbTree parse_ptb_line(const std::string& text, const std::string& file, uint32_
 // A UTF-8 BOM and CRLF line endings are accepted. Throws UserError as parse_ptb_line does, and
 // "cannot open ..." if the file cannot be read.
 std::vector<PtbTree> read_ptb_file(const std::string& path);
+// The same for the contents of a file, named `path` in messages.
+std::vector<PtbTree> parse_ptb_text(const std::string& path, const std::string& text);
 
 // The words of the tree's leaves, left to right.
 std::vector<std::string> ptb_leaves(const PtbTree& tree);

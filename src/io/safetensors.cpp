@@ -258,7 +258,12 @@ void check_layout(const std::string& path, std::vector<const Entry*> entries, ui
 
 std::map<std::string, NamedTensor> read_safetensors(const std::string& path,
                                                     std::map<std::string, std::string>* metadata) {
-  const std::string bytes = read_file(path);
+  return parse_safetensors(path, read_file(path), metadata);
+}
+
+std::map<std::string, NamedTensor> parse_safetensors(const std::string& path,
+                                                     const std::string& bytes,
+                                                     std::map<std::string, std::string>* metadata) {
   if (bytes.size() < kPrefixBytes)
     fail(path,
          fmt::format(

@@ -24,6 +24,10 @@ struct NamedTensor {
 // cannot be read.
 std::map<std::string, NamedTensor> read_safetensors(
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+// The same for the contents of a file, named `path` in messages.
+std::map<std::string, NamedTensor> parse_safetensors(
+    const std::string& path, const std::string& bytes,
+    std::map<std::string, std::string>* metadata = nullptr);
 
 // Writes `tensors` as F32, in the given order and contiguously, with `metadata` as "__metadata__"
 // (omitted when empty); the header is padded with spaces so that the data starts 8-byte aligned.

@@ -40,7 +40,10 @@ int64_t parse_id(const std::string& path, const TextLine& line, size_t begin, si
 }  // namespace
 
 std::vector<std::vector<int64_t>> read_token_lines(const std::string& path) {
-  const std::string text = read_file(path);
+  return parse_token_lines(path, read_file(path));
+}
+
+std::vector<std::vector<int64_t>> parse_token_lines(const std::string& path, const std::string& text) {
   std::vector<std::vector<int64_t>> out;
   for (const TextLine& line : split_lines(text, path)) {
     std::vector<int64_t>& ids = out.emplace_back();

@@ -14,5 +14,7 @@ namespace acrobat::io {
 // above INT64_MAX, and "cannot open ..." if the file cannot be read. Ids are not checked against a
 // vocabulary here.
 std::vector<std::vector<int64_t>> read_token_lines(const std::string& path);
+// The same for the contents of a file, named `path` in messages.
+std::vector<std::vector<int64_t>> parse_token_lines(const std::string& path, const std::string& text);
 
 }  // namespace acrobat::io

@@ -54,6 +54,19 @@ TEST(JsonLines, LimitsNesting) {
                          "arrays and objects nested more than 5000 deep"));
 }
 
+// Found by fuzz/json_lines_fuzz.cpp: nlohmann throws out_of_range, not parse_error, for a number
+// beyond a double, which escaped the reader as an exception without a position.
+TEST(JsonLines, NumberOutOfRangeIsPositioned) {
+  TempDir dir;
+  const std::string path = dir.write("big.jsonl", "7\n[1, 922337e551]\n-1e400\n");
+  EXPECT_TRUE(fails_with([&] { read_json_lines(path); }, path + ":2:5",
+                         "invalid JSON: the number '922337e551' is out of range (JSON numbers here "
+                         "must fit a double)"));
+  const std::string last = dir.write("last.jsonl", "-1e400");
+  EXPECT_TRUE(fails_with([&] { read_json_lines(last); }, last + ":1:1",
+                         "the number '-1e400' is out of range"));
+}
+
 struct BadJson {
   const char* file;
   const char* where;
