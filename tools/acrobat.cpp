@@ -249,7 +249,8 @@ int run_command(const RunOptions& o) {
 
 int bench(const RunOptions& o, const std::string& batches, const std::string& schedulers,
           const std::string& reps, const std::string& json, const std::string& pytorch_limit_arg,
-          const std::string& engines, const std::string& threads, bool ablation) {
+          const std::string& engines, const std::string& threads, bool ablation,
+          bool busy_neighbour) {
   // Every option is checked before the model is compiled and the inputs are read.
   std::vector<int64_t> batch_sizes = cli::parse_number_list("--batch", batches, 1, cli::kMaxBatch);
   std::vector<int64_t> thread_counts =
@@ -294,6 +295,7 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
   b.threads.clear();
   for (int64_t t : thread_counts) b.threads.push_back(static_cast<int>(t));
   b.json_path = json;
+  b.busy_neighbour = busy_neighbour;
   // The PyTorch oracle implements the models of models/ by their file name.
   std::string stem = o.model.substr(o.model.find_last_of('/') + 1);
   stem = stem.substr(0, stem.find('.'));
@@ -417,7 +419,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--engine", bench_engines, "Engines besides the reference: batched, aot or batched,aot");
   bench_cmd->add_option("--threads", bench_threads,
                         "Thread counts from 1 to 1024, comma-separated (default 1)");
-  bool bench_ablation = false, bench_all = false, bench_quick = false;
+  bool bench_ablation = false, bench_all = false, bench_quick = false, bench_busy = false;
   std::string bench_out = "bench/results/all";
   bench_cmd->add_flag("--all", bench_all,
                       "Every model of models/ at its sizes on its data with the oracle's weights "
@@ -426,6 +428,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--quick", bench_quick, "--all: small sizes, few instances, one repetition");
   bench_cmd->add_flag("--ablation", bench_ablation,
                       "Rows for each analysis switched off in turn and for all off (ignores --disable)");
+  bench_cmd->add_flag("--busy-neighbour", bench_busy,
+                      "Keep one core busy with another process while the rows run (how the "
+                      "threads fare when the machine is shared)");
   bench_cmd->add_option("--params", bench_opts.params, "Parameters (default: random, seed 0)");
   bench_cmd->add_option("--batch", bench_batches, "Batch sizes, comma-separated (default 1,8,64)");
   bench_cmd->add_option("--schedulers", bench_schedulers, "Schedulers, comma-separated");
@@ -461,7 +466,7 @@ int main(int argc, char** argv) {
       throw UserError("bench: a model file is required (or --all)");
     if (*bench_cmd)
       return bench(bench_opts, bench_batches, bench_schedulers, bench_reps, bench_json, bench_pytorch,
-                   bench_engines, bench_threads, bench_ablation);
+                   bench_engines, bench_threads, bench_ablation, bench_busy);
     if (*emit_cmd) return emit(emit_model, emit_sets, emit_stage, emit_disable);
     if (*explain_cmd) return explain_command(explain_model, explain_sets, explain_disable);
     if (*compile_cmd)

@@ -6,13 +6,20 @@
 // rows after one warm-up run of each.
 #include "bench.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -94,6 +101,35 @@ std::string run_capture(const std::string& command) {
 
 }  // namespace
 
+namespace {
+
+// Another process that keeps one core busy until destroyed (or until this process dies).
+class BusyNeighbour {
+ public:
+  BusyNeighbour() {
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ < 0) throw std::system_error(errno, std::generic_category(), "fork for --busy-neighbour");
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(0);  // the parent died before the line above
+      for (volatile uint64_t spin = 0;; spin = spin + 1) {
+      }
+    }
+  }
+  ~BusyNeighbour() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  BusyNeighbour(const BusyNeighbour&) = delete;
+  BusyNeighbour& operator=(const BusyNeighbour&) = delete;
+
+ private:
+  pid_t pid_;
+};
+
+}  // namespace
+
 int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs,
                   std::shared_ptr<const ParamStore> params, const std::vector<Value>& inputs) {
   // Every engine is built first; then each repetition runs every row once, in order, with a
@@ -128,6 +164,8 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
       }
     }
   }
+  std::optional<BusyNeighbour> neighbour;
+  if (o.busy_neighbour) neighbour.emplace();
   // One unmeasured run of every batched row first: libxsmm JIT-compiles its kernels per thread on
   // first use, and the arenas grow to their size.
   for (size_t i = 1; i < specs.size(); ++i) {
@@ -145,6 +183,7 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
       specs[i].runs.push_back(run_in_batches(*specs[i].engine, inputs, specs[i].batch).stats);
     }
   }
+  neighbour.reset();
   std::vector<Row> rows;
   for (auto& spec : specs) {
     spec.row.stats = median_run(spec.runs);
@@ -181,10 +220,12 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
   double ref_ips = rows[0].stats.instances_per_second();
   std::cout << fmt::format("{} on {} instances, medians of {} repetitions; one thread: OpenBLAS "
                            "sgemm 1024^3 {:.1f} GFLOP/s (the yardstick; median of {} samples taken "
-                           "between the rows, {:.1f}-{:.1f}), packed-weight GEMM {:.1f}\n",
+                           "between the rows, {:.1f}-{:.1f}), packed-weight GEMM {:.1f}{}\n",
                            o.model, inputs.size(), o.reps, yardstick, sgemm_samples.size(),
                            *std::min_element(sgemm_samples.begin(), sgemm_samples.end()),
-                           *std::max_element(sgemm_samples.begin(), sgemm_samples.end()), packed_gemm);
+                           *std::max_element(sgemm_samples.begin(), sgemm_samples.end()), packed_gemm,
+                           o.busy_neighbour ? "; another process kept one core busy during the rows"
+                                            : "");
   if (several) std::cout << fmt::format("{:<20} ", "analyses");
   std::cout << fmt::format("{:<13} {:>7} {:>6} {:>11} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10}\n",
                            "engine", "threads", "batch", "inst/s", "vs ref", "GFLOP/s", "% sgemm", "overhead",
@@ -218,6 +259,7 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
                           {"dims", o.sets},
                           {"instances", inputs.size()},
                           {"reps", o.reps},
+                          {"busy_neighbour", o.busy_neighbour},
                           {"sgemm_gflops", yardstick},
                           {"sgemm_gflops_samples", sgemm_samples},
                           {"packed_gemm_gflops", packed_gemm},

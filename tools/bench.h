@@ -22,6 +22,8 @@ struct BenchOptions {
   std::vector<std::string> sets;  // K=V, passed on to PyTorch too
   int reps = 3;
   std::string json_path;
+  // Another process spins on one core while the rows run (not during the PyTorch row).
+  bool busy_neighbour = false;
   // Eager PyTorch row (empty model: none).
   std::string pytorch_model, pytorch_script, data_path, vocab_path, pytorch_params;
   size_t pytorch_limit = 300;

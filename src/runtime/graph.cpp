@@ -16,8 +16,31 @@ double seconds_since(Clock::time_point t) {
 // A batch is split across threads only when it has at least this much work: below it, waking the
 // workers costs more than they save.
 constexpr double kMinParallelFlops = 4e6;
+// The smallest piece of a batch split across threads, in instances: below it, a GEMM on shared
+// weights streams the weights for too few rows.
+constexpr int64_t kMinPieceInstances = 8;
 
 }  // namespace
+
+bool SplitGuard::split() {
+  if (serial_left_ == 0) return true;
+  --serial_left_;
+  return false;
+}
+
+void SplitGuard::record(double wall, double alone, bool measured) {
+  if (!measured) return;
+  saved_ += kMustSave * alone - wall;
+  if (++batches_ < kRound) return;
+  if (saved_ > 0) {
+    backoff_ = kBackoff;
+  } else {
+    serial_left_ = backoff_;
+    backoff_ = std::min(2 * backoff_, kMaxBackoff);
+  }
+  saved_ = 0;
+  batches_ = 0;
+}
 
 const char* scheduler_name(Scheduler s) {
   switch (s) {
@@ -246,28 +269,50 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
     args[e] = classify_operand(r.data(), B, num_elements(arg.shape), packed_);
   }
 
-  int tasks = 1;
-  if (pool_ && B >= 2 && double(B) * double(s.flops) >= kMinParallelFlops)
-    tasks = static_cast<int>(std::min<int64_t>(pool_->size(), B));
+  // Pieces of the batch for the threads to take (thread_pool.h): with one thread, L2-sized chunks;
+  // with more, the first pieces are large and later ones a fraction of what is left, so a thread
+  // that gets fewer cycles than the others takes fewer pieces and all finish together.
   const int64_t chunk = std::max<int64_t>(1, exec.chunk_instances(s));
-  auto run_part = [&](int t) {
-    // This thread's instances, a chunk at a time.
-    const int64_t end = B * (t + 1) / tasks;
-    for (int64_t b0 = B * t / tasks, b1; b0 < end; b0 = b1) {
-      b1 = end - b0 > chunk ? b0 + chunk : end;
-      scratch_[t].reset();
-      std::vector<aot::Operand> part(args);
-      std::vector<float*> outs(outputs);
-      if (b0 > 0) {
-        for (auto& a : part) a = slice_operand(a, b0);
-        for (size_t k = 0; k < outs.size(); ++k)
-          if (outs[k]) outs[k] += b0 * s.ops[k].size;
-      }
-      exec.run(BatchCall{&s, b1 - b0, part.data(), outs.data(), t, &scratch_[t], &thread_calls_[t]});
+  const bool split = pool_ && B >= 2 && double(B) * double(s.flops) >= kMinParallelFlops &&
+                     split_guard_.split();
+  const int64_t threads = split ? pool_->size() : 1;
+  piece_ends_.clear();
+  for (int64_t b = 0; b < B;) {
+    int64_t left = B - b, n = chunk;
+    if (split)
+      n = std::min(n, std::max({(left + 2 * threads - 1) / (2 * threads), kMinPieceInstances,
+                                (B + ThreadPool::kMaxPieces - 1) / ThreadPool::kMaxPieces}));
+    b += std::min(n, left);
+    piece_ends_.push_back(b);
+  }
+  double caller_seconds = 0;
+  int64_t caller_instances = 0;
+  auto run_piece = [&](int64_t piece, int t) {
+    const int64_t b0 = piece == 0 ? 0 : piece_ends_[piece - 1], b1 = piece_ends_[piece];
+    const Clock::time_point start = split && t == 0 ? Clock::now() : Clock::time_point{};
+    scratch_[t].reset();
+    std::vector<aot::Operand> part(args);
+    std::vector<float*> outs(outputs);
+    if (b0 > 0) {
+      for (auto& a : part) a = slice_operand(a, b0);
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (outs[k]) outs[k] += b0 * s.ops[k].size;
+    }
+    exec.run(BatchCall{&s, b1 - b0, part.data(), outs.data(), t, &scratch_[t], &thread_calls_[t]});
+    if (split && t == 0) {
+      caller_seconds += seconds_since(start);
+      caller_instances += b1 - b0;
     }
   };
-  if (tasks == 1) run_part(0);
-  else pool_->run(tasks, run_part);
+  const int64_t pieces = static_cast<int64_t>(piece_ends_.size());
+  if (!split) {
+    for (int64_t p = 0; p < pieces; ++p) run_piece(p, 0);
+  } else {
+    const Clock::time_point start = Clock::now();
+    pool_->run(pieces, run_piece);
+    split_guard_.record(seconds_since(start), caller_seconds * double(B) / double(std::max<int64_t>(1, caller_instances)),
+        caller_instances > 0);
+  }
 
   stats_->batches++;
   int64_t scratch_peak = 0;

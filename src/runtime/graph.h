@@ -17,8 +17,9 @@
 //     whose ready nodes have the lowest average depth.
 //  3. A batch: its nodes ordered by indexed weights (batched_kernels.h), escaping outputs allocated
 //     as contiguous [B, ...] blocks in the run's arena, each argument classified once as shared,
-//     strided in place or scattered (batch_operands.h), then split into per-thread parts and
-//     L2-sized chunks of instances, each handed to the block executor.
+//     strided in place or scattered (batch_operands.h), then cut into pieces of at most an
+//     L2-sized chunk of instances that the threads take dynamically (thread_pool.h), each piece
+//     handed to the block executor.
 #pragma once
 
 #include <chrono>
@@ -61,6 +62,35 @@ class BlockExecutor {
   // By default: as many as keep the block's intermediate values in L2 (see graph.cpp).
   virtual int64_t chunk_instances(const analysis::StaticBlock& s) const;
   virtual void run(const BatchCall& call) = 0;
+};
+
+// Whether splitting batches across threads pays. With another process on one of the cores a
+// worker may get few cycles and a split batch can take longer than the calling thread alone would
+// have. Each split batch is compared with that estimate (the calling thread's own speed on its
+// pieces, times the whole batch); when a round of split batches saved nothing, batches run on one
+// thread for a while, then splitting is tried again.
+class SplitGuard {
+ public:
+  // Splitting is judged by rounds of kRound split batches. After a round that did not pay, batches
+  // run on one thread for kBackoff batches, doubled after each further such round up to
+  // kMaxBackoff, and reset when a round pays again. A round pays when its split batches took less
+  // than kMustSave of what the calling thread alone would have: splitting must save a clear 5%, so
+  // measurement noise favours one thread.
+  static constexpr int kRound = 32;
+  static constexpr int64_t kBackoff = 128, kMaxBackoff = 4096;
+  static constexpr double kMustSave = 0.95;
+
+  // Whether the next batch that has enough work should be split.
+  bool split();
+  // A split batch took `wall` seconds; the calling thread alone would have taken about `alone`
+  // (`measured`: it ran at least one piece, so there is an estimate).
+  void record(double wall, double alone, bool measured);
+
+ private:
+  double saved_ = 0;  // in the current round
+  int batches_ = 0;   // split batches in the current round
+  int64_t serial_left_ = 0;
+  int64_t backoff_ = kBackoff;
 };
 
 class Graph {
@@ -134,6 +164,8 @@ class Graph {
   std::vector<uint32_t> marks_;
   uint32_t stamp_ = 0;
   std::vector<std::vector<const float*>> rows_;  // per argument of the batch being run
+  std::vector<int64_t> piece_ends_;              // of the batch being run (run_batch)
+  SplitGuard split_guard_;                       // kept across runs, as the machine's load is
   double flush_seconds_ = 0;
 };
 

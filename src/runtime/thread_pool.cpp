@@ -14,85 +14,114 @@ int default_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a worker polls for the next call before it sleeps: batches come back to back, separated
+// by the host program's work, and a sleeping worker would add its wake-up latency to every one.
+constexpr auto kWorkerSpin = std::chrono::microseconds(100);
+// How long the caller polls for running pieces before it yields its core: a piece left is usually
+// one about to finish on another core; when it is not, the thread running it may be waiting for
+// this very core.
+constexpr auto kCallerSpin = std::chrono::microseconds(20);
+
+inline void pause() { __builtin_ia32_pause(); }
+
+constexpr int kPieceBits = 16;
+constexpr uint64_t kPieceMask = (uint64_t{1} << kPieceBits) - 1;
+inline uint64_t call_of(uint64_t s) { return s >> (2 * kPieceBits); }
+inline int64_t pieces_of(uint64_t s) { return static_cast<int64_t>((s >> kPieceBits) & kPieceMask); }
+inline int64_t next_of(uint64_t s) { return static_cast<int64_t>(s & kPieceMask); }
+inline bool has_piece(uint64_t s) { return next_of(s) < pieces_of(s); }
+
+}  // namespace
+
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  start_.notify_all();
+  stop_.store(true);
+  wake_.fetch_add(1);
+  wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-namespace {
-// How long a worker keeps polling for the next job before it sleeps.
-constexpr auto kSpin = std::chrono::microseconds(200);
-
-inline void pause() { __builtin_ia32_pause(); }
-}  // namespace
-
-void ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
-  ACROBAT_ASSERT(tasks >= 1 && tasks <= size(), "thread pool task count");
-  if (tasks == 1) return fn(0);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    tasks_ = tasks;
-    error_ = nullptr;
-    pending_.store(tasks - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  start_.notify_all();
-  std::exception_ptr mine;
+bool ThreadPool::run_one(int thread) {
+  uint64_t s = state_.load(std::memory_order_acquire);
+  do {
+    if (!has_piece(s)) return false;
+  } while (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel));
+  // The piece is ours: the call cannot end before done_ counts it, so fn_ is the call's.
+  const int64_t piece = next_of(s);
   try {
-    fn(0);
+    (*fn_)(piece, thread);
   } catch (...) {
-    mine = std::current_exception();
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_ || piece < error_piece_) {
+      error_ = std::current_exception();
+      error_piece_ = piece;
+    }
   }
-  while (pending_.load(std::memory_order_acquire) != 0) pause();
-  std::lock_guard<std::mutex> lock(mutex_);
-  job_ = nullptr;
-  if (mine) std::rethrow_exception(mine);
+  done_.fetch_add(1, std::memory_order_acq_rel);
+  return true;
+}
+
+void ThreadPool::run(int64_t pieces, FunctionRef<void(int64_t, int)> fn) {
+  ACROBAT_ASSERT(pieces >= 1 && pieces <= kMaxPieces, "thread pool piece count");
+  if (workers_.empty() || pieces == 1) {
+    for (int64_t p = 0; p < pieces; ++p) fn(p, 0);
+    return;
+  }
+  // Publish: the previous call has ended (every piece done), so nobody reads fn_ or done_ now.
+  fn_ = &fn;
+  done_.store(0, std::memory_order_relaxed);
+  error_ = nullptr;
+  error_piece_ = -1;
+  const uint64_t call = call_of(state_.load(std::memory_order_relaxed)) + 1;
+  state_.store((call << (2 * kPieceBits)) | (static_cast<uint64_t>(pieces) << kPieceBits),
+               std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    wake_.fetch_add(1, std::memory_order_seq_cst);
+    wake_.notify_all();
+  }
+
+  while (run_one(0)) {
+  }
+  // Only pieces running on other threads are left.
+  // Only pieces running on other threads are left: poll briefly, then yield the core (to the
+  // thread holding the last piece, if it waits for this core behind us).
+  const auto until = Clock::now() + kCallerSpin;
+  while (done_.load(std::memory_order_acquire) != pieces) {
+    if (Clock::now() < until) pause();
+    else sched_yield();
+  }
+  fn_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::worker(int index) {
-  uint64_t seen = 0;
+void ThreadPool::worker(int thread) {
   for (;;) {
-    // Poll first, then sleep.
-    auto until = std::chrono::steady_clock::now() + kSpin;
-    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
-      pause();
-      if (std::chrono::steady_clock::now() > until) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        start_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
-        break;
+    while (run_one(thread)) {
+    }
+    // Poll for the next call, then sleep until one is published.
+    auto until = Clock::now() + kWorkerSpin;
+    for (;;) {
+      if (stop_.load(std::memory_order_relaxed)) return;
+      if (has_piece(state_.load(std::memory_order_acquire))) break;
+      if (Clock::now() < until) {
+        pause();
+        continue;
       }
+      uint32_t seen = wake_.load(std::memory_order_seq_cst);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      // Checked again after announcing the sleep: a call published before this point is seen here,
+      // one published after it bumps wake_ (the caller reads sleepers_ after publishing).
+      if (!stop_.load() && !has_piece(state_.load(std::memory_order_seq_cst))) wake_.wait(seen);
+      sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+      until = Clock::now() + kWorkerSpin;
     }
-    if (stop_.load()) return;
-    const std::function<void(int)>* job;
-    int tasks;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      seen = generation_.load();
-      job = job_;
-      tasks = tasks_;
-    }
-    if (index >= tasks) continue;
-    std::exception_ptr error;
-    try {
-      (*job)(index);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    if (error) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = error;
-    }
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

@@ -1,15 +1,20 @@
-// The runtime's threads: a fixed set of workers that split one batched kernel call between them.
-// Libraries (OpenBLAS, libxsmm) stay single-threaded inside each worker.
+// The runtime's threads: a fixed set of workers that share one batched kernel call with the calling
+// thread. Libraries (OpenBLAS, libxsmm) stay single-threaded inside each worker.
+//
+// Work is split dynamically: a call is cut into pieces, and every thread, the caller included, takes
+// the next piece nobody has taken until none is left. A worker that is descheduled (another process
+// on its core) simply takes fewer pieces; the caller never waits for a worker that has not started,
+// only for pieces already running, and it waits without holding its core (it yields it).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "support/function_ref.h"
 
 namespace acrobat {
 
@@ -22,25 +27,34 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
-  // Runs fn(0) .. fn(tasks - 1), task 0 on the calling thread, the others on workers (tasks <=
-  // size()), and waits for all; the first exception thrown is rethrown here.
-  void run(int tasks, const std::function<void(int)>& fn);
+
+  // Largest number of pieces one call may have.
+  static constexpr int64_t kMaxPieces = (int64_t{1} << 16) - 1;
+
+  // Runs fn(piece, thread) for every piece in [0, pieces) (1 <= pieces <= kMaxPieces), each exactly
+  // once, on whichever threads are free: `thread` is 0 for the caller and 1..size()-1 for the
+  // workers, so per-thread state can be indexed by it. Returns when every piece has finished. When
+  // pieces throw, the exception of the lowest such piece is rethrown here (the others still run).
+  void run(int64_t pieces, FunctionRef<void(int64_t, int)> fn);
 
  private:
-  void worker(int index);
+  void worker(int thread);
+  // Takes the next piece of the current call and runs it; false when none is left.
+  bool run_one(int thread);
 
-  // A job is published by bumping generation_; workers spin on it for a while before they sleep on
-  // the condition variable (batches come back to back: a sleeping worker would add its wake-up
-  // latency to every one), and the caller spins on pending_ until the workers are done.
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable start_;
-  const std::function<void(int)>* job_ = nullptr;
-  int tasks_ = 0;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // The current call as one word: call number (32 bits) | pieces (16) | next piece to take (16).
+  // A piece is taken by a compare-exchange that advances `next`, so a thread holding a piece knows
+  // the call cannot end (and fn_ cannot change) until it has finished it.
+  std::atomic<uint64_t> state_{0};
+  FunctionRef<void(int64_t, int)>* fn_ = nullptr;  // written before the call is published
+  std::atomic<uint32_t> done_{0};                  // pieces finished in the current call (futex word)
+  std::atomic<uint32_t> wake_{0};                  // bumped when a call is published (futex word)
+  std::atomic<int> sleepers_{0};                   // workers asleep on wake_
   std::atomic<bool> stop_{false};
-  std::exception_ptr error_;  // guarded by mutex_
+  std::mutex error_mutex_;
+  std::exception_ptr error_;  // of the lowest failing piece so far, guarded by error_mutex_
+  int64_t error_piece_ = -1;
+  std::vector<std::thread> workers_;
 };
 
 // The number of threads to use by default: every core this process may run on.
