@@ -66,6 +66,9 @@ double gemm_gflops(int reps, bool packed) {
 }
 
 struct Row {
+  Row(std::string engine, size_t batch, RunStats stats, int threads, std::string config)
+      : engine(std::move(engine)), batch(batch), stats(std::move(stats)), threads(threads),
+        config(std::move(config)) {}
   std::string engine;
   size_t batch;
   RunStats stats;  // of the median repetition
@@ -113,8 +116,7 @@ class BusyNeighbour {
     if (pid_ == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(0);  // the parent died before the line above
-      for (volatile uint64_t spin = 0;; spin = spin + 1) {
-      }
+      for (;;) asm volatile("" ::: "memory");  // spin
     }
   }
   ~BusyNeighbour() {
@@ -139,7 +141,7 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
   auto add = [&](Row row, std::unique_ptr<Engine> engine, size_t batch) {
     specs.push_back(Spec{std::move(row), std::move(engine), batch, {}});
   };
-  add(Row{"reference", 1, {}, 1, ""}, std::make_unique<ReferenceEngine>(configs[0].module, params), inputs.size());
+  add(Row("reference", 1, RunStats(), 1, ""), std::make_unique<ReferenceEngine>(configs[0].module, params), inputs.size());
   bool want_batched = std::find(o.engines.begin(), o.engines.end(), "batched") != o.engines.end();
   bool want_aot = std::find(o.engines.begin(), o.engines.end(), "aot") != o.engines.end();
   bool several = configs.size() > 1;
@@ -148,7 +150,7 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
     for (int threads : want_batched ? o.threads : std::vector<int>{})
       for (const auto& name : o.schedulers)
         for (size_t batch : o.batches)
-          add(Row{name, batch, {}, threads, config},
+          add(Row(name, batch, RunStats(), threads, config),
               std::make_unique<BatchedEngine>(c.module, params, parse_scheduler(name), threads),
               batch);
     for (int threads : want_aot ? o.threads : std::vector<int>{}) {
@@ -159,7 +161,7 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
         ao.scheduler = parse_scheduler(name);
         std::string label = ao.scheduler == Scheduler::InlineDepth ? "aot" : "aot-" + name;
         for (size_t batch : o.batches)
-          add(Row{label, batch, {}, threads, config}, std::make_unique<AotEngine>(c.module, params, ao),
+          add(Row(label, batch, RunStats(), threads, config), std::make_unique<AotEngine>(c.module, params, ao),
               batch);
       }
     }
@@ -210,7 +212,7 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
       s.instances = 1;
       s.wall_seconds = ips > 0 ? 1.0 / ips : 0;
       s.flops = rows[0].stats.instances ? rows[0].stats.flops / rows[0].stats.instances : 0;
-      rows.push_back(Row{"pytorch", 1, s, 1, ""});
+      rows.push_back(Row("pytorch", 1, s, 1, ""));
     } else {
       std::cerr << "bench: PyTorch eager run failed; no pytorch row (command: " << cmd << ")\n";
     }

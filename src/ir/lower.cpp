@@ -222,7 +222,9 @@ class Lowering {
     fn.span = ctor->span;
     std::vector<Atom> args;
     for (size_t i = 0; i < ctor->fields.size(); ++i) {
-      fn.vars.push_back(VarInfo{"f" + std::to_string(i), ctor->fields[i], ctor->span});
+      std::string name = std::to_string(i);
+      name.insert(name.begin(), 'f');  // not "f" + ...: GCC 12 warns falsely (-Wrestrict) there
+      fn.vars.push_back(VarInfo{name, ctor->fields[i], ctor->span});
       fn.params.push_back(static_cast<int>(i));
       args.push_back(Atom::variable(static_cast<int>(i)));
     }
