@@ -1,6 +1,7 @@
 #include "runtime/graph.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "runtime/batched_kernels.h"
 
@@ -272,7 +273,13 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
   // Pieces of the batch for the threads to take (thread_pool.h): with one thread, L2-sized chunks;
   // with more, the first pieces are large and later ones a fraction of what is left, so a thread
   // that gets fewer cycles than the others takes fewer pieces and all finish together.
-  const int64_t chunk = std::max<int64_t>(1, exec.chunk_instances(s));
+  // A kernel call indexes the elements of its instances with int (the checker bounds one tensor
+  // to 2^31 - 1 elements, not a batch of them): a piece never holds more.
+  int64_t largest = 1;
+  for (const auto& op : s.ops) largest = std::max(largest, op.size);
+  for (const auto& arg : s.args) largest = std::max(largest, num_elements(arg.shape));
+  const int64_t chunk =
+      std::clamp<int64_t>(exec.chunk_instances(s), 1, std::max<int64_t>(1, INT32_MAX / largest));
   const bool split = pool_ && B >= 2 && double(B) * double(s.flops) >= kMinParallelFlops &&
                      split_guard_.split();
   const int64_t threads = split ? pool_->size() : 1;
