@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lang/frontend.h"
+
 namespace acrobat {
 
 void RunStats::add(const RunStats& o) {
@@ -23,6 +25,9 @@ void RunStats::add(const RunStats& o) {
 }
 
 int entry_function(const ir::Module& module, const std::string& entry) {
+  // The checks with positions live with the syntax tree (check_entry); a module built without one
+  // still gets them here, without a position.
+  if (module.source) check_entry(*module.source, entry);
   int index = module.find_function(entry);
   if (index < 0) throw UserError("the model has no function '" + entry + "' to run");
   const auto& f = module.functions[index];

@@ -126,6 +126,26 @@ TEST(BatchedEngine, ErrorNamesTheInstance) {
   }
 }
 
+// An entry function the model lacks is named with the model file on every engine, through the
+// library as through the command line.
+TEST(Engines, UnknownEntryNamesTheModelFile) {
+  const LoadedModel& l = load(ModelCase{"treelstm", "sst", 256});
+  std::vector<Value> part(l.inputs.begin(), l.inputs.begin() + 3);
+  BatchedEngine batched(l.module, l.params, Scheduler::InlineDepth, 1);
+  ReferenceEngine reference(l.module, l.params);
+  for (Engine* engine : {static_cast<Engine*>(&batched), static_cast<Engine*>(&reference)}) {
+    try {
+      run_in_batches(*engine, part, 64, "nope");
+      FAIL() << "expected a UserError";
+    } catch (const UserError& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("treelstm.acr"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("no function 'nope'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("its functions: "), std::string::npos) << msg;
+    }
+  }
+}
+
 // Kernels split across two threads compute what one thread computes (every model, including
 // MV-RNN's grouped per-node matrices).
 TEST(BatchedEngine, TwoThreadsGiveTheOneThreadOutputs) {
