@@ -237,7 +237,7 @@ int run_command(const RunOptions& o) {
   if (s.nodes > 0)
     std::cout << fmt::format(
         "  {} nodes in {} batches (mean batch size {:.1f}); host+graph {:.3f} s, scheduling {:.3f} "
-        "s, kernels {:.3f} s (overhead {:.1f}%); peak arena {:.1f} MiB\n",
+        "s, kernels {:.3f} s (overhead {:.1f}%); peak memory {:.1f} MiB\n",
         s.nodes, s.batches, s.mean_batch_size(), s.host_seconds, s.schedule_seconds,
         s.kernel_seconds, 100 * s.overhead_fraction(), s.peak_bytes / 1048576.0);
   if (o.block_stats)
