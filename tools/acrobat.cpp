@@ -134,7 +134,7 @@ Prepared prepare(const RunOptions& o) {
 
 // Prints a stage of the compiler: `ast` (the checked syntax tree), `ir` (after lowering), or the IR
 // after a later pass (`specialise`, `reuse`, `concurrent`), or the blocks and their plan (`blocks`),
-// or the depth plan (`depth`).
+// or the depth plan (`depth`), or the IR with its dups and drops of lazy tensors (`ownership`).
 int emit(const std::string& model, const std::vector<std::string>& sets, const std::string& stage,
          const std::vector<std::string>& disable = {}) {
   CompileOptions options;
@@ -237,7 +237,7 @@ int run_command(const RunOptions& o) {
   if (s.nodes > 0)
     std::cout << fmt::format(
         "  {} nodes in {} batches (mean batch size {:.1f}); host+graph {:.3f} s, scheduling {:.3f} "
-        "s, kernels {:.3f} s (overhead {:.1f}%); peak arena {:.1f} MiB\n",
+        "s, kernels {:.3f} s (overhead {:.1f}%); peak memory {:.1f} MiB\n",
         s.nodes, s.batches, s.mean_batch_size(), s.host_seconds, s.schedule_seconds,
         s.kernel_seconds, 100 * s.overhead_fraction(), s.peak_bytes / 1048576.0);
   if (o.block_stats)
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
   NumberArgs run_numbers;
   // What `emit` (and `run --emit`) can print: ast and ir name the parse and lower stages.
   const std::vector<std::string> emit_stages = {"ast", "ir", "specialise", "reuse", "concurrent",
-                                                "blocks", "depth"};
+                                                "blocks", "depth", "ownership"};
   auto* run_cmd = app.add_subcommand("run", "Run a model's `main` on every input instance");
   run_cmd->add_option("model", run.model, "Model file (.acr)")->required();
   run_cmd->add_option("--params", run.params, "Parameters (safetensors); default: random from --seed");
@@ -354,8 +354,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--emit", run.emit, "Print a compiler stage instead of running (see emit)")
       ->check(CLI::IsMember(emit_stages));
   const char* disable_help =
-      "Switch analyses off for ablation: specialise, reuse, clone, ghosts, phases, concurrent "
-      "(comma-separated)";
+      "Switch analyses off for ablation: specialise, reuse, clone, ghosts, phases, concurrent, "
+      "release (comma-separated)";
   run_cmd->add_option("--disable", run.disable, disable_help)->delimiter(',');
 
   std::string emit_stage, emit_model;
@@ -366,7 +366,8 @@ int main(int argc, char** argv) {
       ->add_option("stage", emit_stage,
                    "ast (checked syntax tree), ir (A-normal form), specialise, reuse or concurrent "
                    "(the IR after that pass), blocks (static blocks and their plan), depth (chain "
-                   "lengths, ghost operations and phase ends)")
+                   "lengths, ghost operations and phase ends), ownership (the IR with the dups and "
+                   "drops of lazy tensors)")
       ->required()
       ->check(CLI::IsMember(emit_stages));
   emit_cmd->add_option("model", emit_model, "Model file (.acr)")->required();

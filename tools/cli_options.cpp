@@ -79,9 +79,10 @@ analysis::AnalysisOptions parse_disable(const std::vector<std::string>& names) {
     else if (n == "ghosts") a.ghosts = false;
     else if (n == "phases") a.phases = false;
     else if (n == "concurrent") a.concurrent = false;
+    else if (n == "release") a.release = false;
     else
       throw UserError("--disable '" + n +
-                      "': expected specialise, reuse, clone, ghosts, phases or concurrent");
+                      "': expected specialise, reuse, clone, ghosts, phases, concurrent or release");
   }
   return a;
 }

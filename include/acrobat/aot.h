@@ -15,14 +15,15 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 5;
+inline constexpr uint32_t kAbiVersion = 6;
 
 struct Obj;
 
 // A host value. Which member is meaningful follows from the IR type, which the generated code knows.
 // A tensor is either one that exists (`data`, node -1) or a lazy reference to output `slot` of
 // dataflow-graph node `node`; the graph runtime of both engines (runtime/graph.h) takes this as its
-// tensor reference.
+// tensor reference. Every other value has node -1, so that a value of a type parameter can be
+// told apart from a lazy tensor at run time.
 struct Val {
   union {
     int64_t i;          // int; bool as 0/1
@@ -92,6 +93,11 @@ struct AotHost {
   // Throws the user error of IR site `site` (an index out of range, a division by zero, recursion
   // too deep, no clause matching), with the offending values a and b; does not return.
   void (*fail)(AotContext* ctx, int32_t site, int64_t a, int64_t b);
+  // References to lazy tensors (analysis/ownership.h): a host value hands one over to a new owner
+  // (dup) or gives its own up (drop), so that the runtime can release a batch output nothing can
+  // reach any more. Only for lazy tensors: call them through dup_ref and drop_ref below.
+  void (*dup)(AotContext* ctx, Val tensor);
+  void (*drop)(AotContext* ctx, Val tensor);
   // Kernels (single-threaded; the runtime splits batches across threads).
   float* (*scratch)(AotContext* ctx, int64_t floats);  // valid until the kernel returns
   // C[M,N] (+)= A[M,K] @ W for reuse weights W, A rows lda apart.
@@ -125,6 +131,14 @@ struct AotContext {
   int32_t call_depth;
   int32_t max_call_depth;
 };
+
+// No-ops for anything but a lazy tensor (a tensor that exists, a host scalar, an object).
+inline void dup_ref(AotContext* ctx, Val v) {
+  if (v.node >= 0) ctx->host->dup(ctx, v);
+}
+inline void drop_ref(AotContext* ctx, Val v) {
+  if (v.node >= 0) ctx->host->drop(ctx, v);
+}
 
 struct AotModel {
   uint32_t abi_version;

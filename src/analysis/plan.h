@@ -1,6 +1,6 @@
 // Everything the compiler decides about a module before it runs, in one place: what the passes after
 // lowering found (higher-order specialisations, the reuse analysis and its clones, static blocks and
-// their kernel plans, depth and phases). The pipeline attaches it to the module; engines and
+// their kernel plans, depth and phases, ownership of lazy tensors). The pipeline attaches it to the module; engines and
 // `acrobat explain` read it.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "analysis/concurrency.h"
 #include "analysis/depth.h"
 #include "analysis/kernel_plan.h"
+#include "analysis/ownership.h"
 #include "analysis/reuse.h"
 #include "analysis/tail_calls.h"
 #include "transforms/specialise.h"
@@ -25,6 +26,7 @@ struct AnalysisOptions {
   bool ghosts = true;
   bool phases = true;
   bool concurrent = true;  // independent calls of an instance run concurrently (concurrency.h)
+  bool release = true;     // batch outputs released during the run (ownership.h)
 };
 
 struct Plan {
@@ -43,6 +45,9 @@ struct Plan {
   ConcurrencyPlan concurrency;  // empty when options.concurrent is off
   std::vector<uint8_t> tail_call;  // by IR site: a self call run as a jump (tail_calls.h)
   bool is_tail_call(const ir::Rhs& r) const { return tail_call[r.site] != 0; }
+  // Where the host program hands references to lazy tensors over and gives them up; disabled when
+  // options.release is off.
+  OwnershipPlan ownership;
   // Whether the host program reads tensors (argmax, item): the engines then run each instance on a
   // fiber of its own (runtime/fibers.h).
   bool tensor_reads = false;

@@ -60,7 +60,7 @@ inline void tail_store(float* p, Vec v, int64_t n) {
 
 class Emitter {
  public:
-  explicit Emitter(const ir::Module& m) : m_(m), plan_(*m.plan) {
+  explicit Emitter(const ir::Module& m) : m_(m), plan_(*m.plan), own_(m.plan->ownership) {
     for (size_t f = 0; f < m.functions.size(); ++f) collect_function_values(m.functions[f].body);
   }
 
@@ -125,7 +125,11 @@ class Emitter {
     for (int f : function_values_) {
       const ir::Function& fn = m_.functions[f];
       if (static_cast<int>(fn.params.size()) - fn.num_captures != arity) continue;
-      out_ += fmt::format("    case {}: return f{}(ctx", f, f);
+      out_ += fmt::format("    case {}:", f);
+      // The callee owns its parameters: the captured values the closure keeps are handed over.
+      for (int c = 0; c < fn.num_captures; ++c)
+        if (tracked(f, fn.params[c])) out_ += fmt::format(" dup_ref(ctx, o->fields[{}]);", c);
+      out_ += fmt::format(" return f{}(ctx", f);
       for (int c = 0; c < fn.num_captures; ++c) out_ += fmt::format(", o->fields[{}]", c);
       for (int i = 0; i < arity; ++i) out_ += fmt::format(", a{}", i);
       out_ += ");\n";
@@ -155,7 +159,7 @@ class Emitter {
     line("++ctx->call_depth;");
     const size_t start = out_.size();
     has_tail_call_ = false;
-    std::string result = block(fn.body);
+    std::string result = block(fn.body, own_.enabled ? &own_.bodies[f] : nullptr);
     // Tail calls jump back here with the parameters set (analysis/tail_calls.h).
     if (has_tail_call_) out_.insert(start, "tail:;\n");
     line("--ctx->call_depth;");
@@ -175,7 +179,7 @@ class Emitter {
       case ir::Atom::Int: return fmt::format("I(INT64_C({}))", a.int_value);
       case ir::Atom::Float: return fmt::format("F({:.17g})", a.float_value);
       case ir::Atom::Bool: return a.bool_value ? "I(1)" : "I(0)";
-      case ir::Atom::Unit: return "Val{}";
+      case ir::Atom::Unit: return "I(0)";
       case ir::Atom::Func: return fmt::format("P(ctx->host->alloc_obj(ctx, {}, 0))", a.func);
     }
     return "Val{}";
@@ -191,8 +195,10 @@ class Emitter {
     }
   }
 
-  // Emits the bindings of `b`; returns the expression of its result.
-  std::string block(const ir::Block& b) {
+  // Emits the bindings of `b`, with its ownership actions `own` (null: none); returns the
+  // expression of its result.
+  std::string block(const ir::Block& b, const analysis::BlockOwnership* own) {
+    if (own) refs("drop_ref", own->drops);
     for (size_t i = 0; i < b.bindings.size();) {
       const ir::Binding& bind = b.bindings[i];
       if (const StaticBlock* s = plan_.block_at(*bind.rhs)) {
@@ -203,10 +209,34 @@ class Emitter {
         i = concurrent(b, i, static_cast<size_t>(n));
         continue;
       }
+      refs("dup_ref", dups(*bind.rhs));
       binding(bind);
+      refs("drop_ref", drops(*bind.rhs));
       ++i;
     }
+    if (own && own->dup_result) line(fmt::format("dup_ref(ctx, {});", atom(b.result)));
     return atom(b.result);
+  }
+
+  // ---- ownership of lazy tensors (analysis/ownership.h) ----
+
+  bool tracked(int f, int var) const { return own_.enabled && own_.tracked[f][var]; }
+  analysis::VarList dups(const ir::Rhs& r) const {
+    return own_.enabled ? own_.dups[r.site] : analysis::VarList{};
+  }
+  analysis::VarList drops(const ir::Rhs& r) const {
+    return own_.enabled ? own_.drops[r.site] : analysis::VarList{};
+  }
+  const analysis::BlockOwnership* branch_actions(const ir::Rhs& r, size_t branch) const {
+    return own_.enabled ? &own_.branch(r, branch) : nullptr;
+  }
+  // One `fn(ctx, v);` per variable of `l`, on one line.
+  void refs(const char* fn, analysis::VarList l) {
+    if (l.empty()) return;
+    std::string s;
+    for (const int32_t* v = own_.begin(l); v != own_.end(l); ++v)
+      s += fmt::format("{}{}(ctx, v{});", s.empty() ? "" : " ", fn, *v);
+    line(s);
   }
 
   // A group of independent calls (analysis/concurrency.h): each member a lambda over the
@@ -220,6 +250,7 @@ class Emitter {
       std::string name = fmt::format("g{}m{}", g, k);
       line(fmt::format("auto {} = [&](AotContext* ctx) {{", name));
       ++indent_;
+      refs("dup_ref", dups(*b.bindings[begin + k].rhs));
       binding(b.bindings[begin + k]);
       --indent_;
       line("};");
@@ -229,6 +260,7 @@ class Emitter {
     line(fmt::format("const MemberFn members[] = {{{}}};", members));
     line(fmt::format("void* const envs[] = {{{}}};", envs));
     line(fmt::format("ctx->host->concurrently(ctx, {}, members, envs);", n));
+    refs("drop_ref", drops(*b.bindings[begin].rhs));
     --indent_;
     line("}");
     return begin + n;
@@ -257,6 +289,9 @@ class Emitter {
       line(fmt::format("const Val args[] = {{{}}};", args));
       line(fmt::format("ctx->host->record(ctx, {}, args);", s.id));
     }
+    const ir::Rhs& first = *b.bindings[s.begin].rhs;
+    refs("dup_ref", dups(first));
+    refs("drop_ref", drops(first));
     --indent_;
     line("}");
     return s.end;
@@ -272,6 +307,7 @@ class Emitter {
       case ir::RhsKind::Host: host_op(v, r, site); break;
       case ir::RhsKind::Call: {
         if (plan_.is_tail_call(r)) {
+          ACROBAT_ASSERT(drops(r).empty(), "drops after a tail call");
           const ir::Function& fn = m_.functions[func_];
           line("{");
           ++indent_;
@@ -325,9 +361,9 @@ class Emitter {
       }
       case ir::RhsKind::If: {
         line(fmt::format("if ({}.i) {{", atom(r.args[0])));
-        branch(v, r.then_block, r.type, plan_.depth.ghost(r, 0));
+        branch(v, r.then_block, branch_actions(r, 0), r.type, plan_.depth.ghost(r, 0));
         line("} else {");
-        branch(v, r.else_block, r.type, plan_.depth.ghost(r, 1));
+        branch(v, r.else_block, branch_actions(r, 1), r.type, plan_.depth.ghost(r, 1));
         line("}");
         break;
       }
@@ -339,7 +375,7 @@ class Emitter {
           ++indent_;
           pattern_bind(*r.clauses[c].pattern, scrutinee);
           --indent_;
-          branch(v, r.clauses[c].body, r.type, plan_.depth.ghost(r, c));
+          branch(v, r.clauses[c].body, branch_actions(r, c), r.type, plan_.depth.ghost(r, c));
         }
         line("} else {");
         line(fmt::format("  ctx->host->fail(ctx, {}, 0, 0);", site));
@@ -349,9 +385,10 @@ class Emitter {
     }
   }
 
-  void branch(const std::string& v, const ir::Block& body, const Type& type, int ghost) {
+  void branch(const std::string& v, const ir::Block& body, const analysis::BlockOwnership* own,
+              const Type& type, int ghost) {
     ++indent_;
-    std::string result = block(body);
+    std::string result = block(body, own);
     line(v + " = " + result + ";");
     if (ghost > 0) adjust(v, type, ghost);
     --indent_;
@@ -742,6 +779,7 @@ class Emitter {
 
   const ir::Module& m_;
   const analysis::Plan& plan_;
+  const analysis::OwnershipPlan& own_;
   std::set<int> function_values_;
   std::set<int> indirect_arities_;
   std::string out_;

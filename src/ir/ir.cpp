@@ -132,7 +132,8 @@ namespace {
 
 class Printer {
  public:
-  Printer(const Module& m, std::ostringstream& out) : m_(m), out_(out) {}
+  Printer(const Module& m, std::ostringstream& out, const PrintNotes* notes)
+      : m_(m), out_(out), notes_(notes) {}
 
   void module() {
     for (auto& [name, value] : m_.dims) out_ << "dim " << name << " = " << value << "\n";
@@ -141,7 +142,10 @@ class Printer {
       if (p.count) out_ << "[" << p.count << "]";
       out_ << ": f32" << shape_str(p.shape) << "\n";
     }
-    for (auto& f : m_.functions) function(f);
+    for (size_t f = 0; f < m_.functions.size(); ++f) {
+      func_ = static_cast<int>(f);
+      function(m_.functions[f]);
+    }
   }
 
  private:
@@ -187,21 +191,32 @@ class Printer {
       out_ << var(f.params[i]) << ": " << type_str(f.vars[f.params[i]].type);
     }
     out_ << ") -> " << type_str(f.ret) << " {\n";
-    block(f.body, 1);
+    block(f.body, 1, nullptr, 0);
     out_ << "}\n";
   }
 
   void indent(int depth) { out_ << std::string(2 * depth, ' '); }
 
-  void block(const Block& b, int depth) {
+  void notes(const std::vector<std::string>& lines, int depth) {
+    for (const auto& l : lines) {
+      indent(depth);
+      out_ << l << "\n";
+    }
+  }
+
+  // `owner` (null for a function body) and `branch` say which block `b` is, for the notes.
+  void block(const Block& b, int depth, const Rhs* owner, size_t branch) {
+    if (notes_) notes(notes_->entry(func_, owner, branch), depth);
     for (auto& bind : b.bindings) {
+      if (notes_) notes(notes_->before(func_, *bind.rhs), depth);
       indent(depth);
       out_ << var(bind.var) << ": " << type_str(bind.rhs->type) << " = ";
       rhs(*bind.rhs, depth);
       out_ << "\n";
+      if (notes_) notes(notes_->after(func_, *bind.rhs), depth);
     }
     indent(depth);
-    out_ << atom(b.result) << "\n";
+    out_ << atom(b.result) << (notes_ ? notes_->result(func_, owner, branch) : "") << "\n";
   }
 
   void pattern(const Pattern& p) {
@@ -262,20 +277,21 @@ class Printer {
         break;
       case RhsKind::If:
         out_ << "if " << atom(r.args[0]) << " {\n";
-        block(r.then_block, depth + 1);
+        block(r.then_block, depth + 1, &r, 0);
         indent(depth);
         out_ << "} else {\n";
-        block(r.else_block, depth + 1);
+        block(r.else_block, depth + 1, &r, 1);
         indent(depth);
         out_ << "}";
         break;
       case RhsKind::Match:
         out_ << "match " << atom(r.args[0]) << " {\n";
-        for (auto& c : r.clauses) {
+        for (size_t i = 0; i < r.clauses.size(); ++i) {
+          const Clause& c = r.clauses[i];
           indent(depth + 1);
           pattern(*c.pattern);
           out_ << " => {\n";
-          block(c.body, depth + 2);
+          block(c.body, depth + 2, &r, i);
           indent(depth + 1);
           out_ << "}\n";
         }
@@ -287,7 +303,9 @@ class Printer {
 
   const Module& m_;
   std::ostringstream& out_;
+  const PrintNotes* notes_;
   const Function* f_ = nullptr;
+  int func_ = 0;
 };
 
 }  // namespace
@@ -299,9 +317,14 @@ std::string var_str(const Function& f, int v) {
   return out.append(std::to_string(v));
 }
 
-std::string print_module(const Module& module) {
+std::vector<std::string> PrintNotes::before(int, const Rhs&) const { return {}; }
+std::vector<std::string> PrintNotes::after(int, const Rhs&) const { return {}; }
+std::vector<std::string> PrintNotes::entry(int, const Rhs*, size_t) const { return {}; }
+std::string PrintNotes::result(int, const Rhs*, size_t) const { return ""; }
+
+std::string print_module(const Module& module, const PrintNotes* notes) {
   std::ostringstream out;
-  Printer(module, out).module();
+  Printer(module, out, notes).module();
   return out.str();
 }
 

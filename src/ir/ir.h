@@ -180,8 +180,22 @@ struct Module {
   int find_function(const std::string& name) const;  // -1 when absent
 };
 
-// Prints the module (`--emit ir`, golden tests).
-std::string print_module(const Module& module);
+// Lines an analysis adds to a printed module where its decisions apply (`acrobat emit ownership`).
+// Each function returns whole lines, without indentation or newlines; the printer indents them.
+class PrintNotes {
+ public:
+  virtual ~PrintNotes() = default;
+  // Before and after binding `r` of function `func`.
+  virtual std::vector<std::string> before(int func, const Rhs& r) const;
+  virtual std::vector<std::string> after(int func, const Rhs& r) const;
+  // At the start of the body of `func` (owner null) or of branch `branch` of if or match `owner`.
+  virtual std::vector<std::string> entry(int func, const Rhs* owner, size_t branch) const;
+  // Appended to the line of that block's result.
+  virtual std::string result(int func, const Rhs* owner, size_t branch) const;
+};
+
+// Prints the module (`--emit ir`, golden tests), with `notes` where given.
+std::string print_module(const Module& module, const PrintNotes* notes = nullptr);
 // A variable of `f` as print_module names it: %name.N, or %N for a temporary.
 std::string var_str(const Function& f, int v);
 

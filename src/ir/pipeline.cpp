@@ -12,7 +12,7 @@ namespace acrobat {
 
 const std::vector<std::string>& pipeline_stages() {
   static const std::vector<std::string> stages = {"parse",      "lower",  "specialise", "reuse",
-                                                  "concurrent", "blocks", "depth"};
+                                                  "concurrent", "blocks", "depth", "ownership"};
   return stages;
 }
 
@@ -84,6 +84,10 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
   // 7. Ghost operations and phases.
   plan->depth = analysis::analyse_depth(*ir, plan->blocks, analysis::DepthOptions{a.ghosts, a.phases});
   plan->tail_call = analysis::find_tail_calls(*ir, plan->depth, plan->concurrency);
+  // 8. Ownership of lazy tensors: where the host program dups and drops references.
+  if (a.release)
+    plan->ownership =
+        analysis::analyse_ownership(*ir, plan->blocks, plan->block_at_site, plan->concurrency);
   for (const auto& f : ir->functions)
     ir::for_each_block(f.body, [&](const ir::Block& b) {
       for (const auto& bind : b.bindings)
@@ -97,6 +101,7 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
   ir::verify_module(*ir, "depth");
   dump_after(options, "blocks", [&] { return analysis::explain(*ir); });
   dump_after(options, "depth", [&] { return analysis::depth_plan_str(*ir, plan->depth); });
+  dump_after(options, "ownership", [&] { return analysis::ownership_str(*ir); });
   return ir;
 }
 

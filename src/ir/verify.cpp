@@ -360,6 +360,22 @@ class Verifier {
       if (r.kind != RhsKind::Call || at.index + 1 != at.block->bindings.size())
         fail("a tail call at " + kind_name(r) + " that is not its block's last binding");
     }
+    if (p.ownership.enabled) {
+      sites(p.ownership.dups.size(), "dups");
+      sites(p.ownership.drops.size(), "drops");
+      per_function(p.ownership.bodies.size(), "ownership actions");
+      per_function(p.ownership.tracked.size(), "tracked variables");
+      if (p.ownership.owned_outputs.size() != p.blocks.size())
+        fail("the plan has owned outputs for " + std::to_string(p.ownership.owned_outputs.size()) +
+             " of " + std::to_string(p.blocks.size()) + " static blocks");
+      for (const auto& [site, branches] : p.ownership.branches) {
+        const Rhs* r = &rhs_at(site, "branch ownership");
+        size_t n = r->kind == RhsKind::If ? 2 : r->kind == RhsKind::Match ? r->clauses.size() : 0;
+        if (branches.size() != n || n == 0)
+          fail("ownership actions for " + std::to_string(branches.size()) + " branches on " +
+               kind_name(*r) + " with " + std::to_string(n));
+      }
+    }
     if (p.options.concurrent) sites(p.concurrency.group_at_site.size(), "concurrent groups");
     for (size_t site = 0; site < p.concurrency.group_at_site.size(); ++site) {
       int count = p.concurrency.group_at_site[site];

@@ -22,7 +22,8 @@ struct RunStats {
   int64_t flops = 0;          // useful FLOPs, from the operator registry
   int64_t nodes = 0;          // dataflow-graph nodes recorded (batched engines)
   int64_t batches = 0;        // node batches executed: each is one (depth, segment) bucket
-  int64_t peak_bytes = 0;     // peak arena memory (batched engines)
+  int64_t peak_bytes = 0;     // batched engines: peak memory of the batch outputs in use plus
+                              // the kernels' scratch (runtime/graph.h)
   double wall_seconds = 0;
   double host_seconds = 0;      // host program and graph construction
   double schedule_seconds = 0;  // forming batches

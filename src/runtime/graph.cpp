@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <limits>
 
 #include "runtime/batched_kernels.h"
 
@@ -82,27 +84,45 @@ int64_t BlockExecutor::chunk_instances(const analysis::StaticBlock& s) const {
 }
 
 Graph::Graph(const analysis::Plan& plan, const ParamStore& params, Scheduler scheduler, int threads)
-    : plan_(plan), scheduler_(scheduler), packed_(params) {
+    : plan_(plan), scheduler_(scheduler), packed_(params), release_(plan.ownership.enabled) {
   threads = std::max(1, threads);
   if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads);
   scratch_ = std::vector<Arena>(static_cast<size_t>(threads));
   thread_calls_.assign(static_cast<size_t>(threads), 0);
+  const char* poison = std::getenv("ACROBAT_POISON_RELEASED");
+  poison_ = poison && std::string(poison) == "1";
 }
 
-Graph::~Graph() = default;
+Graph::~Graph() { release_all(); }
+
+void Graph::release_all() {
+  for (size_t b = 0; b < batch_outputs_.size(); ++b)
+    for (size_t k = 0; k < batch_outputs_[b].size(); ++k)
+      if (float* p = batch_outputs_[b][k]) {
+        const int block = batch_blocks_[b];
+        buffers_.release(p, static_cast<size_t>(batch_sizes_[b] * plan_.blocks[block].ops[k].size));
+        batch_outputs_[b][k] = nullptr;
+      }
+  for (auto [p, n] : poisoned_) buffers_.release(p, n);
+  poisoned_.clear();
+}
 
 void Graph::reset(RunStats& stats) {
   stats_ = &stats;
+  release_all();
   nodes_.clear();
   args_.clear();
   batch_outputs_.clear();
+  batch_sizes_.clear();
+  batch_blocks_.clear();
+  refs_.clear();
+  live_rows_.clear();
   buckets_.clear();
   demanded_.clear();
   num_nodes_ = 0;
   first_pending_ = 0;
   flush_seconds_ = 0;
-  arena_.reset();
-  arena_.reset_peak();
+  buffers_.reset_peak();
   for (Arena& a : scratch_) {
     a.reset();
     a.reset_peak();
@@ -123,6 +143,19 @@ int32_t Graph::record(int32_t block, const aot::Val* args) {
   }
   Node n{block, place.phase, place.node_depth(), static_cast<uint32_t>(args_.size())};
   args_.insert(args_.end(), args, args + s.args.size());
+  if (release_) {
+    // The node reads its lazy arguments until its batch has run; the host program owns what the
+    // ownership analysis says it does.
+    for (size_t a = 0; a < s.args.size(); ++a) {
+      if (args[a].node < 0) continue;
+      int32_t& count = refs_[nodes_[args[a].node].ref_begin + args[a].lazy.slot];
+      ACROBAT_ASSERT(count > 0, "a static block reads a tensor nothing owns");
+      ++count;
+    }
+    n.ref_begin = static_cast<uint32_t>(refs_.size());
+    const std::vector<uint8_t>& owned = plan_.ownership.owned_outputs[block];
+    refs_.insert(refs_.end(), owned.begin(), owned.end());
+  }
   int32_t id = num_nodes_;
   nodes_.push_back(n);
   if (scheduler_ == Scheduler::InlineDepth) add_to_bucket(buckets_, n.phase, n.depth, block, id);
@@ -250,8 +283,10 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
     nodes_[ids[r]].row = static_cast<int>(r);
   }
   std::vector<float*>& outputs = batch_outputs_.emplace_back(s.ops.size(), nullptr);
+  batch_sizes_.push_back(B);
+  batch_blocks_.push_back(block);
   for (size_t k = 0; k < s.ops.size(); ++k)
-    if (s.ops[k].escapes) outputs[k] = arena_.alloc(static_cast<size_t>(B * s.ops[k].size));
+    if (s.ops[k].escapes) outputs[k] = buffers_.alloc(static_cast<size_t>(B * s.ops[k].size));
 
   // Arguments: reuse ones are one tensor by construction; the others are found shared, strided in
   // place, or scattered.
@@ -321,6 +356,22 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
         caller_instances > 0);
   }
 
+  if (release_) {
+    // Outputs nothing owns any more go back at once (read by no later node and no host value),
+    // then the batch's own references to its inputs.
+    std::vector<int32_t>& live = live_rows_.emplace_back(s.ops.size(), 0);
+    for (size_t k = 0; k < s.ops.size(); ++k) {
+      if (!outputs[k]) continue;
+      for (int id : ids) live[k] += refs_[nodes_[id].ref_begin + k] > 0 ? 1 : 0;
+      if (live[k] == 0) release_output(batch, static_cast<int>(k));
+    }
+    for (int id : ids) {
+      const aot::Val* a = &args_[nodes_[id].arg_begin];
+      for (size_t e = 0; e < s.args.size(); ++e)
+        if (a[e].node >= 0) unref(a[e].node, a[e].lazy.slot);
+    }
+  }
+
   stats_->batches++;
   int64_t scratch_peak = 0;
   for (size_t t = 0; t < scratch_.size(); ++t) {
@@ -332,7 +383,24 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
   counts.nodes += B;
   counts.batches++;
   stats_->peak_bytes =
-      std::max<int64_t>(stats_->peak_bytes, static_cast<int64_t>(arena_.peak_bytes()) + scratch_peak);
+      std::max<int64_t>(stats_->peak_bytes, static_cast<int64_t>(buffers_.peak_bytes()) + scratch_peak);
+}
+
+void Graph::row_released(int batch, int slot) {
+  if (--live_rows_[batch][slot] == 0) release_output(batch, slot);
+}
+
+void Graph::release_output(int batch, int slot) {
+  float*& p = batch_outputs_[batch][slot];
+  const int block = batch_blocks_[batch];
+  const size_t n = static_cast<size_t>(batch_sizes_[batch] * plan_.blocks[block].ops[slot].size);
+  if (poison_) {
+    std::fill(p, p + n, std::numeric_limits<float>::quiet_NaN());
+    poisoned_.emplace_back(p, n);
+  } else {
+    buffers_.release(p, n);
+  }
+  p = nullptr;
 }
 
 }  // namespace acrobat

@@ -16,10 +16,19 @@
 //     pending nodes; agenda (DyNet) repeatedly runs, among the blocks with ready nodes, the one
 //     whose ready nodes have the lowest average depth.
 //  3. A batch: its nodes ordered by indexed weights (batched_kernels.h), escaping outputs allocated
-//     as contiguous [B, ...] blocks in the run's arena, each argument classified once as shared,
-//     strided in place or scattered (batch_operands.h), then cut into pieces of at most an
-//     L2-sized chunk of instances that the threads take dynamically (thread_pool.h), each piece
-//     handed to the block executor.
+//     as contiguous [B, ...] blocks from the buffer pool (buffer_pool.h), each argument classified
+//     once as shared, strided in place or scattered (batch_operands.h), then cut into pieces of at
+//     most an L2-sized chunk of instances that the threads take dynamically (thread_pool.h), each
+//     piece handed to the block executor.
+//  4. Release (analysis/ownership.h). Each output of a node counts its owners: the host values
+//     holding it (one from the record when the program reads it after the block, then the host
+//     program's dups and drops) and the pending nodes reading it (counted when they are recorded,
+//     uncounted when their batch has run). A batch's buffer for one operator goes back to the pool
+//     as soon as every row's count is zero; a count never rises again from zero, because only an
+//     owner or a value borrowed from one can hand a reference over. Main's outputs stay owned by
+//     the runtime until the run ends. With ACROBAT_POISON_RELEASED=1 in the environment a released
+//     buffer is filled with NaN and kept out of use until the run ends, so that any read after a
+//     release shows in the results (the test suite runs this way).
 #pragma once
 
 #include <chrono>
@@ -33,6 +42,7 @@
 #include "analysis/plan.h"
 #include "runtime/arena.h"
 #include "runtime/batch_operands.h"
+#include "runtime/buffer_pool.h"
 #include "runtime/engine.h"
 #include "runtime/schedule.h"
 #include "runtime/thread_pool.h"
@@ -108,6 +118,16 @@ class Graph {
   void reset(RunStats& stats);
   // Records one execution of `block` reading `args` (one per block argument); returns the node.
   int32_t record(int32_t block, const aot::Val* args);
+  // A host value hands a reference to lazy tensor `v` over / gives one up (see 4. above).
+  void dup(const aot::Val& v) {
+    if (!release_) return;
+    int32_t& count = refs_[nodes_[v.node].ref_begin + v.lazy.slot];
+    ACROBAT_ASSERT(count > 0, "a reference handed over by a value that owns none");
+    ++count;
+  }
+  void drop(const aot::Val& v) {
+    if (release_) unref(v.node, v.lazy.slot);
+  }
   // Nodes recorded so far: the id the next record returns (generated code reads it directly).
   const int32_t* num_nodes() const { return &num_nodes_; }
   bool pending(int32_t node) const { return nodes_[node].batch < 0; }
@@ -121,8 +141,9 @@ class Graph {
   const float* data(const aot::Val& v) const {
     if (v.node < 0) return v.data;
     const Node& n = nodes_[v.node];
-    return batch_outputs_[n.batch][v.lazy.slot] +
-           n.row * plan_.blocks[n.block].ops[v.lazy.slot].size;
+    const float* out = batch_outputs_[n.batch][v.lazy.slot];
+    ACROBAT_ASSERT(out, "a read of a released batch output");
+    return out + n.row * plan_.blocks[n.block].ops[v.lazy.slot].size;
   }
   const std::vector<int64_t>& shape(const aot::Val& v) const {
     return plan_.blocks[nodes_[v.node].block].ops[v.lazy.slot].shape;
@@ -136,6 +157,7 @@ class Graph {
     uint32_t arg_begin = 0;  // into args_: one per block argument
     int batch = -1;          // executed batch, -1 while pending
     int row = 0;             // the node's row within its batch
+    uint32_t ref_begin = 0;  // into refs_: one per block operator
   };
 
   void run_batch(BlockExecutor& exec, int block, const std::vector<int>& ids);
@@ -144,6 +166,16 @@ class Graph {
   std::vector<int> traversal_depths() const;
   template <class F>
   void pending_inputs(int n, F&& f) const;
+  // One owner of output `slot` of `node` fewer.
+  void unref(int32_t node, int32_t slot) {
+    int32_t& count = refs_[nodes_[node].ref_begin + slot];
+    ACROBAT_ASSERT(count > 0, "a reference given up twice");
+    if (--count == 0 && nodes_[node].batch >= 0) row_released(nodes_[node].batch, slot);
+  }
+  void row_released(int batch, int slot);
+  void release_output(int batch, int slot);
+  // Every batch output still held back to the pool.
+  void release_all();
 
   const analysis::Plan& plan_;
   Scheduler scheduler_;
@@ -151,12 +183,19 @@ class Graph {
   std::unique_ptr<ThreadPool> pool_;  // null: one thread
   std::vector<Arena> scratch_;        // per thread
   std::vector<int64_t> thread_calls_;
-  Arena arena_;  // escaping outputs: one run
+  BufferPool buffers_;  // escaping outputs
+  bool release_;        // the plan's ownership analysis ran: outputs are released during the run
+  bool poison_ = false;  // ACROBAT_POISON_RELEASED: released buffers NaN-filled and held back
 
   RunStats* stats_ = nullptr;
   std::vector<Node> nodes_;
   std::vector<aot::Val> args_;
-  std::vector<std::vector<float*>> batch_outputs_;  // [batch][operator]
+  std::vector<std::vector<float*>> batch_outputs_;  // [batch][operator]; null once released
+  std::vector<int64_t> batch_sizes_;                // [batch]: its nodes
+  std::vector<int> batch_blocks_;                   // [batch]: its block
+  std::vector<int32_t> refs_;                       // per node and operator: its owners
+  std::vector<std::vector<int32_t>> live_rows_;     // [batch][operator]: rows with owners
+  std::vector<std::pair<float*, size_t>> poisoned_;  // released, held back until the run ends
   int32_t num_nodes_ = 0;
   size_t first_pending_ = 0;  // depth and agenda: every node before it has run
   Buckets buckets_;           // inline depth

@@ -54,16 +54,20 @@ bool holds_tensor(const Type& t) {
 
 // ---- translation ----
 
-HostInterpreter::HostInterpreter(const ir::Module& module) : m_(module) {
-  for (const ir::Function& f : module.functions) {
+HostInterpreter::HostInterpreter(const ir::Module& module)
+    : m_(module), own_(module.plan->ownership.enabled ? &module.plan->ownership : nullptr) {
+  for (size_t fi = 0; fi < module.functions.size(); ++fi) {
+    const ir::Function& f = module.functions[fi];
     Function out;
     out.num_vars = f.vars.size();
     out.num_captures = f.num_captures;
     out.params = f.params;
+    for (int32_t c = 0; c < f.num_captures; ++c)
+      out.dup_capture.push_back(own_ && own_->tracked[fi][f.params[c]] ? 1 : 0);
     out.body = static_cast<int32_t>(blocks_.size());
     blocks_.emplace_back();
     functions_.push_back(std::move(out));
-    compile_block(f, f.body, functions_.back().body);
+    compile_block(f, f.body, functions_.back().body, own_ ? &own_->bodies[fi] : nullptr);
   }
 }
 
@@ -74,7 +78,7 @@ HostInterpreter::Operand HostInterpreter::operand(const ir::Atom& a) {
     case ir::Atom::Int: v = I(a.int_value); break;
     case ir::Atom::Float: v = F(a.float_value); break;
     case ir::Atom::Bool: v = I(a.bool_value ? 1 : 0); break;
-    case ir::Atom::Unit: break;
+    case ir::Atom::Unit: v = I(0); break;
     // A closure without captures: immutable, so one object serves every use.
     case ir::Atom::Func: v = P(function_values_.alloc(a.func, 0)); break;
   }
@@ -93,6 +97,7 @@ uint16_t HostInterpreter::flags_of(const ir::Function& f, const ir::Rhs& r) cons
   else if (analysis::is_tensor_op(r))
     flags |= kConstant;
   if (plan.depth.ends_phase(r)) flags |= kEndsPhase;
+  if (own_ && (!own_->dups[r.site].empty() || !own_->drops[r.site].empty())) flags |= kOwns;
   if (auto it = plan.depth.ghosts.find(r.site); it != plan.depth.ghosts.end())
     for (int pad : it->second)
       if (pad > 0) flags |= kGhosts;
@@ -108,7 +113,8 @@ uint16_t HostInterpreter::flags_of(const ir::Function& f, const ir::Rhs& r) cons
   return flags;
 }
 
-void HostInterpreter::compile_block(const ir::Function& f, const ir::Block& b, int32_t id) {
+void HostInterpreter::compile_block(const ir::Function& f, const ir::Block& b, int32_t id,
+                                    const analysis::BlockOwnership* own) {
   const analysis::Plan& plan = *m_.plan;
   const auto begin = static_cast<int32_t>(code_.size());
   code_.resize(code_.size() + b.bindings.size());
@@ -141,8 +147,8 @@ void HostInterpreter::compile_block(const ir::Function& f, const ir::Block& b, i
       case ir::RhsKind::If:
         in.y = static_cast<int32_t>(blocks_.size());
         blocks_.resize(blocks_.size() + 2);
-        compile_block(f, r.then_block, in.y);
-        compile_block(f, r.else_block, in.y + 1);
+        compile_block(f, r.then_block, in.y, own_ ? &own_->branch(r, 0) : nullptr);
+        compile_block(f, r.else_block, in.y + 1, own_ ? &own_->branch(r, 1) : nullptr);
         break;
       case ir::RhsKind::Match: {
         in.x = static_cast<int32_t>(r.clauses.size());
@@ -155,7 +161,7 @@ void HostInterpreter::compile_block(const ir::Function& f, const ir::Block& b, i
           pats_.emplace_back();
           compile_pattern(*r.clauses[c].pattern, pat);
           clauses_[in.y + c] = Clause{pat, body};
-          compile_block(f, r.clauses[c].body, body);
+          compile_block(f, r.clauses[c].body, body, own_ ? &own_->branch(r, c) : nullptr);
         }
         break;
       }
@@ -170,7 +176,8 @@ void HostInterpreter::compile_block(const ir::Function& f, const ir::Block& b, i
     }
     code_[begin + i] = in;
   }
-  blocks_[id] = CodeBlock{begin, begin + static_cast<int32_t>(b.bindings.size()), operand(b.result)};
+  blocks_[id] = CodeBlock{begin, begin + static_cast<int32_t>(b.bindings.size()), operand(b.result),
+                          own ? own->drops : analysis::VarList{}, own && own->dup_result};
 }
 
 void HostInterpreter::compile_pattern(const ir::Pattern& p, int32_t at) {
@@ -207,20 +214,38 @@ Val HostInterpreter::invoke(AotContext* ctx, int32_t func, Val* frame) {
   return result;
 }
 
+// After a tail call has been requested nothing more runs until the loop in invoke(), as the
+// generated code jumps: no drops, no dups.
 Val HostInterpreter::run_block(AotContext* ctx, int32_t block, Val* frame) {
   const CodeBlock b = blocks_[block];
+  if (!b.drops.empty()) drop_vars(ctx, b.drops, frame);
   for (int32_t i = b.begin; i < b.end;) {
     const Instr& in = code_[i];
     if (in.flags & kBlockStart) {
       i = record(ctx, i, frame);
     } else if (in.flags & kGroupStart) {
       i = concurrent(ctx, i, frame);
+    } else if (in.flags & kOwns) {
+      dup_vars(ctx, own_->dups[in.site], frame);
+      run(ctx, in, frame);
+      if (!tail_pending_) drop_vars(ctx, own_->drops[in.site], frame);
+      ++i;
     } else {
       run(ctx, in, frame);
       ++i;
     }
   }
-  return value(b.result, frame);
+  const Val result = value(b.result, frame);
+  if (b.dup_result && !tail_pending_) aot::dup_ref(ctx, result);
+  return result;
+}
+
+void HostInterpreter::dup_vars(AotContext* ctx, analysis::VarList l, const Val* frame) const {
+  for (const int32_t* v = own_->begin(l); v != own_->end(l); ++v) aot::dup_ref(ctx, frame[*v]);
+}
+
+void HostInterpreter::drop_vars(AotContext* ctx, analysis::VarList l, const Val* frame) const {
+  for (const int32_t* v = own_->begin(l); v != own_->end(l); ++v) aot::drop_ref(ctx, frame[*v]);
 }
 
 // One static block execution: its host bindings, lazy handles for its operators, the record.
@@ -243,6 +268,10 @@ int32_t HostInterpreter::record(AotContext* ctx, int32_t at, Val* frame) {
     for (size_t a = 0; a < s.args.size(); ++a) args[a] = frame[s.args[a].var];
     ctx->host->record(ctx, s.id, args);
   }
+  if (code_[at].flags & kOwns) {
+    dup_vars(ctx, own_->dups[code_[at].site], frame);
+    drop_vars(ctx, own_->drops[code_[at].site], frame);
+  }
   return end;
 }
 
@@ -255,6 +284,7 @@ struct HostInterpreter::Member {
 
 void HostInterpreter::run_member(AotContext* ctx, void* env) {
   auto* m = static_cast<Member*>(env);
+  if (m->instr->flags & kOwns) m->self->dup_vars(ctx, m->self->own_->dups[m->instr->site], m->frame);
   m->self->run(ctx, *m->instr, m->frame);
 }
 
@@ -270,6 +300,7 @@ int32_t HostInterpreter::concurrent(AotContext* ctx, int32_t at, Val* frame) {
     envs[k] = &members[k];
   }
   ctx->host->concurrently(ctx, static_cast<int32_t>(n), fns, envs);
+  if (code_[at].flags & kOwns) drop_vars(ctx, own_->drops[code_[at].site], frame);
   return at + static_cast<int32_t>(n);
 }
 
@@ -332,7 +363,7 @@ Val HostInterpreter::call_instr(AotContext* ctx, const Instr& in, Val* frame) {
     tail_args_.resize(in.num_args);
     for (int i = 0; i < in.num_args; ++i) tail_args_[i] = value(args[i], frame);
     tail_pending_ = true;
-    return Val{};
+    return I(0);
   }
   int32_t callee = in.x;
   const Obj* closure = nullptr;
@@ -344,8 +375,11 @@ Val HostInterpreter::call_instr(AotContext* ctx, const Instr& in, Val* frame) {
   const Function& f = functions_[callee];
   Val* callee_frame = ACROBAT_STACK_ARRAY(Val, f.num_vars);
   size_t p = 0;
-  if (closure)
-    for (; p < static_cast<size_t>(f.num_captures); ++p) callee_frame[f.params[p]] = closure->fields[p];
+  if (closure)  // the callee owns its parameters: the captured values the closure keeps are handed over
+    for (; p < static_cast<size_t>(f.num_captures); ++p) {
+      callee_frame[f.params[p]] = closure->fields[p];
+      if (f.dup_capture[p]) aot::dup_ref(ctx, closure->fields[p]);
+    }
   const Operand* args = operands_.data() + in.args;
   for (int i = 0; i < in.num_args; ++i) callee_frame[f.params[p++]] = value(args[i], frame);
   Val result = invoke(ctx, callee, callee_frame);

@@ -7,7 +7,8 @@
 //
 // The IR is first translated into a compact code: one 40-byte instruction per binding, the
 // instructions of a block contiguous, every operand a frame slot or an entry of a constant pool, and
-// what the plan says of a binding (block start, concurrent group, phase end, ghosts) in its flags;
+// what the plan says of a binding (block start, concurrent group, phase end, ghosts, references to
+// hand over or give up) in its flags;
 // running it touches a few cache lines per binding instead of the IR's scattered nodes. A frame is
 // the function's variables on the machine stack of the instance's fiber, so concurrent calls of one
 // instance need no bookkeeping. Nothing here allocates from the heap while an instance runs.
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "acrobat/aot.h"
+#include "analysis/ownership.h"
 #include "ir/ir.h"
 #include "runtime/host_runtime.h"
 
@@ -40,6 +42,7 @@ class HostInterpreter {
     kIntArgs = 64,    // a host operator on ints
     kBoolArgs = 128,  // a host operator on bools
     kTail = 256,      // a tail call (analysis/tail_calls.h): the body runs again on its arguments
+    kOwns = 512,      // dups or drops at its site (analysis/ownership.h)
   };
   // An operand: >= 0 a frame slot, < 0 the constant pool's entry -1 - o.
   using Operand = int32_t;
@@ -60,6 +63,8 @@ class HostInterpreter {
   struct CodeBlock {
     int32_t begin = 0, end = 0;  // into code_
     Operand result = 0;
+    analysis::VarList drops;  // on entry
+    bool dup_result = false;
   };
   // A pattern node; a constructor's or tuple's sub-patterns are pats_[first, first + count).
   struct Pat {
@@ -77,13 +82,15 @@ class HostInterpreter {
     size_t num_vars = 0;
     int32_t num_captures = 0;
     std::vector<int32_t> params;
+    std::vector<uint8_t> dup_capture;  // per capture: handed over from the closure on a call
   };
   struct Member;
 
   // Translation.
   // Translates `b` (of `f`) into block `id` (reserved by the caller, so that an if's two blocks and
-  // a match's clauses are adjacent).
-  void compile_block(const ir::Function& f, const ir::Block& b, int32_t id);
+  // a match's clauses are adjacent); `own` is its ownership actions (null: none).
+  void compile_block(const ir::Function& f, const ir::Block& b, int32_t id,
+                     const analysis::BlockOwnership* own);
   Operand operand(const ir::Atom& a);
   // Translates `p` into pats_[at].
   void compile_pattern(const ir::Pattern& p, int32_t at);
@@ -98,6 +105,9 @@ class HostInterpreter {
   int32_t concurrent(aot::AotContext* ctx, int32_t at, aot::Val* frame);
   aot::Val host_op(aot::AotContext* ctx, const Instr& in, const aot::Val* frame) const;
   static void run_member(aot::AotContext* ctx, void* env);
+  // Hands over (dup) or gives up (drop) the references of the variables of `l`.
+  void dup_vars(aot::AotContext* ctx, analysis::VarList l, const aot::Val* frame) const;
+  void drop_vars(aot::AotContext* ctx, analysis::VarList l, const aot::Val* frame) const;
   // Whether `v` matches pattern `p`, binding its variables on the way (the variables of a clause
   // that turns out not to match are never read).
   bool match(int32_t p, aot::Val v, aot::Val* frame) const;
@@ -107,6 +117,7 @@ class HostInterpreter {
   aot::Val value(Operand o, const aot::Val* frame) const { return o >= 0 ? frame[o] : pool_[-1 - o]; }
 
   const ir::Module& m_;
+  const analysis::OwnershipPlan* own_;  // null when the analysis is off
   std::vector<Instr> code_;
   std::vector<CodeBlock> blocks_;
   std::vector<Clause> clauses_;

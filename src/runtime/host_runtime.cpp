@@ -66,6 +66,8 @@ HostRuntime::HostRuntime(const ir::Module& module, const ParamStore& params, Gra
   host_.concurrently = &HostRuntime::concurrently;
   host_.read_tensor = &HostRuntime::read_tensor;
   host_.fail = &HostRuntime::fail;
+  host_.dup = &HostRuntime::dup;
+  host_.drop = &HostRuntime::drop;
   ctx_.host = &host_;
   ctx_.runtime = this;
   ctx_.params = param_data_.data();
@@ -114,6 +116,9 @@ const float* HostRuntime::read_tensor(aot::AotContext* ctx, Val v) {
   rt.stats_->tensor_ops++;
   return rt.graph_.data(v);
 }
+
+void HostRuntime::dup(aot::AotContext* ctx, Val v) { of(ctx).graph_.dup(v); }
+void HostRuntime::drop(aot::AotContext* ctx, Val v) { of(ctx).graph_.drop(v); }
 
 // Each member gets a copy of the context: its own call depth.
 void HostRuntime::concurrently(aot::AotContext* ctx, int32_t n, aot::MemberFn const* members,

@@ -4,7 +4,7 @@
 // aot::AotContext and reach the runtime only through its aot::AotHost services: record a static
 // block execution into the graph, allocate a tuple, data-type value or closure in the run's object
 // arena, read a tensor (waiting for it on the instance's fiber), run a group of calls concurrently,
-// fail with the user error of an IR site. This class provides those services, the context's
+// fail with the user error of an IR site, hand over and give up references to lazy tensors. This class provides those services, the context's
 // parameter and constant tables, and the conversion of the run's inputs and outputs between Value
 // and Val.
 #pragma once
@@ -68,6 +68,8 @@ class HostRuntime : public GraphEngine::Program {
   static void concurrently(aot::AotContext* ctx, int32_t n, aot::MemberFn const* members,
                            void* const* envs);
   [[noreturn]] static void fail(aot::AotContext* ctx, int32_t site, int64_t a, int64_t b);
+  static void dup(aot::AotContext* ctx, aot::Val v);
+  static void drop(aot::AotContext* ctx, aot::Val v);
 
   InstanceDriver& driver_;
   std::vector<const ir::Rhs*> sites_;  // the IR node of each site: where errors are reported

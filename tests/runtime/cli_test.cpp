@@ -146,7 +146,8 @@ TEST(Cli, ExplainShowsBlocksModesAndPhases) {
   EXPECT_EQ(off.out.find("ends phase"), std::string::npos) << off.out;
   Result bad = run("explain " + kModel + " --disable taint");
   EXPECT_EQ(bad.exit_code, 1) << bad.out;
-  EXPECT_NE(bad.out.find("--disable 'taint': expected specialise, reuse, clone, ghosts, phases or concurrent"),
+  EXPECT_NE(bad.out.find("--disable 'taint': expected specialise, reuse, clone, ghosts, phases, "
+                         "concurrent or release"),
             std::string::npos)
       << bad.out;
 }

@@ -84,6 +84,7 @@ Val f0(AotContext* ctx, Val p0) {
       v22 = lazy_val(node, 8);
       const Val args[] = {v6, v7, v9, v11, v21};
       ctx->host->record(ctx, 1, args);
+      drop_ref(ctx, v6); drop_ref(ctx, v7);
     }
     v23 = v22;
   } else {
@@ -108,6 +109,7 @@ Val f1(AotContext* ctx, Val p0) {
     v4 = lazy_val(node, 1);
     const Val args[] = {v1, v2};
     ctx->host->record(ctx, 2, args);
+    drop_ref(ctx, v1);
   }
   --ctx->call_depth;
   return v4;
@@ -230,6 +232,6 @@ const BlockKernel kKernels[] = {kernel0, kernel1, kernel2, nullptr};
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "cfc165e8b7418e70", ACROBAT_AOT_ISA, 3, kKernels, entry};
+  static const AotModel model = {kAbiVersion, "8c3491828587ea76", ACROBAT_AOT_ISA, 3, kKernels, entry};
   return &model;
 }
