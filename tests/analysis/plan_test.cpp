@@ -305,7 +305,9 @@ TEST(KernelPlan, TreeLstmAndStackRnnBlocks) {
       // Every matmul of these cells multiplies by a weight matrix every instance shares: a GEMM.
       EXPECT_EQ(gemms, matmuls) << model << " block " << s.id;
       // The gates of an LSTM cell (sigmoid, tanh, products, sums) are one fused loop per size.
-      if (matmuls > 0 && s.ops.size() > 6) EXPECT_GE(fused, 1) << model << " block " << s.id;
+      if (matmuls > 0 && s.ops.size() > 6) {
+        EXPECT_GE(fused, 1) << model << " block " << s.id;
+      }
     }
   }
 }

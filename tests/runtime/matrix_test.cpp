@@ -118,7 +118,9 @@ TEST_P(EveryEngineAndScheduler, EqualsTheReferenceAtBatch1_7_64) {
     ASSERT_EQ(got.outputs.size(), count);
     for (size_t i = 0; i < count; ++i)
       expect_close(got.outputs[i], l.expected[i], fmt::format("batch {}, instance {}", batch, i));
-    if (batch == 64) EXPECT_LT(got.stats.batches, got.stats.nodes) << "nothing was batched";
+    if (batch == 64) {
+      EXPECT_LT(got.stats.batches, got.stats.nodes) << "nothing was batched";
+    }
   }
 }
 
@@ -202,8 +204,9 @@ TEST(LongBranches, GhostPaddingIsCorrectOnEveryEngineAndScheduler) {
           expect_close(got.outputs[i], expected[i], fmt::format("{}, instance {}", where, i));
         // Inline depth: the long branch in `blocks` batches, the short one in one, and the block
         // after the branch in one when the padding covers the difference, else in two.
-        if (scheduler == Scheduler::InlineDepth)
+        if (scheduler == Scheduler::InlineDepth) {
           EXPECT_EQ(got.stats.batches, blocks + 1 + (blocks - 1 <= 256 ? 1 : 2)) << where;
+        }
       }
     }
   }
