@@ -24,10 +24,15 @@ std::string default_cache_dir() {
   return "/tmp/acrobat-cache-" + std::to_string(getuid());
 }
 
+#ifndef ACROBAT_AOT_SANITIZE_FLAGS
+#define ACROBAT_AOT_SANITIZE_FLAGS ""
+#define ACROBAT_AOT_DEFAULT_CXX "c++"
+#endif
+
 std::string system_compiler() {
   if (const char* c = std::getenv("ACROBAT_CXX"); c && *c) return c;
   if (const char* c = std::getenv("CXX"); c && *c) return c;
-  return "c++";
+  return ACROBAT_AOT_DEFAULT_CXX;
 }
 
 namespace {
@@ -74,7 +79,9 @@ BuiltObject build_shared_object(const GeneratedCpp& code, const std::string& cac
   fs::create_directories(dir, ec);
   if (ec) throw UserError("cannot create the compile cache directory " + dir + ": " + ec.message());
   BuiltObject out;
-  const std::string flags = " -std=c++20 -O3 -march=native -ffp-contract=off -fPIC -shared -w -I" +
+  const std::string sanitize = ACROBAT_AOT_SANITIZE_FLAGS;
+  const std::string flags = (sanitize.empty() ? "" : " " + sanitize) +
+                            " -std=c++20 -O3 -march=native -ffp-contract=off -fPIC -shared -w -I" +
                             io::shell_quote(ACROBAT_AOT_INCLUDE) + " -I" + io::shell_quote(ACROBAT_AOT_KERNELS);
   std::string base = dir + "/" + cache_key(code.source, system_compiler() + flags);
   out.path = base + ".so";

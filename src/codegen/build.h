@@ -21,7 +21,8 @@ struct BuiltObject {
 // /tmp/acrobat-cache-UID.
 std::string default_cache_dir();
 
-// The compiler: $ACROBAT_CXX, else $CXX, else c++.
+// The compiler: $ACROBAT_CXX, else $CXX, else c++ (in a sanitizer build, the compiler that built
+// acrobat).
 std::string system_compiler();
 
 // Builds (or finds) the shared object for `code` in `cache_dir` ("" for the default). A compiler

@@ -1,6 +1,7 @@
 #include "runtime/fibers.h"
 
 #include <boost/context/fiber.hpp>
+#include <boost/context/preallocated.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
 #include <algorithm>
 #include <deque>
@@ -8,9 +9,160 @@
 
 #include "support/diagnostics.h"
 
+// Every stack switch is told to the sanitizers (scripts/sanitize.sh). ASan keeps the bounds of the
+// running stack: a throw unpoisons the stack from there up, and without the switch it warns
+// "ignoring requested __asan_handle_no_return" at the first throw on a fiber and may report false
+// stack errors later. TSan keeps a shadow call stack and a clock per thread, which a switch it does
+// not know of corrupts. Boost.Context annotates only its ucontext fibers, for ASan alone
+// (BOOST_USE_ASAN), and those need fiber_activation_record::current() from a libboost_context built
+// for ucontext, which Debian's (built for fcontext) does not have; so the switches of the fcontext
+// fibers below are annotated here. Without sanitizers the annotations are empty.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ACROBAT_ASAN_FIBERS 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define ACROBAT_TSAN_FIBERS 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(ACROBAT_ASAN_FIBERS)
+#define ACROBAT_ASAN_FIBERS 1
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(ACROBAT_TSAN_FIBERS)
+#define ACROBAT_TSAN_FIBERS 1
+#endif
+#ifdef ACROBAT_ASAN_FIBERS
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef ACROBAT_TSAN_FIBERS
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace acrobat {
 
 namespace ctx = boost::context;
+
+namespace {
+
+// Thrown inside a fiber that is resumed only to end it (a run that failed while it waited): its
+// frames unwind and its function returns, so that every fiber ends the same way.
+struct Cancelled {};
+
+// A stack as the sanitizers know it: a fiber's, or the scheduler's (the thread that calls run()).
+struct SanitizerStack {
+  const void* bottom = nullptr;  // for ASan
+  size_t size = 0;
+  void* tsan = nullptr;          // TSan's fiber
+};
+
+// TSan counts instrumented calls and returns on the shadow stack of the fiber it believes runs, so
+// between telling it of a switch and making the switch no instrumented function may be entered or
+// left: the helpers that tell it are inlined, and both directions of a switch go through jump()
+// below, whose code is then the same on both sides of every switch.
+#define ACROBAT_FIBERS_INLINE [[gnu::always_inline]] inline
+
+ACROBAT_FIBERS_INLINE void* tsan_current() {
+#ifdef ACROBAT_TSAN_FIBERS
+  return __tsan_get_current_fiber();
+#else
+  return nullptr;
+#endif
+}
+ACROBAT_FIBERS_INLINE void tsan_switch(void* to) {
+#ifdef ACROBAT_TSAN_FIBERS
+  __tsan_switch_to_fiber(to, 0);  // 0: the switch orders what came before it before what follows
+#else
+  (void)to;
+#endif
+}
+
+#ifdef ACROBAT_TSAN_FIBERS
+// The instrumentation's own hook, called on leaving an instrumented function (see start()).
+extern "C" void __tsan_func_exit();
+#endif
+
+// The sanitizers' view of the stacks of a fiber scheduler's fibers. TSan's fibers are kept for the
+// next fibers: making one costs a millisecond or more under TSan, and a run starts one per instance
+// and per forked call.
+class SanitizerStacks {
+ public:
+  SanitizerStacks() = default;
+  SanitizerStacks(const SanitizerStacks&) = delete;
+  SanitizerStacks& operator=(const SanitizerStacks&) = delete;
+  ~SanitizerStacks() {
+#ifdef ACROBAT_TSAN_FIBERS
+    for (void* f : idle_tsan_) __tsan_destroy_fiber(f);
+#endif
+  }
+
+  // A new fiber's stack.
+  SanitizerStack take(const ctx::stack_context& sc) {
+    SanitizerStack s;
+    s.bottom = static_cast<const char*>(sc.sp) - sc.size;
+    s.size = sc.size;
+#ifdef ACROBAT_TSAN_FIBERS
+    if (idle_tsan_.empty()) {
+      s.tsan = __tsan_create_fiber(0);
+    } else {
+      s.tsan = idle_tsan_.back();
+      idle_tsan_.pop_back();
+    }
+#endif
+    return s;
+  }
+  // After the switch away from an ended fiber.
+  void give_back(SanitizerStack& s) {
+    if (s.tsan) idle_tsan_.push_back(s.tsan);
+    s = SanitizerStack{};
+  }
+
+ private:
+  [[maybe_unused]] std::vector<void*> idle_tsan_;
+};
+
+// Switches to `to`, which runs on `to_stack`, and returns when something switches back: the
+// scheduler resuming a fiber, or a fiber suspending itself. `came_from`, if given, gets the bounds of
+// the stack that switched back. A fiber that ends returns to the scheduler without a jump (through
+// Boost); the scheduler then tells TSan itself.
+[[gnu::noinline]] void jump(ctx::fiber& to, const SanitizerStack& to_stack, SanitizerStack* came_from) {
+#ifdef ACROBAT_ASAN_FIBERS
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, to_stack.bottom, to_stack.size);
+#endif
+  void* self = tsan_current();
+  tsan_switch(to_stack.tsan);
+  to = std::move(to).resume();
+#ifdef ACROBAT_ASAN_FIBERS
+  const void* bottom = nullptr;
+  size_t size = 0;
+  __sanitizer_finish_switch_fiber(fake_stack, &bottom, &size);
+  if (came_from) {
+    came_from->bottom = bottom;
+    came_from->size = size;
+  }
+#else
+  (void)came_from;
+#endif
+  if (tsan_current() != self) tsan_switch(self);  // `to` ended
+}
+
+// On a fiber: its first instructions, and its last before it returns to the scheduler.
+ACROBAT_FIBERS_INLINE void fiber_started(SanitizerStack& scheduler) {
+#ifdef ACROBAT_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(nullptr, &scheduler.bottom, &scheduler.size);
+#else
+  (void)scheduler;
+#endif
+}
+ACROBAT_FIBERS_INLINE void fiber_ending(const SanitizerStack& scheduler) {
+#ifdef ACROBAT_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(nullptr, scheduler.bottom, scheduler.size);  // null: frees its fake stack
+#else
+  (void)scheduler;
+#endif
+}
+
+}  // namespace
 
 // Stacks are kept for the next run instead of unmapped: each protected stack costs an mmap, an
 // mprotect for its guard page and an munmap, and the pages it touched fault in again. With
@@ -44,11 +196,11 @@ class StackCache {
   std::vector<ctx::stack_context> free_;
 };
 
-// The StackAllocator Boost.Context copies into each fiber.
+// The StackAllocator Boost.Context copies into each fiber, to give its stack back when the fiber
+// ends (start() takes the stack from the cache itself: the sanitizers need its bounds).
 class CachedStack {
  public:
   explicit CachedStack(StackCache& cache) : cache_(&cache) {}
-  ctx::stack_context allocate() { return cache_->take(); }
   void deallocate(ctx::stack_context& sc) noexcept { cache_->give_back(sc); }
 
  private:
@@ -58,6 +210,7 @@ class CachedStack {
 struct InstanceFibers::Impl {
   explicit Impl(size_t stack_bytes) : stacks(stack_bytes) {}
   StackCache stacks;  // declared first: destroyed after every fiber that uses it
+  SanitizerStacks sanitizer_stacks;
 
   enum class State { Runnable, Waiting, Joining, Done };
   // One fork, on the forking fiber's stack: a fiber may fork again while its first member runs.
@@ -72,6 +225,7 @@ struct InstanceFibers::Impl {
     std::exception_ptr error;
     Join* join = nullptr;  // the fork that started this fiber; null for an instance's own
     uint64_t seq = 0;      // creation order: a child is always newer than its parent
+    SanitizerStack stack;
   };
   std::deque<Slot> slots;  // a deque: references stay valid while fibers fork
   std::vector<int> free;   // slots of joined children, for the next fork
@@ -81,6 +235,8 @@ struct InstanceFibers::Impl {
   size_t live = 0;
   uint64_t next_seq = 0;
   ctx::fiber scheduler;  // inside a fiber: where wait(), fork() and the end of the fiber return to
+  SanitizerStack scheduler_stack;
+  bool cancelling = false;  // fibers resumed now end (destroy_all)
 
   int start(FunctionRef<void(size_t)> body, size_t k, Join* join) {
     int id;
@@ -95,32 +251,53 @@ struct InstanceFibers::Impl {
     Slot& s = slots[id];
     s.join = join;
     s.seq = next_seq++;
-    s.fiber = ctx::fiber(std::allocator_arg, CachedStack(stacks),
-                         [this, id, k, body](ctx::fiber&& from) {
-                           scheduler = std::move(from);
-                           try {
-                             body(k);
-                           } catch (const ctx::detail::forced_unwind&) {
-                             throw;  // the fiber is being destroyed: let Boost unwind it
-                           } catch (...) {
-                             slots[id].error = std::current_exception();
-                           }
-                           slots[id].state = State::Done;
-                           return std::move(scheduler);
-                         });
+    ctx::stack_context sc = stacks.take();
+    s.stack = sanitizer_stacks.take(sc);
+    // Boost enters the new fiber's entry function and comes back at once: for TSan, on the fiber's
+    // shadow stack, where that function, which never returns, leaves its frame; it is taken off
+    // again below, so that every use of a TSan fiber starts from an empty shadow stack.
+    void* creator = tsan_current();
+    tsan_switch(s.stack.tsan);
+    ctx::fiber made(std::allocator_arg, ctx::preallocated(sc.sp, sc.size, sc), CachedStack(stacks),
+                [this, id, k, body](ctx::fiber&& from) {
+                  fiber_started(scheduler_stack);
+                  scheduler = std::move(from);
+                  if (!cancelling) {
+                    try {
+                      body(k);
+                    } catch (const Cancelled&) {
+                      // ended by destroy_all
+                    } catch (...) {
+                      slots[id].error = std::current_exception();
+                    }
+                  }
+                  slots[id].state = State::Done;
+                  fiber_ending(scheduler_stack);
+                  return std::move(scheduler);
+                });
+#ifdef ACROBAT_TSAN_FIBERS
+    __tsan_func_exit();
+#endif
+    tsan_switch(creator);
+    s.fiber = std::move(made);
     ++live;
     return id;
   }
 
-  // Runs fiber `id` until it finishes, waits or forks.
-  void resume(int id) {
+  // From the scheduler: runs fiber `id` until it finishes, waits or forks.
+  void switch_to(int id) {
     current = id;
-    ctx::fiber f = std::move(slots[id].fiber).resume();
-    slots[id].fiber = std::move(f);
+    scheduler_stack.tsan = tsan_current();
+    jump(slots[id].fiber, slots[id].stack, nullptr);
     current = -1;
+  }
+
+  void resume(int id) {
+    switch_to(id);
     Slot& s = slots[id];
     switch (s.state) {
       case State::Done:
+        sanitizer_stacks.give_back(s.stack);
         --live;
         if (s.join && --s.join->left == 0 && s.join->joining) {
           slots[s.join->fiber].state = State::Runnable;
@@ -136,15 +313,23 @@ struct InstanceFibers::Impl {
   // From inside a fiber: back to the scheduler loop.
   void suspend(State why) {
     slots[current].state = why;
-    scheduler = std::move(scheduler).resume();
+    jump(scheduler, scheduler_stack, &scheduler_stack);
+    if (cancelling) throw Cancelled{};
   }
 
-  // Unwinds every fiber not finished, children before their parents.
+  // Ends every fiber not finished, children before their parents: each is resumed once more, to
+  // unwind from its suspension (or to end at once if it never started) and return.
   void destroy_all() {
     std::vector<int> order(slots.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
     std::sort(order.begin(), order.end(), [&](int a, int b) { return slots[a].seq > slots[b].seq; });
-    for (int id : order) slots[id].fiber = ctx::fiber();
+    cancelling = true;
+    for (int id : order) {
+      if (slots[id].fiber) switch_to(id);
+      ACROBAT_ASSERT(!slots[id].fiber, "a cancelled fiber did not end");
+      sanitizer_stacks.give_back(slots[id].stack);
+    }
+    cancelling = false;
     slots.clear();
     free.clear();
     ready.clear();
@@ -224,7 +409,7 @@ void InstanceFibers::fork(size_t n, FunctionRef<void(size_t)> body) {
   std::exception_ptr first;
   try {
     body(0);
-  } catch (const ctx::detail::forced_unwind&) {
+  } catch (const Cancelled&) {
     throw;
   } catch (...) {
     first = std::current_exception();

@@ -109,7 +109,7 @@ TEST(CliInputs, NonFiniteNumbersAreWrittenAsStrings) {
   std::string input = dir.write("in.jsonl", "[[1.0, \"Infinity\", \"NaN\"]]\n"
                                             "{\"shape\": [1, 3], \"data\": [1, 2, \"-Infinity\"]}\n");
   std::string out = dir.path("out.json");
-  for (const std::string& engine : {"reference", "batched"}) {
+  for (std::string engine : {"reference", "batched"}) {
     CliResult r = run_cli({"run", model, "--engine", engine, "--input", "json:" + input, "--output", out});
     ASSERT_EQ(r.status, 0) << engine << ": " << r.err;
     nlohmann::json j = nlohmann::json::parse(read_text(out));
@@ -145,7 +145,7 @@ TEST(CliInputs, DeepInputsRun) {
   std::string json = "{\"Leaf\": [1]}";
   for (int i = 0; i < 2490; ++i) json = "{\"Node\": [" + json + ", {\"Leaf\": [2]}]}";
   std::string jsonl = dir.write("deep.jsonl", json + "\n");
-  for (const std::string& engine : {"reference", "batched"}) {
+  for (std::string engine : {"reference", "batched"}) {
     CliResult r = run_cli({"run", model, "--engine", engine, "--input", "sst:" + sst, "--vocab", vocab});
     EXPECT_EQ(r.status, 0) << engine << ": " << r.err;
     EXPECT_TRUE(contains(r.out, "#0     4991\n")) << r.out;

@@ -40,7 +40,7 @@ TEST(CliLimits, LargeDimInAnExpression) {
                                            "  x\n"
                                            "}\n");
   std::string input = dir.write("in.jsonl", "1\n");
-  for (const std::string& engine : {"check", "reference", "batched"}) {
+  for (std::string engine : {"check", "reference", "batched"}) {
     CliResult r = engine == "check"
                       ? run_cli({"check", model})
                       : run_cli({"run", model, "--engine", engine, "--input", "json:" + input});
@@ -59,7 +59,7 @@ TEST(CliLimits, OutOfMemoryIsAMessage) {
                                            "  item(sum(sum(zeros(32768, 32768), axis=1), axis=0))\n"
                                            "}\n");
   std::string input = dir.write("in.jsonl", "1\n");
-  for (const std::string& engine : {"reference", "batched"}) {
+  for (std::string engine : {"reference", "batched"}) {
     CliResult r = run_cli({"run", model, "--engine", engine, "--input", "json:" + input},
                           "ulimit -v 2000000; ");
     EXPECT_EQ(r.status, 1) << engine << ": " << r.err;

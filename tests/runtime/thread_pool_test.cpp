@@ -1,13 +1,23 @@
-// The runtime's thread pool (dynamic pieces) and the guard that decides whether splitting pays.
+// The runtime's threads: the pool's contract (every piece once, exclusive thread indices, what the
+// caller wrote visible to the pieces and what they wrote visible after run(), errors rethrown,
+// sleeping workers woken), the guard that decides whether splitting pays, and a model that splits
+// its kernels across two threads while its instances wait on fibers and fork.
+// scripts/sanitize.sh runs the ThreadPool and TwoThreads tests under ThreadSanitizer.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "expect_values.h"
+#include "ir/pipeline.h"
+#include "runtime/aot_engine.h"
+#include "runtime/batched_engine.h"
 #include "runtime/graph.h"
+#include "runtime/reference_engine.h"
 #include "runtime/thread_pool.h"
 
 namespace acrobat {
@@ -120,6 +130,106 @@ TEST(SplitGuard, BacksOffWhenSplittingDoesNotPay) {
   // Batches without an estimate (the caller ran no piece) do not count towards a round.
   for (int i = 0; i < 3 * SplitGuard::kRound; ++i) g.record(5.0, 1.0, false);
   EXPECT_EQ(serial_batches(), 0);
+}
+
+// Plain (non-atomic) data written by the caller before run() is what the pieces read, and what
+// the pieces write is what the caller reads after it (TSan checks the ordering).
+TEST(ThreadPool, WritesAreVisibleBothWays) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<int64_t> input(1000);
+    for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<int64_t>(i);
+    for (int round = 0; round < 300; ++round) {
+      const int64_t pieces = 1 + round % 7;
+      for (auto& x : input) x += 1;
+      std::vector<int64_t> sums(static_cast<size_t>(pieces), -1);
+      pool.run(pieces, [&](int64_t p, int) {
+        int64_t s = 0;
+        for (size_t i = static_cast<size_t>(p); i < input.size(); i += static_cast<size_t>(pieces)) s += input[i];
+        sums[static_cast<size_t>(p)] = s;
+      });
+      for (int64_t p = 0; p < pieces; ++p) {
+        int64_t want = 0;  // input[i] == i + round + 1 now
+        for (int64_t i = p; i < 1000; i += pieces) want += i + round + 1;
+        ASSERT_EQ(sums[static_cast<size_t>(p)], want) << threads << " threads, round " << round;
+      }
+    }
+  }
+}
+
+// Workers spin for a while after a call, then wait on a futex; a call after that wakes them, and
+// they take pieces again.
+TEST(ThreadPool, SleepingWorkersWakeForTheNextCall) {
+  ThreadPool pool(2);
+  for (int round = 0; round < 4; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::atomic<int> by_worker{0}, ran{0};
+    pool.run(64, [&](int64_t, int thread) {
+      ran.fetch_add(1);
+      if (thread != 0) by_worker.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    EXPECT_EQ(ran.load(), 64) << "round " << round;
+    EXPECT_GT(by_worker.load(), 0) << "round " << round << ": the sleeping worker never woke";
+  }
+}
+
+TEST(ThreadPool, StartsAndStopsIdleOrJustUsed) {
+  for (int i = 0; i < 20; ++i) {
+    ThreadPool pool(2 + i % 3);
+    if (i % 2 == 0) continue;  // destroyed without a call
+    std::vector<int> ran(static_cast<size_t>(pool.size() * 4), 0);
+    pool.run(pool.size() * 4, [&](int64_t p, int) { ran[static_cast<size_t>(p)] = static_cast<int>(p) + 1; });
+    for (size_t p = 0; p < ran.size(); ++p) EXPECT_EQ(ran[p], static_cast<int>(p) + 1) << "pool " << i;
+  }
+}
+
+std::vector<Value> random_seeds(const ir::Module& m, size_t n) {
+  const auto& f = m.functions[entry_function(m, "main")];
+  const Type& type = f.vars[f.params[0]].type;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<Value> out;
+  for (size_t i = 0; i < n; ++i) {
+    Tensor t = Tensor::allocate(type->shape);
+    for (int64_t j = 0; j < t.size(); ++j) t.data[j] = normal(rng);
+    out.push_back(Value::of_tensor(std::move(t)));
+  }
+  return out;
+}
+
+// DRNN grows each tree by decisions read from tensors: every instance runs on a fiber, its child
+// subtree and sibling chain on forked fibers, and at H=256 a batch of its nodes is large enough to
+// be split across the threads. Two threads give the reference engine's outputs on both batched
+// engines, and the same graph and schedule as one thread.
+TEST(TwoThreads, SplitKernelsUnderFibersAndForks) {
+  CompileOptions options;
+  options.dims["H"] = 256;
+  auto module = compile_model(std::string(ACROBAT_SOURCE_DIR) + "/models/drnn.acr", options);
+  ASSERT_TRUE(module->plan->tensor_reads);
+  ASSERT_GT(module->plan->concurrency.num_groups, 0);
+  auto params = std::make_shared<ParamStore>(init_params(*module, 4));
+  auto inputs = random_seeds(*module, 64);
+  RunResult want = ReferenceEngine(module, params).run(inputs);
+  AotOptions aot1, aot2;
+  aot1.cache_dir = aot2.cache_dir = ACROBAT_TEST_CACHE_DIR;
+  aot2.threads = 2;
+  BatchedEngine batched1(module, params, Scheduler::InlineDepth, 1);
+  BatchedEngine batched2(module, params, Scheduler::InlineDepth, 2);
+  AotEngine compiled1(module, params, aot1);
+  AotEngine compiled2(module, params, aot2);
+  for (auto [one, two] : {std::pair<Engine*, Engine*>{&batched1, &batched2}, {&compiled1, &compiled2}}) {
+    const std::string label = two->name();
+    RunResult a = one->run(inputs);
+    RunResult b = two->run(inputs);
+    ASSERT_EQ(b.outputs.size(), inputs.size()) << label;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      expect_values_close(b.outputs[i], want.outputs[i], label + ", instance " + std::to_string(i),
+                          1e-4f, 1e-5f);
+    EXPECT_EQ(a.stats.nodes, b.stats.nodes) << label;
+    EXPECT_EQ(a.stats.batches, b.stats.batches) << label;
+    EXPECT_GT(b.stats.mean_batch_size(), 16) << label;
+  }
 }
 
 }  // namespace
