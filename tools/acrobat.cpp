@@ -215,7 +215,7 @@ int run_command(const RunOptions& o) {
   }
   // Batches of --batch instances, one engine run each; the reference engine takes them all.
   RunResult result =
-      run_in_batches(*engine, inputs, o.engine == "reference" ? 0 : o.batch, o.entry);
+      engine->run_batches(inputs, o.engine == "reference" ? 0 : o.batch, o.entry);
 
   if (!o.output.empty()) {
     nlohmann::json out;

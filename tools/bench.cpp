@@ -172,7 +172,7 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
   // first use, and the arenas grow to their size.
   for (size_t i = 1; i < specs.size(); ++i) {
     std::cerr << fmt::format("\rbench: warm-up, row {}/{}   ", i + 1, specs.size()) << std::flush;
-    run_in_batches(*specs[i].engine, inputs, specs[i].batch);
+    specs[i].engine->run_batches(inputs, specs[i].batch);
   }
   std::vector<double> sgemm_samples, packed_samples;
   for (int r = 0; r < o.reps; ++r) {
@@ -182,7 +182,7 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
       std::cerr << fmt::format("\rbench: repetition {}/{}, row {}/{}   ", r + 1, o.reps, i + 1,
                                specs.size())
                 << std::flush;
-      specs[i].runs.push_back(run_in_batches(*specs[i].engine, inputs, specs[i].batch).stats);
+      specs[i].runs.push_back(specs[i].engine->run_batches(inputs, specs[i].batch).stats);
     }
   }
   neighbour.reset();

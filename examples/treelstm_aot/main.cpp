@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
     aot_options.threads = threads;
     AotEngine aot(module, params, aot_options);
     BatchedEngine interpreter(module, params);
-    RunResult compiled = run_in_batches(aot, inputs, 64);
-    RunResult interpreted = run_in_batches(interpreter, inputs, 64);
+    RunResult compiled = aot.run_batches(inputs, 64);
+    RunResult interpreted = interpreter.run_batches(inputs, 64);
 
     double max_difference = 0;
     int agree = 0;

@@ -51,15 +51,15 @@ struct KernelThread {
 
 // The host runtime with the generated host program and the generated kernels.
 struct AotEngine::State : HostRuntime, BlockExecutor {
-  State(const ir::Module& m, const ParamStore& p, Graph& g, InstanceDriver& d)
-      : HostRuntime(m, p, g, d), plan(m.plan.get()) {}
-  ~State() override {
-    if (handle) dlclose(handle);
+  State(const ir::Module& m, const ParamStore& p, Graph& g, InstanceDriver& d,
+        std::shared_ptr<void> lib, const aot::AotModel* mod)
+      : HostRuntime(m, p, g, d), plan(m.plan.get()), library(std::move(lib)), model(mod) {
+    add_kernel_services();
   }
 
   const analysis::Plan* plan;
-  void* handle = nullptr;
-  const aot::AotModel* model = nullptr;
+  std::shared_ptr<void> library;  // keeps the object loaded
+  const aot::AotModel* model;
   std::vector<std::unique_ptr<KernelThread>> threads;
 
   aot::Val enter(aot::AotContext* ctx, int32_t func, aot::Val input) override {
@@ -124,10 +124,7 @@ struct AotEngine::State : HostRuntime, BlockExecutor {
 AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
                      std::shared_ptr<const ParamStore> params, const AotOptions& options)
     : GraphEngine(std::move(module), std::move(params), options.scheduler, options.threads,
-                  options.fibers),
-      state_(std::make_unique<State>(*module_, *params_, graph(), driver())) {
-  set_program(*state_);
-  State& st = *state_;
+                  options.fibers) {
 
   auto t0 = Clock::now();
   codegen::GeneratedCpp code = codegen::emit_cpp(*module_);
@@ -142,32 +139,35 @@ AotEngine::AotEngine(std::shared_ptr<const ir::Module> module,
   }
   auto t1 = Clock::now();
   const std::string& path = build_.object_path;
-  st.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!st.handle) throw UserError(path + ": cannot load the compiled model: " + dlerror());
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw UserError(path + ": cannot load the compiled model: " + dlerror());
+  library_ = std::shared_ptr<void>(handle, [](void* h) { dlclose(h); });
   using ModelFn = const aot::AotModel* (*)();
-  auto fn = reinterpret_cast<ModelFn>(dlsym(st.handle, "acrobat_aot_model"));
+  auto fn = reinterpret_cast<ModelFn>(dlsym(handle, "acrobat_aot_model"));
   if (!fn) throw UserError(path + ": not a model compiled by acrobat (no acrobat_aot_model)");
-  st.model = fn();
-  if (st.model->abi_version != aot::kAbiVersion)
+  model_ = fn();
+  if (model_->abi_version != aot::kAbiVersion)
     throw UserError(path + ": compiled for runtime interface version " +
-                    std::to_string(st.model->abi_version) + ", this acrobat has version " +
+                    std::to_string(model_->abi_version) + ", this acrobat has version " +
                     std::to_string(aot::kAbiVersion) + "; compile the model again");
   {
-    std::istringstream words(st.model->isa ? st.model->isa : "");
+    std::istringstream words(model_->isa ? model_->isa : "");
     for (std::string w; words >> w;)
       if (!cpu_has(w))
         throw UserError(path + ": compiled for a CPU with " + w + ", which this CPU lacks (the object needs: " +
-                        st.model->isa + "); compile the model again on this machine");
+                        model_->isa + "); compile the model again on this machine");
   }
-  if (code.hash != st.model->source_hash)
+  if (code.hash != model_->source_hash)
     throw UserError(path + ": compiled from a different model, dims or analyses (code " +
-                    st.model->source_hash + ", expected " + code.hash +
+                    model_->source_hash + ", expected " + code.hash +
                     "); compile it again with the same --set and --disable options");
   build_.load_seconds = seconds_since(t1);
-
-  st.add_kernel_services();
 }
 
 AotEngine::~AotEngine() = default;
+
+std::unique_ptr<GraphEngine::Program> AotEngine::make_program(Graph& graph, InstanceDriver& driver) {
+  return std::make_unique<State>(*module_, *params_, graph, driver, library_, model_);
+}
 
 }  // namespace acrobat

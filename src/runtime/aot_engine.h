@@ -9,6 +9,10 @@
 
 #include "runtime/graph_engine.h"
 
+namespace acrobat::aot {
+struct AotModel;
+}
+
 namespace acrobat {
 
 struct AotOptions {
@@ -43,8 +47,11 @@ class AotEngine : public GraphEngine {
   struct State;
 
  private:
+  std::unique_ptr<Program> make_program(Graph& graph, InstanceDriver& driver) override;
+
   AotBuildInfo build_;
-  std::unique_ptr<State> state_;
+  std::shared_ptr<void> library_;  // the loaded object (dlclose'd once no lane's program uses it)
+  const aot::AotModel* model_ = nullptr;
 };
 
 }  // namespace acrobat

@@ -24,9 +24,11 @@ struct BatchedEngine::State : HostRuntime {
 BatchedEngine::BatchedEngine(std::shared_ptr<const ir::Module> module,
                              std::shared_ptr<const ParamStore> params, Scheduler scheduler,
                              int threads, bool fibers)
-    : GraphEngine(std::move(module), std::move(params), scheduler, threads, fibers),
-      state_(std::make_unique<State>(*module_, *params_, graph(), driver())) {
-  set_program(*state_);
+    : GraphEngine(std::move(module), std::move(params), scheduler, threads, fibers) {}
+
+std::unique_ptr<GraphEngine::Program> BatchedEngine::make_program(Graph& graph,
+                                                                  InstanceDriver& driver) {
+  return std::make_unique<State>(*module_, *params_, graph, driver);
 }
 
 BatchedEngine::~BatchedEngine() = default;

@@ -18,12 +18,12 @@ class BatchedEngine : public GraphEngine {
                 Scheduler scheduler = Scheduler::InlineDepth, int threads = 1, bool fibers = true);
   ~BatchedEngine() override;
 
-  const char* name() const override { return scheduler_name(graph().scheduler()); }
+  const char* name() const override { return scheduler_name(scheduler()); }
 
   struct State;
 
  private:
-  std::unique_ptr<State> state_;
+  std::unique_ptr<Program> make_program(Graph& graph, InstanceDriver& driver) override;
 };
 
 }  // namespace acrobat

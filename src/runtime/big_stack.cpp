@@ -3,6 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace acrobat {
 
@@ -25,33 +26,37 @@ StackThread::~StackThread() {
   pthread_join(thread_, nullptr);
 }
 
-void StackThread::run(const std::function<void()>& fn) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  job_ = &fn;
+void StackThread::start(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  job_ = std::move(fn);
   job_done_ = false;
   error_ = nullptr;
   cv_.notify_all();
+}
+
+void StackThread::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [this] { return job_done_; });
-  if (error_) std::rethrow_exception(error_);
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 void* StackThread::main_loop(void* arg) {
   auto* self = static_cast<StackThread*>(arg);
   std::unique_lock<std::mutex> lock(self->mutex_);
   for (;;) {
-    self->cv_.wait(lock, [self] { return self->stop_ || self->job_ != nullptr; });
+    self->cv_.wait(lock, [self] { return self->stop_ || !self->job_done_; });
     if (self->stop_) return nullptr;
-    const std::function<void()>* job = self->job_;
+    std::function<void()> job = std::move(self->job_);
     lock.unlock();
     std::exception_ptr error;
     try {
-      (*job)();
+      job();
     } catch (...) {
       error = std::current_exception();
     }
+    job = nullptr;
     lock.lock();
     self->error_ = error;
-    self->job_ = nullptr;
     self->job_done_ = true;
     self->cv_.notify_all();
   }

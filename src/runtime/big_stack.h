@@ -23,7 +23,14 @@ class StackThread {
   StackThread& operator=(const StackThread&) = delete;
 
   // Runs `fn` on the thread and waits for it; an exception thrown by `fn` is rethrown here.
-  void run(const std::function<void()>& fn);
+  void run(std::function<void()> fn) {
+    start(std::move(fn));
+    wait();
+  }
+  // Starts `fn` on the thread and returns; wait() waits for it to end and rethrows its exception.
+  // One function at a time: start after wait.
+  void start(std::function<void()> fn);
+  void wait();
 
  private:
   static void* main_loop(void* self);
@@ -31,8 +38,8 @@ class StackThread {
   pthread_t thread_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  const std::function<void()>* job_ = nullptr;  // the function to run, null when idle
-  bool job_done_ = false;
+  std::function<void()> job_;  // the function to run, empty when idle
+  bool job_done_ = true;
   bool stop_ = false;
   std::exception_ptr error_;
 };

@@ -38,14 +38,14 @@ int entry_function(const ir::Module& module, const std::string& entry) {
   return index;
 }
 
-RunResult run_in_batches(Engine& engine, const std::vector<Value>& inputs, size_t batch,
-                         const std::string& entry) {
+RunResult Engine::run_batches(const std::vector<Value>& inputs, size_t batch,
+                              const std::string& entry) {
   RunResult result;
   size_t step = batch == 0 ? std::max<size_t>(inputs.size(), 1) : batch;
   for (size_t begin = 0; begin < inputs.size(); begin += step) {
     std::vector<Value> chunk(inputs.begin() + begin,
                              inputs.begin() + std::min(inputs.size(), begin + step));
-    RunResult part = engine.run(chunk, entry, begin);
+    RunResult part = run(chunk, entry, begin);
     result.stats.add(part.stats);
     for (auto& v : part.outputs) result.outputs.push_back(std::move(v));
   }

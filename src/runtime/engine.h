@@ -61,12 +61,13 @@ class Engine {
   // for a batch cut from a larger input); no partial result is returned.
   virtual RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main",
                         size_t first_instance = 0) = 0;
+  // Runs `inputs` in consecutive batches of `batch` instances (0: one batch of all); instance
+  // numbers in errors count from the start of `inputs`. By default one run() per batch; the
+  // batched engines overlap consecutive batches where they can (graph_engine.h).
+  virtual RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
+                                const std::string& entry = "main");
 };
 
-// Runs `inputs` through `engine` in consecutive batches of `batch` instances (0: one batch of all),
-// one engine run each; instance numbers in errors count from the start of `inputs`.
-RunResult run_in_batches(Engine& engine, const std::vector<Value>& inputs, size_t batch,
-                         const std::string& entry = "main");
 
 // Checks that `entry` exists and takes exactly one parameter; returns its index.
 int entry_function(const ir::Module& module, const std::string& entry);

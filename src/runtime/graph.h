@@ -105,14 +105,16 @@ class SplitGuard {
 
 class Graph {
  public:
-  // `threads` > 1 splits batches with enough work across that many threads.
-  Graph(const analysis::Plan& plan, const ParamStore& params, Scheduler scheduler, int threads);
+  // `pool` (null: one thread) splits batches with enough work across its threads; `packed` holds
+  // the parameters' packed weights. Graphs of one engine share both (graph_engine.h).
+  Graph(const analysis::Plan& plan, std::shared_ptr<const PackedIndex> packed, Scheduler scheduler,
+        std::shared_ptr<ThreadPool> pool);
   ~Graph();
 
   Scheduler scheduler() const { return scheduler_; }
   int threads() const { return pool_ ? pool_->size() : 1; }
   const analysis::Plan& plan() const { return plan_; }
-  const PackedIndex& packed() const { return packed_; }
+  const PackedIndex& packed() const { return *packed_; }
 
   // Forgets the previous run's nodes and memory; counters of the new run go to `stats`.
   void reset(RunStats& stats);
@@ -179,8 +181,8 @@ class Graph {
 
   const analysis::Plan& plan_;
   Scheduler scheduler_;
-  PackedIndex packed_;
-  std::unique_ptr<ThreadPool> pool_;  // null: one thread
+  std::shared_ptr<const PackedIndex> packed_;
+  std::shared_ptr<ThreadPool> pool_;  // null: one thread
   std::vector<Arena> scratch_;        // per thread
   std::vector<int64_t> thread_calls_;
   BufferPool buffers_;  // escaping outputs

@@ -1,5 +1,7 @@
 #include "runtime/instance_driver.h"
 
+#include <chrono>
+
 #include "runtime/interpreter.h"
 
 namespace acrobat {
@@ -7,27 +9,43 @@ namespace acrobat {
 InstanceDriver::InstanceDriver(bool fibers) : fibers_(fibers) {}
 InstanceDriver::~InstanceDriver() = default;
 
-void InstanceDriver::run(size_t n, bool reads_tensors, bool forks, size_t first_instance,
-                         const std::function<void(size_t)>& body,
-                         const std::function<void()>& flush) {
+void InstanceDriver::start(size_t n, bool reads_tensors, bool forks, size_t first_instance,
+                           std::function<void(size_t)> body, std::function<void()> flush) {
   if (!worker_) worker_ = std::make_unique<StackThread>();
-  flush_ = &flush;
-  auto instance = [&](size_t i) {
-    try {
-      body(i);
-    } catch (const UserError& e) {
-      throw for_instance(e, first_instance + i);
-    }
-  };
-  worker_->run([&] {
+  body_ = std::move(body);
+  flush_ = std::move(flush);
+  worker_->start([this, n, reads_tensors, forks, first_instance] {
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Timer {
+      InstanceDriver* d;
+      std::chrono::steady_clock::time_point t0;
+      ~Timer() { d->seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+    } timer{this, t0};
+    auto instance = [&](size_t i) {
+      try {
+        body_(i);
+      } catch (const UserError& e) {
+        throw for_instance(e, first_instance + i);
+      }
+    };
     if (fibers_ && reads_tensors && (n > 1 || forks)) {
       if (!instance_fibers_) instance_fibers_ = std::make_unique<InstanceFibers>();
-      instance_fibers_->run(n, instance, flush);
+      instance_fibers_->run(n, instance, flush_);
       return;
     }
     for (size_t i = 0; i < n; ++i) instance(i);
   });
-  flush_ = nullptr;
+}
+
+void InstanceDriver::finish() {
+  struct Clear {
+    InstanceDriver* d;
+    ~Clear() {
+      d->body_ = nullptr;
+      d->flush_ = nullptr;
+    }
+  } clear{this};
+  worker_->wait();
 }
 
 void InstanceDriver::concurrently(size_t n, FunctionRef<void(size_t)> body) {
@@ -45,7 +63,7 @@ void InstanceDriver::wait_for(Graph& graph, int32_t node) {
   if (instance_fibers_ && instance_fibers_->inside())
     instance_fibers_->wait();
   else
-    (*flush_)();
+    flush_();
   ACROBAT_ASSERT(!graph.pending(node), "a tensor read resumed before its node ran");
 }
 

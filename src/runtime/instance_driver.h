@@ -35,7 +35,20 @@ class InstanceDriver {
   // for the lowest such i. `forks`: the program has concurrent calls (one instance then runs on a
   // fiber too).
   void run(size_t n, bool reads_tensors, bool forks, size_t first_instance,
-           const std::function<void(size_t)>& body, const std::function<void()>& flush);
+           std::function<void(size_t)> body, std::function<void()> flush) {
+    start(n, reads_tensors, forks, first_instance, std::move(body), std::move(flush));
+    finish();
+  }
+  // run() in two halves: start() returns once the host programs have started on the driver's
+  // thread, finish() waits for them and throws what run() would (and returns at once when they
+  // were waited for already). Between the two the caller may
+  // do other work, but not with this driver or the graph its programs record into.
+  void start(size_t n, bool reads_tensors, bool forks, size_t first_instance,
+             std::function<void(size_t)> body, std::function<void()> flush);
+  void finish();
+  // How long the host programs of the last start() took on the driver's thread (flushes during
+  // them included).
+  double seconds() const { return seconds_; }
 
   // From an instance's host program: runs body(k) for k in [0, n), on child fibers when the
   // instance runs on one (and the limit allows), else one after the other. Either way the error of
@@ -49,7 +62,9 @@ class InstanceDriver {
   bool fibers_;
   std::unique_ptr<StackThread> worker_;
   std::unique_ptr<InstanceFibers> instance_fibers_;
-  const std::function<void()>* flush_ = nullptr;
+  std::function<void(size_t)> body_;
+  std::function<void()> flush_;
+  double seconds_ = 0;
 };
 
 }  // namespace acrobat

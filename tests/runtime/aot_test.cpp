@@ -80,8 +80,8 @@ TEST_P(AotEqualsInterpreter, OnTheSstTestSet) {
     for (size_t batch : {size_t{1}, size_t{8}, size_t{64}, inputs.size()}) {
       size_t count = batch == 1 ? 16 : inputs.size();
       std::vector<Value> part(inputs.begin(), inputs.begin() + count);
-      RunResult want = run_in_batches(interpreter, part, batch);
-      RunResult got = run_in_batches(aot, part, batch);
+      RunResult want = interpreter.run_batches(part, batch);
+      RunResult got = aot.run_batches(part, batch);
       ASSERT_EQ(got.outputs.size(), want.outputs.size());
       for (size_t i = 0; i < want.outputs.size(); ++i)
         expect_same(got.outputs[i], want.outputs[i],
@@ -91,7 +91,7 @@ TEST_P(AotEqualsInterpreter, OnTheSstTestSet) {
       EXPECT_EQ(got.stats.batches, want.stats.batches);
       EXPECT_EQ(got.stats.flops, want.stats.flops);
     }
-    RunResult got = run_in_batches(aot, first64, 64);
+    RunResult got = aot.run_batches(first64, 64);
     for (size_t i = 0; i < first64.size(); ++i)
       expect_same(got.outputs[i], unbatched.outputs[i],
                   fmt::format("instance {} against the reference engine", i), 1e-5f);
@@ -134,8 +134,8 @@ TEST(AotEngine, EqualsTheInterpreterWithEachAnalysisOff) {
       BatchedEngine interpreter(module, params);
       AotEngine aot(module, params, aot_options(2));
       RunResult want = ReferenceEngine(module, params).run(inputs);
-      RunResult a = run_in_batches(interpreter, inputs, 64);
-      RunResult b = run_in_batches(aot, inputs, 64);
+      RunResult a = interpreter.run_batches(inputs, 64);
+      RunResult b = aot.run_batches(inputs, 64);
       std::string label = std::string(c.model) + " without";
       for (const auto& d : disabled) label += " " + d;
       for (size_t i = 0; i < inputs.size(); ++i) {
@@ -272,6 +272,47 @@ std::string error_of(Engine& engine, const std::vector<Value>& inputs) {
     return e.what();
   }
   return "(no error)";
+}
+
+// With two threads, consecutive batches overlap (graph_engine.h): batch k + 1's host programs run
+// while batch k's kernels do. The outputs and schedule are one thread's, the error named is the
+// earliest failing instance's, whichever batch fails first in time, and the engine runs on after it.
+TEST(AotEngine, OverlappedBatchesKeepResultsAndErrorOrder) {
+  auto m = compile_text(
+      "dim H = 48\nparam E[5]: f32[1, H]\nparam W: f32[H, H]\n"
+      "def main(n: int) -> f32[1, H] { tanh(matmul(tanh(matmul(E[n], W)), W)) }\n");
+  ASSERT_FALSE(m->plan->tensor_reads);
+  auto params = std::make_shared<ParamStore>(init_params(*m, 3));
+  std::vector<nlohmann::json> rows;
+  for (int i = 0; i < 200; ++i) rows.push_back(i * 7 % 5);
+  auto good = json_inputs(*m, rows);
+  BatchedEngine one(m, params, Scheduler::InlineDepth, 1);
+  RunResult want = one.run_batches(good, 16);
+  BatchedEngine interpreter(m, params, Scheduler::InlineDepth, 2);
+  AotEngine aot(m, params, aot_options(2));
+  for (Engine* engine : {static_cast<Engine*>(&interpreter), static_cast<Engine*>(&aot)}) {
+    SCOPED_TRACE(engine->name());
+    for (auto bad : {std::vector<int>{37}, std::vector<int>{20, 37}, std::vector<int>{37, 199},
+                     std::vector<int>{0, 199}}) {
+      auto inputs = good;
+      for (int i : bad) inputs[i] = json_inputs(*m, {100})[0];
+      try {
+        engine->run_batches(inputs, 16);
+        ADD_FAILURE() << "expected a UserError";
+      } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("instance " + std::to_string(bad[0]) + ": index 100 "),
+                  std::string::npos)
+            << e.what();
+      }
+      RunResult got = engine->run_batches(good, 16);
+      ASSERT_EQ(got.outputs.size(), good.size());
+      for (size_t i = 0; i < good.size(); ++i)
+        expect_same(got.outputs[i], want.outputs[i], "instance " + std::to_string(i));
+      EXPECT_EQ(got.stats.nodes, want.stats.nodes);
+      EXPECT_EQ(got.stats.batches, want.stats.batches);
+      EXPECT_EQ(got.stats.instances, 200);
+    }
+  }
 }
 
 // A list of 300 000 elements goes in and out of every engine and is freed without a recursion as

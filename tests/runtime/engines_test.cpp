@@ -135,7 +135,7 @@ TEST(Engines, UnknownEntryNamesTheModelFile) {
   ReferenceEngine reference(l.module, l.params);
   for (Engine* engine : {static_cast<Engine*>(&batched), static_cast<Engine*>(&reference)}) {
     try {
-      run_in_batches(*engine, part, 64, "nope");
+      engine->run_batches(part, 64, "nope");
       FAIL() << "expected a UserError";
     } catch (const UserError& e) {
       std::string msg = e.what();
@@ -155,8 +155,8 @@ TEST(BatchedEngine, TwoThreadsGiveTheOneThreadOutputs) {
     std::vector<Value> part(l.inputs.begin(), l.inputs.begin() + 512);
     BatchedEngine one(l.module, l.params, Scheduler::InlineDepth, 1);
     BatchedEngine two(l.module, l.params, Scheduler::InlineDepth, 2);
-    RunResult a = run_in_batches(one, part, 64);
-    RunResult b = run_in_batches(two, part, 64);
+    RunResult a = one.run_batches(part, 64);
+    RunResult b = two.run_batches(part, 64);
     for (size_t i = 0; i < part.size(); ++i) {
       SCOPED_TRACE(c.model);
       expect_close(b.outputs[i], a.outputs[i], i);

@@ -114,7 +114,7 @@ TEST_P(EveryEngineAndScheduler, EqualsTheReferenceAtBatch1_7_64) {
   for (size_t batch : {size_t{1}, size_t{7}, size_t{64}}) {
     size_t count = batch == 1 ? 16 : l.inputs.size();
     std::vector<Value> part(l.inputs.begin(), l.inputs.begin() + count);
-    RunResult got = run_in_batches(*engine, part, batch);
+    RunResult got = engine->run_batches(part, batch);
     ASSERT_EQ(got.outputs.size(), count);
     for (size_t i = 0; i < count; ++i)
       expect_close(got.outputs[i], l.expected[i], fmt::format("batch {}, instance {}", batch, i));
