@@ -7,6 +7,7 @@
 #include "ir/verify.h"
 #include "ir/walk.h"
 #include "lang/frontend.h"
+#include "support/big_stack.h"
 
 namespace acrobat {
 
@@ -31,8 +32,9 @@ void stage_done(const ir::Module& ir, const CompileOptions& options, const std::
 }
 }  // namespace
 
-std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Module> ast,
-                                                 const CompileOptions& options) {
+namespace {
+std::shared_ptr<const ir::Module> compile_here(std::shared_ptr<const ast::Module> ast,
+                                              const CompileOptions& options) {
   const analysis::AnalysisOptions& a = options.analysis;
   auto plan = std::make_shared<analysis::Plan>();
   plan->options = a;
@@ -103,6 +105,18 @@ std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Mod
   dump_after(options, "depth", [&] { return analysis::depth_plan_str(*ir, plan->depth); });
   dump_after(options, "ownership", [&] { return analysis::ownership_str(*ir); });
   return ir;
+}
+}  // namespace
+
+std::shared_ptr<const ir::Module> compile_checked(std::shared_ptr<const ast::Module> ast,
+                                                 const CompileOptions& options) {
+  // Lowering, the passes and the verifier recurse once per nested block, and the language allows
+  // 5000 levels (docs/language.md): they run on a thread with a large stack, as the interpreters
+  // do, so that neither the caller's stack size nor a build's frame sizes (a sanitizer's are
+  // several times larger) decide whether a model compiles.
+  std::shared_ptr<const ir::Module> out;
+  StackThread(kInterpreterStackBytes).run([&] { out = compile_here(std::move(ast), options); });
+  return out;
 }
 
 std::shared_ptr<const ir::Module> compile_model(const std::string& path,

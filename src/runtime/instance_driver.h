@@ -11,7 +11,7 @@
 #include <functional>
 #include <memory>
 
-#include "runtime/big_stack.h"
+#include "support/big_stack.h"
 #include "runtime/fibers.h"
 #include "runtime/graph.h"
 

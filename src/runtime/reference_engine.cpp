@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "runtime/big_stack.h"
+#include "support/big_stack.h"
 #include "runtime/interpreter.h"
 
 namespace acrobat {

@@ -2,7 +2,7 @@
 // with the CPU kernels. It is the correctness baseline the batched engines are compared against.
 #pragma once
 
-#include "runtime/big_stack.h"
+#include "support/big_stack.h"
 #include "runtime/engine.h"
 #include "runtime/interpreter.h"
 

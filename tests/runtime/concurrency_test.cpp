@@ -16,6 +16,7 @@
 #include "runtime/inputs.h"
 #include "runtime/reference_engine.h"
 #include "expect_values.h"
+#include "loaded_model.h"
 
 namespace acrobat {
 namespace {
@@ -101,20 +102,6 @@ std::shared_ptr<const ir::Module> compile_file(const std::string& model, bool co
   return compile_model(std::string(ACROBAT_SOURCE_DIR) + "/models/" + model, o);
 }
 
-std::vector<Value> random_seeds(const ir::Module& m, size_t n) {
-  const auto& f = m.functions[entry_function(m, "main")];
-  const Type& type = f.vars[f.params[0]].type;
-  std::mt19937 rng(11);
-  std::normal_distribution<float> normal;
-  std::vector<Value> out;
-  for (size_t i = 0; i < n; ++i) {
-    Tensor t = Tensor::allocate(type->shape);
-    for (int64_t j = 0; j < t.size(); ++j) t.data[j] = normal(rng);
-    out.push_back(Value::of_tensor(std::move(t)));
-  }
-  return out;
-}
-
 std::unique_ptr<Engine> make_engine(const std::string& name, std::shared_ptr<const ir::Module> m,
                                     std::shared_ptr<const ParamStore> p, Scheduler s) {
   if (name == "batched") return std::make_unique<BatchedEngine>(m, p, s);
@@ -129,7 +116,7 @@ TEST(ConcurrentCalls, TheTreeDecodersSubtreesBatchTogether) {
   auto without = compile_file("drnn.acr", false);
   ASSERT_GT(with->plan->concurrency.num_groups, 0);
   auto params = std::make_shared<ParamStore>(init_params(*with, 4));
-  auto inputs = random_seeds(*with, 64);
+  auto inputs = random_tensor_inputs(*with, 64, 11);
   RunResult want = ReferenceEngine(with, params).run(inputs);
   int64_t nodes = 0;
   for (const auto& v : want.outputs) nodes += v.agg->fields[1].i;

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,21 @@ inline LoadedModel load_model(const std::string& path, const DimOverrides& dims,
   l.inputs = make_inputs(f.vars[f.params[0]].type);
   l.expected = ReferenceEngine(l.module, l.params).run(l.inputs).outputs;
   return l;
+}
+
+// `n` inputs for a `main` that takes one tensor, normally distributed from `seed`.
+inline std::vector<Value> random_tensor_inputs(const ir::Module& m, size_t n, uint32_t seed) {
+  const auto& f = m.functions[entry_function(m, "main")];
+  const Type& type = f.vars[f.params[0]].type;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<Value> out;
+  for (size_t i = 0; i < n; ++i) {
+    Tensor t = Tensor::allocate(type->shape);
+    for (int64_t j = 0; j < t.size(); ++j) t.data[j] = normal(rng);
+    out.push_back(Value::of_tensor(std::move(t)));
+  }
+  return out;
 }
 
 }  // namespace acrobat

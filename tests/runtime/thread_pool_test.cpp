@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "expect_values.h"
+#include "loaded_model.h"
 #include "ir/pipeline.h"
 #include "runtime/aot_engine.h"
 #include "runtime/batched_engine.h"
@@ -184,20 +185,6 @@ TEST(ThreadPool, StartsAndStopsIdleOrJustUsed) {
   }
 }
 
-std::vector<Value> random_seeds(const ir::Module& m, size_t n) {
-  const auto& f = m.functions[entry_function(m, "main")];
-  const Type& type = f.vars[f.params[0]].type;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<Value> out;
-  for (size_t i = 0; i < n; ++i) {
-    Tensor t = Tensor::allocate(type->shape);
-    for (int64_t j = 0; j < t.size(); ++j) t.data[j] = normal(rng);
-    out.push_back(Value::of_tensor(std::move(t)));
-  }
-  return out;
-}
-
 // DRNN grows each tree by decisions read from tensors: every instance runs on a fiber, its child
 // subtree and sibling chain on forked fibers, and at H=256 a batch of its nodes is large enough to
 // be split across the threads. Two threads give the reference engine's outputs on both batched
@@ -209,7 +196,7 @@ TEST(TwoThreads, SplitKernelsUnderFibersAndForks) {
   ASSERT_TRUE(module->plan->tensor_reads);
   ASSERT_GT(module->plan->concurrency.num_groups, 0);
   auto params = std::make_shared<ParamStore>(init_params(*module, 4));
-  auto inputs = random_seeds(*module, 64);
+  auto inputs = random_tensor_inputs(*module, 64, 5);
   RunResult want = ReferenceEngine(module, params).run(inputs);
   AotOptions aot1, aot2;
   aot1.cache_dir = aot2.cache_dir = ACROBAT_TEST_CACHE_DIR;

@@ -1,6 +1,7 @@
 // A worker thread with a large stack. The interpreters recurse on the machine stack once per call of
-// the model (a tree's depth, a list's length), so they run where that recursion fits: the memory is
-// reserved, not committed, until it is used. An engine keeps one such thread for all its runs.
+// the model (a tree's depth, a list's length), and the compiler's passes once per nested block, so
+// they run where that recursion fits: the memory is reserved, not committed, until it is used. An
+// engine keeps one such thread for all its runs; a compilation makes one for itself.
 #pragma once
 
 #include <pthread.h>

@@ -1,4 +1,4 @@
-#include "runtime/big_stack.h"
+#include "support/big_stack.h"
 
 #include <cstring>
 #include <stdexcept>
