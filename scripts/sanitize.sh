@@ -111,7 +111,7 @@ tsan() {
   export ACROBAT_CACHE_DIR="$PWD/$dir/aot-cache"
   local threaded='^(ThreadPool|TwoThreads|Cli|InstanceFibers|Fibers|ForkJoin|ConcurrentCalls)\.'
   threaded+='|^BatchedEngine\.TwoThreadsGiveTheOneThreadOutputs$|^Models/AotEqualsInterpreter\.'
-  threaded+='|^Gemm\.ThreadsShareWeightsSafely$'
+  threaded+='|^Gemm\.ThreadsShareWeightsSafely$|^AotEngine\.ParallelBatchesKeepResultsAndErrorOrder$'
   stage "TSan tests" run_tests "$dir" -R "$threaded" -E '^ConcurrentCalls\.EachMemberCountsItsOwnCallDepth$'
   unset TSAN_OPTIONS ACROBAT_CACHE_DIR
 }

@@ -63,7 +63,7 @@ class Engine {
                         size_t first_instance = 0) = 0;
   // Runs `inputs` in consecutive batches of `batch` instances (0: one batch of all); instance
   // numbers in errors count from the start of `inputs`. By default one run() per batch; the
-  // batched engines overlap consecutive batches where they can (graph_engine.h).
+  // batched engines run consecutive batches side by side where they can (graph_engine.h).
   virtual RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
                                 const std::string& entry = "main");
 };

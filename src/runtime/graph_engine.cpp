@@ -1,7 +1,11 @@
 #include "runtime/graph_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <system_error>
+#include <thread>
 
 namespace acrobat {
 
@@ -40,13 +44,15 @@ GraphEngine::GraphEngine(std::shared_ptr<const ir::Module> module,
 
 GraphEngine::~GraphEngine() = default;
 
-GraphEngine::Lane& GraphEngine::lane(size_t k) {
-  while (lanes_.size() <= k) {
-    auto lane = std::make_unique<Lane>(*module_->plan, packed_, scheduler_, pool_, fibers_);
-    lane->program = make_program(lane->graph, lane->driver);
-    lanes_.push_back(std::move(lane));
-  }
-  return *lanes_[k];
+std::unique_ptr<GraphEngine::Lane> GraphEngine::make_lane(std::shared_ptr<ThreadPool> pool) {
+  auto lane = std::make_unique<Lane>(*module_->plan, packed_, scheduler_, std::move(pool), fibers_);
+  lane->program = make_program(lane->graph, lane->driver);
+  return lane;
+}
+
+GraphEngine::Lane& GraphEngine::lane() {
+  if (!pooled_) pooled_ = make_lane(pool_);
+  return *pooled_;
 }
 
 void GraphEngine::start(Lane& l, int func, const std::vector<Value>& inputs, size_t first_instance,
@@ -78,7 +84,7 @@ RunResult GraphEngine::run(const std::vector<Value>& inputs, const std::string& 
   const int func = entry_function(*module_, entry);
   RunResult result;
   auto t0 = Clock::now();
-  Lane& l = lane(0);
+  Lane& l = lane();
   start(l, func, inputs, first_instance, result.stats);
   result.outputs = finish(l, inputs.size(), result.stats);
   result.stats.wall_seconds = seconds_since(t0);
@@ -88,67 +94,91 @@ RunResult GraphEngine::run(const std::vector<Value>& inputs, const std::string& 
 RunResult GraphEngine::run_batches(const std::vector<Value>& inputs, size_t batch,
                                    const std::string& entry) {
   const size_t step = batch == 0 ? std::max<size_t>(inputs.size(), 1) : batch;
-  // A program that reads tensors runs batches while its host program runs (the driver's flush):
-  // its batches stay one after the other, and so does everything on one thread.
-  if (threads_ == 1 || module_->plan->tensor_reads || inputs.size() <= step)
-    return Engine::run_batches(inputs, batch, entry);
+  if (threads_ == 1 || inputs.size() <= step) return Engine::run_batches(inputs, batch, entry);
   const int func = entry_function(*module_, entry);
-
-  struct InFlight {
-    size_t begin = 0;
-    std::vector<Value> inputs;
-    RunStats stats;
-    Lane* lane = nullptr;
-  };
   RunResult result;
   auto t0 = Clock::now();
-  auto launch = [&](size_t begin, size_t k) {
-    auto b = std::make_unique<InFlight>();
-    b->begin = begin;
-    b->inputs.assign(inputs.begin() + static_cast<ptrdiff_t>(begin),
-                     inputs.begin() + static_cast<ptrdiff_t>(std::min(inputs.size(), begin + step)));
-    b->lane = &lane(k % 2);
-    start(*b->lane, func, b->inputs, begin, b->stats);
-    return b;
-  };
-  // The lanes' peaks add up while both hold a batch: the largest of each lane is reported.
-  int64_t lane_peak[2] = {0, 0};
-  std::unique_ptr<InFlight> current = launch(0, 0);
-  for (size_t k = 0; current; ++k) {
-    // Batch k's host programs are done (or failed: nothing else is in flight yet).
-    current->lane->driver.finish();
-    std::unique_ptr<InFlight> next;
-    if (current->begin + step < inputs.size()) {
-      try {
-        next = launch(current->begin + step, k + 1);
-      } catch (...) {
-        // An input of batch k + 1 that cannot be converted: batch k's errors come first.
-        finish(*current->lane, current->inputs.size(), current->stats);
-        throw;
-      }
-    }
-    std::vector<Value> outputs;
-    try {
-      // What finish() does after the driver, now while batch k + 1's host programs run.
-      outputs = finish(*current->lane, current->inputs.size(), current->stats);
-    } catch (...) {
-      // Batch k's error comes first; batch k + 1 is waited for and its outcome dropped.
-      if (next) {
-        try {
-          next->lane->driver.finish();
-        } catch (...) {
-        }
-      }
-      throw;
-    }
-    lane_peak[k % 2] = std::max(lane_peak[k % 2], current->stats.peak_bytes);
-    result.stats.add(current->stats);
-    for (auto& v : outputs) result.outputs.push_back(std::move(v));
-    current = std::move(next);
-  }
-  result.stats.peak_bytes = lane_peak[0] + lane_peak[1];
+  const size_t batches = (inputs.size() + step - 1) / step;
+  const size_t whole = batches / static_cast<size_t>(threads_) * static_cast<size_t>(threads_);
+  if (whole > 0) run_parallel(func, inputs, step, whole, result);
+  if (whole * step < inputs.size()) run_pooled(func, inputs, whole * step, step, result);
   result.stats.wall_seconds = seconds_since(t0);
   return result;
+}
+
+void GraphEngine::run_parallel(int func, const std::vector<Value>& inputs, size_t step, size_t n,
+                               RunResult& result) {
+  const size_t lanes = std::min(static_cast<size_t>(threads_), n);
+  while (solo_.size() < lanes) solo_.push_back(make_lane(nullptr));
+  struct Done {
+    RunStats stats;
+    std::vector<Value> outputs;
+    std::exception_ptr error;
+  };
+  std::vector<Done> done(n);
+  std::vector<int64_t> peak(lanes, 0);
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> failed{n};  // the lowest batch that failed: later ones are not started
+  auto work = [&](size_t k) {
+    Lane& l = *solo_[k];
+    for (size_t b = next.fetch_add(1); b < failed.load(); b = next.fetch_add(1)) {
+      Done& d = done[b];
+      try {
+        const size_t begin = b * step;
+        std::vector<Value> chunk(
+            inputs.begin() + static_cast<ptrdiff_t>(begin),
+            inputs.begin() + static_cast<ptrdiff_t>(std::min(inputs.size(), begin + step)));
+        start(l, func, chunk, begin, d.stats);
+        d.outputs = finish(l, chunk.size(), d.stats);
+        peak[k] = std::max(peak[k], d.stats.peak_bytes);
+      } catch (...) {
+        d.error = std::current_exception();
+        size_t f = failed.load();
+        while (b < f && !failed.compare_exchange_weak(f, b)) {
+        }
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t k = 1; k < lanes; ++k) {
+    try {
+      helpers.emplace_back(work, k);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: the lanes that run take every batch
+    }
+  }
+  work(0);
+  for (auto& t : helpers) t.join();
+  // Every batch below the first failure ran: its error is the earliest instance's.
+  RunStats stats;
+  for (Done& d : done) {
+    if (d.error) std::rethrow_exception(d.error);
+    stats.add(d.stats);
+    for (auto& v : d.outputs) result.outputs.push_back(std::move(v));
+  }
+  // The lanes' peaks add up while they all hold a batch: the largest of each lane is reported.
+  stats.peak_bytes = 0;
+  for (int64_t p : peak) stats.peak_bytes += p;
+  // The lanes' times ran side by side: their mean is each one's share of the wall time.
+  const double share = 1.0 / static_cast<double>(lanes);
+  stats.host_seconds *= share;
+  stats.schedule_seconds *= share;
+  stats.kernel_seconds *= share;
+  result.stats.add(stats);
+}
+
+void GraphEngine::run_pooled(int func, const std::vector<Value>& inputs, size_t first,
+                             size_t step, RunResult& result) {
+  Lane& l = lane();
+  for (size_t begin = first; begin < inputs.size(); begin += step) {
+    std::vector<Value> chunk(
+        inputs.begin() + static_cast<ptrdiff_t>(begin),
+        inputs.begin() + static_cast<ptrdiff_t>(std::min(inputs.size(), begin + step)));
+    RunStats stats;
+    start(l, func, chunk, begin, stats);
+    for (auto& v : finish(l, chunk.size(), stats)) result.outputs.push_back(std::move(v));
+    result.stats.add(stats);
+  }
 }
 
 }  // namespace acrobat

@@ -277,40 +277,57 @@ std::string error_of(Engine& engine, const std::vector<Value>& inputs) {
 // With two threads, consecutive batches overlap (graph_engine.h): batch k + 1's host programs run
 // while batch k's kernels do. The outputs and schedule are one thread's, the error named is the
 // earliest failing instance's, whichever batch fails first in time, and the engine runs on after it.
-TEST(AotEngine, OverlappedBatchesKeepResultsAndErrorOrder) {
-  auto m = compile_text(
+// Batches side by side on solo lanes (and the pooled lane for what is left) give one run() per
+// batch's outputs and counts and the earliest failing instance's error, for a program that reads
+// tensors (fibers on every lane) as for one that does not, with 2 and 3 threads.
+TEST(AotEngine, ParallelBatchesKeepResultsAndErrorOrder) {
+  const char* sources[] = {
       "dim H = 48\nparam E[5]: f32[1, H]\nparam W: f32[H, H]\n"
-      "def main(n: int) -> f32[1, H] { tanh(matmul(tanh(matmul(E[n], W)), W)) }\n");
-  ASSERT_FALSE(m->plan->tensor_reads);
-  auto params = std::make_shared<ParamStore>(init_params(*m, 3));
-  std::vector<nlohmann::json> rows;
-  for (int i = 0; i < 200; ++i) rows.push_back(i * 7 % 5);
-  auto good = json_inputs(*m, rows);
-  BatchedEngine one(m, params, Scheduler::InlineDepth, 1);
-  RunResult want = one.run_batches(good, 16);
-  BatchedEngine interpreter(m, params, Scheduler::InlineDepth, 2);
-  AotEngine aot(m, params, aot_options(2));
-  for (Engine* engine : {static_cast<Engine*>(&interpreter), static_cast<Engine*>(&aot)}) {
-    SCOPED_TRACE(engine->name());
-    for (auto bad : {std::vector<int>{37}, std::vector<int>{20, 37}, std::vector<int>{37, 199},
-                     std::vector<int>{0, 199}}) {
-      auto inputs = good;
-      for (int i : bad) inputs[i] = json_inputs(*m, {100})[0];
-      try {
-        engine->run_batches(inputs, 16);
-        ADD_FAILURE() << "expected a UserError";
-      } catch (const UserError& e) {
-        EXPECT_NE(std::string(e.what()).find("instance " + std::to_string(bad[0]) + ": index 100 "),
-                  std::string::npos)
-            << e.what();
+      "def main(n: int) -> f32[1, H] { tanh(matmul(tanh(matmul(E[n], W)), W)) }\n",
+      "dim H = 48\nparam E[5]: f32[1, H]\nparam W: f32[H, H]\n"
+      "def main(n: int) -> f32[1, H] {\n"
+      "  let h = tanh(matmul(E[n], W));\n"
+      "  if item(sum(h)) > 0.0 { tanh(matmul(h, W)) } else { h }\n"
+      "}\n"};
+  for (const char* source : sources) {
+    auto m = compile_text(source);
+    SCOPED_TRACE(m->plan->tensor_reads ? "reads tensors" : "reads no tensors");
+    auto params = std::make_shared<ParamStore>(init_params(*m, 3));
+    std::vector<nlohmann::json> rows;
+    for (int i = 0; i < 200; ++i) rows.push_back(i * 7 % 5);
+    auto good = json_inputs(*m, rows);
+    for (size_t batch : {16, 7}) {
+      BatchedEngine one(m, params, Scheduler::InlineDepth, 1);
+      RunResult want = one.run_batches(good, batch);
+      for (int threads : {2, 3}) {
+        BatchedEngine interpreter(m, params, Scheduler::InlineDepth, threads);
+        AotEngine aot(m, params, aot_options(threads));
+        for (Engine* engine : {static_cast<Engine*>(&interpreter), static_cast<Engine*>(&aot)}) {
+          SCOPED_TRACE(std::string(engine->name()) + ", batch " + std::to_string(batch) + ", " +
+                       std::to_string(threads) + " threads");
+          for (auto bad : {std::vector<int>{37}, std::vector<int>{20, 37}, std::vector<int>{37, 199},
+                           std::vector<int>{0, 199}, std::vector<int>{199}}) {
+            auto inputs = good;
+            for (int i : bad) inputs[i] = json_inputs(*m, {100})[0];
+            try {
+              engine->run_batches(inputs, batch);
+              ADD_FAILURE() << "expected a UserError";
+            } catch (const UserError& e) {
+              EXPECT_NE(std::string(e.what()).find("instance " + std::to_string(bad[0]) +
+                                                   ": index 100 "),
+                        std::string::npos)
+                  << e.what();
+            }
+            RunResult got = engine->run_batches(good, batch);
+            ASSERT_EQ(got.outputs.size(), good.size());
+            for (size_t i = 0; i < good.size(); ++i)
+              expect_same(got.outputs[i], want.outputs[i], "instance " + std::to_string(i));
+            EXPECT_EQ(got.stats.nodes, want.stats.nodes);
+            EXPECT_EQ(got.stats.batches, want.stats.batches);
+            EXPECT_EQ(got.stats.instances, 200);
+          }
+        }
       }
-      RunResult got = engine->run_batches(good, 16);
-      ASSERT_EQ(got.outputs.size(), good.size());
-      for (size_t i = 0; i < good.size(); ++i)
-        expect_same(got.outputs[i], want.outputs[i], "instance " + std::to_string(i));
-      EXPECT_EQ(got.stats.nodes, want.stats.nodes);
-      EXPECT_EQ(got.stats.batches, want.stats.batches);
-      EXPECT_EQ(got.stats.instances, 200);
     }
   }
 }
