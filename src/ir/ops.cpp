@@ -34,6 +34,12 @@ namespace {
 ShapeResult ok(std::vector<int64_t> shape) { return {tensor_type(std::move(shape)), ""}; }
 ShapeResult fail(std::string error) { return {nullptr, std::move(error)}; }
 
+// One dimension as the language writes it: a number or a size variable's name.
+std::string dim_str(int64_t d) {
+  std::string s = shape_str({d});
+  return s.substr(1, s.size() - 2);
+}
+
 std::string axis_error(int64_t axis, size_t rank) {
   return "axis " + std::to_string(axis) + " is out of range for a tensor of rank " +
          std::to_string(rank);
@@ -47,8 +53,8 @@ ShapeResult shape_MatMul(Shapes in, const OpAttrs&) {
     return fail("matmul expects two 2-D tensors, found " + shape_str(a) + " and " + shape_str(b));
   if (a[1] != b[0])
     return fail("matmul inner dimensions differ: " + shape_str(a) + " @ " + shape_str(b) +
-                " (expected the left operand's columns " + std::to_string(a[1]) +
-                " to equal the right operand's rows " + std::to_string(b[0]) + ")");
+                " (expected the left operand's columns " + dim_str(a[1]) +
+                " to equal the right operand's rows " + dim_str(b[0]) + ")");
   return ok({a[0], b[1]});
 }
 
@@ -62,9 +68,9 @@ ShapeResult broadcast(Shapes in, const OpAttrs&) {
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1)
       return fail("shapes " + shape_str(a) + " and " + shape_str(b) +
-                  " do not broadcast (dimension " + std::to_string(i) + ": " + std::to_string(da) +
-                  " vs " + std::to_string(db) + ")");
-    out[i] = std::max(da, db);
+                  " do not broadcast (dimension " + std::to_string(i) + ": " + dim_str(da) +
+                  " vs " + dim_str(db) + ")");
+    out[i] = da == 1 ? db : da;  // a size variable is never 1
   }
   return ok(out);
 }
@@ -92,10 +98,9 @@ ShapeResult shape_LayerNorm(Shapes in, const OpAttrs& a) {
   if (in[0].empty()) return fail("layer_norm expects a tensor of rank at least 1, found f32[]");
   int64_t n = in[0].back();
   for (int i = 1; i <= 2; ++i) {
-    if (in[i].empty() || in[i].back() != n || num_elements(in[i]) != n)
+    if (in[i].empty() || in[i].back() != n || is_ragged(in[i]) || num_elements(in[i]) != n)
       return fail(std::string("layer_norm's ") + (i == 1 ? "gamma" : "beta") + " must be f32[" +
-                  std::to_string(n) + "] or f32[1, " + std::to_string(n) + "], found f32" +
-                  shape_str(in[i]));
+                  dim_str(n) + "] or f32[1, " + dim_str(n) + "], found f32" + shape_str(in[i]));
   }
   return ok(in[0]);
 }
@@ -116,6 +121,11 @@ ShapeResult shape_Concat(Shapes in, const OpAttrs& attrs) {
   int axis = normalize_axis(attrs.ints[0], first.size());
   if (axis < 0) return fail(axis_error(attrs.ints[0], first.size()));
   auto out = first;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i].size() == first.size() && is_size_var(in[i][axis]))
+      return fail("concat along axis " + std::to_string(axis) + ": operand " +
+                  std::to_string(i + 1) + " is f32" + shape_str(in[i]) +
+                  ", whose size along it is a size variable (concat joins fixed sizes only)");
   for (size_t i = 1; i < in.size(); ++i) {
     bool compatible = in[i].size() == first.size();
     for (size_t d = 0; compatible && d < first.size(); ++d)
@@ -137,6 +147,9 @@ ShapeResult shape_Slice(Shapes in, const OpAttrs& attrs) {
   int axis = normalize_axis(attrs.ints[2], in[0].size());
   if (axis < 0) return fail(axis_error(attrs.ints[2], in[0].size()));
   int64_t begin = attrs.ints[0], end = attrs.ints[1], n = in[0][axis];
+  if (is_size_var(n))
+    return fail("slice of axis " + std::to_string(axis) + " of f32" + shape_str(in[0]) +
+                ": its size is a size variable, so constant bounds cannot be checked");
   if (begin < 0 || end > n || begin >= end)
     return fail("slice [" + std::to_string(begin) + ", " + std::to_string(end) +
                 ") is not a non-empty range within 0.." + std::to_string(n) + " of axis " +
@@ -163,7 +176,7 @@ ShapeResult shape_Constant(Shapes, const OpAttrs&) { return ok({}); }
 
 ShapeResult shape_Argmax(Shapes in, const OpAttrs&) { return {int_type(), ""}; }
 ShapeResult shape_Item(Shapes in, const OpAttrs&) {
-  if (num_elements(in[0]) != 1)
+  if (is_ragged(in[0]) || num_elements(in[0]) != 1)
     return fail("item reads a tensor of exactly one element, found f32" + shape_str(in[0]));
   return {float_type(), ""};
 }

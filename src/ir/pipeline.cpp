@@ -41,6 +41,15 @@ std::shared_ptr<const ir::Module> compile_here(std::shared_ptr<const ast::Module
 
   // Each pass takes the module and returns the next one with what it found; the verifier checks
   // every module a pass returns.
+  // Size variables are checked (the type checker) but not yet lowered or run.
+  for (const auto& f : ast->funcs)
+    for (const auto& p : f->params)
+      if (!f->size_params.empty() && p.var && p.var->type->kind == TypeKind::Tensor &&
+          is_ragged(p.var->type->shape))
+        throw UserError(p.span.begin,
+                        "parameter " + ("'" + p.name + "'") + " of function '" + f->name +
+                            "' has a size that varies per instance; such models are checked "
+                            "but do not run yet");
   // 2. Lower to A-normal form; lift lambdas; expand split; keep reachable functions.
   ir::Module m = lower_to_ir(std::move(ast));
   auto print_ir = [&] { return ir::print_module(m); };

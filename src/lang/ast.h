@@ -236,6 +236,9 @@ struct FuncDecl {
   ExprPtr body;
   Span span;
   Type type;  // fn(params) -> ret, set by the checker; may mention type_params as Param types
+  // The size variables its parameter types bind (`n` in `x: f32[n, D]`), in order of first
+  // appearance, as shape entries (types.h): set by the checker.
+  std::vector<int64_t> size_params;
 };
 
 struct Module {
@@ -244,6 +247,8 @@ struct Module {
   std::vector<std::unique_ptr<ParamDecl>> params;
   std::vector<std::unique_ptr<TypeDecl>> types;
   std::vector<std::unique_ptr<FuncDecl>> funcs;
+  // The names of the size variables the checker made, by index (types.h; SizeNamesScope).
+  std::vector<std::string> size_names;
 
   const FuncDecl* find_func(const std::string& name) const;
   const AdtDef* find_adt(const std::string& name) const;

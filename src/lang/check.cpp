@@ -9,6 +9,7 @@ namespace acrobat {
 namespace checker {
 
 void Checker::run() {
+  SizeNamesScope names(size_names_);  // errors name size variables as the model does
   declare_dims();
   declare_types();
   declare_params();
@@ -16,6 +17,7 @@ void Checker::run() {
   declare_funcs();
   for (auto& f : m_.funcs) check_func(*f);
   check_recursion();
+  m_.size_names = size_names_;
 }
 
 }  // namespace checker

@@ -16,7 +16,12 @@ constexpr int64_t kBytesPerElement = sizeof(float);
 bool Checker::admit_tensor(const std::vector<int64_t>& shape, const SourceLoc& at,
                            const std::string& what) {
   std::string tensor = what + " f32" + shape_str(shape);
-  std::optional<int64_t> elements = checked_product<int64_t>(shape);
+  // A size variable counts as 1 here: the constant part alone must fit. (An instance's sizes are
+  // for the run to check.)
+  std::vector<int64_t> fixed = shape;
+  for (int64_t& d : fixed)
+    if (is_size_var(d)) d = 1;
+  std::optional<int64_t> elements = checked_product<int64_t>(fixed);
   if (!elements || *elements > kMaxTensorElements) {
     sink_.error(at, tensor + " has " +
                         (elements ? std::to_string(*elements) : "more than " + std::to_string(INT64_MAX)) +

@@ -1,6 +1,7 @@
 // Declarations: top-level names, data types and their constructors, params, function signatures,
 // and the resolution of type syntax into types.
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "ir/ops.h"
@@ -78,6 +79,10 @@ void Checker::declare_funcs() {
     claim_name(f->name, f->span, "function");
     std::vector<Type> params;
     std::set<std::string> seen;
+    // Parameter types declare the function's size variables; the result may only use them.
+    std::vector<std::pair<std::string, int64_t>> sizes;
+    size_scope_ = &sizes;
+    sizes_declarable_ = true;
     for (auto& p : f->params) {
       if (!seen.insert(p.name).second)
         sink_.error(p.span.begin, "duplicate parameter " + quote(p.name) + " of function " +
@@ -87,7 +92,10 @@ void Checker::declare_funcs() {
                                                   p.span});
       params.push_back(p.var->type);
     }
+    sizes_declarable_ = false;
     f->type = func_type(params, resolve_type(*f->ret_expr, f->type_params));
+    size_scope_ = nullptr;
+    for (auto& [name, dim] : sizes) f->size_params.push_back(dim);
     funcs_.emplace(f->name, f.get());  // the first definition keeps its callers (the prelude's)
   }
 }
@@ -103,6 +111,30 @@ Type Checker::resolve_type(const TypeExpr& t, const std::vector<std::string>& ty
       std::vector<int64_t> shape;
       bool ok = true;
       for (auto& d : t.dims) {
+        if (d->kind == DimExpr::Name && !dims_.find(d->name) && !dims_.broken(d->name) &&
+            size_scope_) {
+          // A size variable of the function: known already, or declared by a parameter's type.
+          auto it = std::find_if(size_scope_->begin(), size_scope_->end(),
+                                 [&](const auto& s) { return s.first == d->name; });
+          if (it != size_scope_->end()) {
+            shape.push_back(it->second);
+            continue;
+          }
+          if (sizes_declarable_ && std::islower(static_cast<unsigned char>(d->name[0]))) {
+            size_scope_->emplace_back(d->name, new_size(d->name, true));
+            shape.push_back(size_scope_->back().second);
+            continue;
+          }
+          sink_.error(d->span.begin,
+                      "unknown size " + quote(d->name) +
+                          (sizes_declarable_
+                               ? ": expected an integer, a dim declared earlier, or a size "
+                                 "variable (a lower-case name)"
+                               : ": expected an integer, a dim declared earlier, or a size "
+                                 "variable of the function's parameters"));
+          ok = false;
+          continue;
+        }
         auto v = dims_.eval(*d, sink_);
         if (!v) {
           ok = false;

@@ -39,7 +39,13 @@ void Checker::check_func(FuncDecl& f) {
   current_func_ = &f;
   scope_ = Scope{};
   for (auto& p : f.params) scope_.vars.push_back(p.var);
+  // Annotations in the body may name the function's size variables.
+  std::vector<std::pair<std::string, int64_t>> sizes;
+  for (int64_t d : f.size_params)
+    sizes.emplace_back(size_names_[static_cast<size_t>(size_var_index(d))], d);
+  size_scope_ = &sizes;
   Type body = infer(*f.body);
+  size_scope_ = nullptr;
   // Point at the value the body returns: the expression after its lets, not the first let.
   const Expr* result = f.body.get();
   while (result->kind == ExprKind::Let) result = result->as<Let>().body.get();
@@ -105,7 +111,8 @@ Type Checker::infer_name(Name& n) {
   if (auto it = funcs_.find(n.name); it != funcs_.end()) {
     n.ref = NameRef::Function;
     n.func = it->second;
-    return instantiate(n.func->type, n.func->type_params, n.type_args);
+    Type t = instantiate(n.func->type, n.func->type_params, n.type_args);
+    return n.func->size_params.empty() ? t : instantiate_sizes(t, n.func->size_params);
   }
   if (auto it = ctors_.find(n.name); it != ctors_.end()) {
     n.ref = NameRef::Ctor;

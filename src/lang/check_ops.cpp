@@ -147,7 +147,7 @@ bool Checker::tensor_operands(Call& c, const char* op_name, size_t n,
   for (size_t i = 0; i < n; ++i) {
     Type t = shallow(infer(*c.args[i]));
     if (t->kind == TypeKind::Tensor) {
-      shapes.push_back(t->shape);
+      shapes.push_back(resolve_shape(t->shape));
     } else {
       if (t->kind == TypeKind::Var && error_vars_.count(t->var)) {
         // already reported
@@ -229,6 +229,12 @@ Type Checker::infer_split(Call& c) {
   if (axis < 0) {
     sink_.error(c.span.begin, "split: axis " + std::to_string(attrs.ints[1]) +
                                   " is out of range for f32" + shape_str(shapes[0]));
+    return error_type();
+  }
+  if (is_size_var(shapes[0][axis])) {
+    sink_.error(c.span.begin, "split: axis " + std::to_string(axis) + " of f32" +
+                                  shape_str(shapes[0]) +
+                                  " has a size variable's size; split cuts fixed sizes only");
     return error_type();
   }
   if (parts <= 0 || shapes[0][axis] % parts != 0) {
@@ -315,7 +321,7 @@ Type Checker::binary_type(Binary& b, const Type& l, const Type& r) {
                                       type_str(r));
         return error_type();
       }
-      std::vector<std::vector<int64_t>> shapes = {l->shape, r->shape};
+      std::vector<std::vector<int64_t>> shapes = {resolve_shape(l->shape), resolve_shape(r->shape)};
       ShapeResult res = op_info(OpId::MatMul).shape(shapes, {});
       if (!res.type) {
         sink_.error(b.span.begin, res.error);
@@ -347,7 +353,7 @@ Type Checker::binary_type(Binary& b, const Type& l, const Type& r) {
                            : ""));
       return error_type();
     }
-    std::vector<std::vector<int64_t>> shapes = {l->shape, r->shape};
+    std::vector<std::vector<int64_t>> shapes = {resolve_shape(l->shape), resolve_shape(r->shape)};
     ShapeResult res = op_info(OpId::Add).shape(shapes, {});
     if (!res.type) {
       sink_.error(b.span.begin, sym + ": " + res.error);

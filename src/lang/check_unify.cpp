@@ -39,6 +39,10 @@ Type Checker::shallow(Type t) const {
 
 Type Checker::zonk(const Type& t) const {
   Type s = shallow(t);
+  if (s->kind == TypeKind::Tensor && is_ragged(s->shape)) {
+    std::vector<int64_t> shape = resolve_shape(s->shape);
+    return shape == s->shape ? s : tensor_type(std::move(shape));
+  }
   if (s->kind == TypeKind::Tuple || s->kind == TypeKind::Adt || s->kind == TypeKind::Func) {
     auto copy = std::make_shared<TypeNode>(*s);
     for (auto& a : copy->args) a = zonk(a);
@@ -69,6 +73,12 @@ bool Checker::unify(const Type& a0, const Type& b0) {
     return true;
   }
   if (b->kind == TypeKind::Var) return unify(b, a);
+  if (a->kind == TypeKind::Tensor && b->kind == TypeKind::Tensor) {
+    if (a->shape.size() != b->shape.size()) return false;
+    for (size_t i = 0; i < a->shape.size(); ++i)
+      if (!unify_dim(a->shape[i], b->shape[i])) return false;
+    return true;
+  }
   // Neither is a variable: the same structure as type_equal's, with components unified.
   return same_structure(a, b, [this](const Type& x, const Type& y) { return unify(x, y); });
 }
@@ -88,6 +98,62 @@ Type Checker::instantiate(const Type& t, const std::vector<std::string>& params,
   args_out.clear();
   for (size_t i = 0; i < params.size(); ++i) args_out.push_back(fresh());
   return substitute_params(t, params, args_out);
+}
+
+int64_t Checker::new_size(const std::string& name, bool rigid) {
+  sizes_.push_back(SizeVar{rigid, 0});
+  size_names_.push_back(name);
+  return size_var(static_cast<int>(sizes_.size()) - 1);
+}
+
+int64_t Checker::resolve_dim(int64_t d) const {
+  while (is_size_var(d)) {
+    const SizeVar& s = sizes_[static_cast<size_t>(size_var_index(d))];
+    if (s.rigid || s.bound == 0) break;
+    d = s.bound;
+  }
+  return d;
+}
+
+std::vector<int64_t> Checker::resolve_shape(std::vector<int64_t> shape) const {
+  for (int64_t& d : shape) d = resolve_dim(d);
+  return shape;
+}
+
+bool Checker::unify_dim(int64_t a, int64_t b) {
+  a = resolve_dim(a);
+  b = resolve_dim(b);
+  if (a == b) return true;
+  for (int64_t d : {a, b}) {
+    if (!is_size_var(d)) continue;
+    SizeVar& s = sizes_[static_cast<size_t>(size_var_index(d))];
+    if (s.rigid) continue;
+    s.bound = d == a ? b : a;
+    return true;
+  }
+  return false;
+}
+
+Type Checker::instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> fresh_sizes;
+  for (int64_t d : sizes)
+    fresh_sizes.push_back(new_size(size_names_[static_cast<size_t>(size_var_index(d))], false));
+  std::function<Type(const Type&)> walk = [&](const Type& x) -> Type {
+    if (x->kind == TypeKind::Tensor) {
+      if (!is_ragged(x->shape)) return x;
+      std::vector<int64_t> shape = x->shape;
+      for (int64_t& d : shape)
+        for (size_t k = 0; k < sizes.size(); ++k)
+          if (d == sizes[k]) d = fresh_sizes[k];
+      return tensor_type(std::move(shape));
+    }
+    if (x->args.empty() && !x->ret) return x;
+    auto copy = std::make_shared<TypeNode>(*x);
+    for (auto& a : copy->args) a = walk(a);
+    if (copy->ret) copy->ret = walk(copy->ret);
+    return copy;
+  };
+  return walk(t);
 }
 
 void Checker::zonk_expr(Expr& e) {

@@ -80,6 +80,14 @@ class Checker {
               const std::string& context);
   Type instantiate(const Type& t, const std::vector<std::string>& params,
                    std::vector<Type>& args_out);
+  // Size variables: a new one named `name`; a rigid one stands for itself (a function's own, in
+  // its body), a flexible one (a callee's, instantiated at a call) is bound by unification.
+  int64_t new_size(const std::string& name, bool rigid);
+  int64_t resolve_dim(int64_t d) const;  // follows the bindings of flexible size variables
+  bool unify_dim(int64_t a, int64_t b);
+  std::vector<int64_t> resolve_shape(std::vector<int64_t> shape) const;
+  // A function's type with its size variables replaced by fresh flexible ones.
+  Type instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes);
   void zonk_expr(Expr& e);
 
   // ---------------------------------------------------------------------------------------------
@@ -153,6 +161,17 @@ class Checker {
   std::unordered_map<std::string, const FuncDecl*> funcs_;
   std::vector<Type> subst_;
   std::set<int> error_vars_;
+  // Size variables by index: name, rigid or flexible, and a flexible one's binding (0: none).
+  struct SizeVar {
+    bool rigid = true;
+    int64_t bound = 0;
+  };
+  std::vector<SizeVar> sizes_;
+  std::vector<std::string> size_names_;  // by index, for shape_str (types.h)
+  // While resolve_type runs on a function's signature or body: the size variables it may name,
+  // and whether an unknown lower-case name in a shape declares a new one (parameter types).
+  std::vector<std::pair<std::string, int64_t>>* size_scope_ = nullptr;
+  bool sizes_declarable_ = false;
   Scope scope_;
   FuncDecl* current_func_ = nullptr;
   int64_t memory_;  // this machine's physical memory in bytes: the bound on what a model allocates

@@ -79,7 +79,23 @@ bool is_host_scalar(const Type& t) {
 
 bool is_tensor(const Type& t) { return t->kind == TypeKind::Tensor; }
 
+bool is_ragged(const std::vector<int64_t>& shape) {
+  for (int64_t d : shape)
+    if (is_size_var(d)) return true;
+  return false;
+}
+
+namespace {
+thread_local const std::vector<std::string>* size_names = nullptr;
+}  // namespace
+
+SizeNamesScope::SizeNamesScope(const std::vector<std::string>& names) : previous_(size_names) {
+  size_names = &names;
+}
+SizeNamesScope::~SizeNamesScope() { size_names = previous_; }
+
 int64_t num_elements(const std::vector<int64_t>& shape) {
+  ACROBAT_ASSERT(!is_ragged(shape), "num_elements of a shape with size variables");
   return checked_product<int64_t>(shape).value_or(INT64_MAX);
 }
 
@@ -87,7 +103,17 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";
-    s += std::to_string(shape[i]);
+    if (!is_size_var(shape[i])) {
+      s += std::to_string(shape[i]);
+      continue;
+    }
+    const size_t k = static_cast<size_t>(size_var_index(shape[i]));
+    if (size_names && k < size_names->size()) {
+      s += (*size_names)[k];
+    } else {
+      s += '?';
+      s += std::to_string(k);
+    }
   }
   return s + "]";
 }
@@ -109,12 +135,21 @@ std::string type_str(const Type& t) {
     case TypeKind::Float: return "float";
     case TypeKind::Bool: return "bool";
     case TypeKind::Tensor: return "f32" + shape_str(t->shape);
-    case TypeKind::Tuple:
-      return t->args.size() == 1 ? "(" + type_str(t->args[0]) + ",)" : "(" + list_str(t->args) + ")";
+    case TypeKind::Tuple: {
+      // Appended piece by piece: GCC 12 reports a false -Wrestrict on "(" + std::string here.
+      std::string s = "(";
+      s += t->args.size() == 1 ? type_str(t->args[0]) + "," : list_str(t->args);
+      s += ")";
+      return s;
+    }
     case TypeKind::Adt:
       return t->args.empty() ? t->adt->name : t->adt->name + "[" + list_str(t->args) + "]";
     case TypeKind::Func: return "fn(" + list_str(t->args) + ") -> " + type_str(t->ret);
-    case TypeKind::Var: return "?" + std::to_string(t->var);
+    case TypeKind::Var: {
+      std::string s = "?";
+      s += std::to_string(t->var);
+      return s;
+    }
     case TypeKind::Param: return t->name;
   }
   return "?";

@@ -19,7 +19,7 @@ enum class TypeKind {
   Int,     // host int (64-bit)
   Float,   // host float (64-bit on the host; tensors are f32)
   Bool,    // host bool
-  Tensor,  // f32 tensor of a static shape
+  Tensor,  // f32 tensor: each dimension a constant or a size variable
   Tuple,   // (T1, T2, ...); the empty tuple is the unit type
   Adt,     // user or prelude data type applied to type arguments, e.g. List[int]
   Func,    // fn(T1, ...) -> R
@@ -29,7 +29,7 @@ enum class TypeKind {
 
 struct TypeNode {
   TypeKind kind;
-  std::vector<int64_t> shape;  // Tensor
+  std::vector<int64_t> shape;  // Tensor: a constant (> 0) or a size variable (< 0) per dimension
   std::vector<Type> args;      // Tuple elements, Adt type arguments, Func parameters
   Type ret;                    // Func result
   const AdtDef* adt = nullptr; // Adt
@@ -48,13 +48,34 @@ Type func_type(std::vector<Type> params, Type ret);
 Type var_type(int id);
 Type param_type(std::string name);
 
+// Size variables: a dimension fixed per instance, not per model (`n` in `f32[n, D]`). In a shape
+// a size variable is a negative number: size variable k is -1 - k. The checker numbers them per
+// module (a function's own are rigid inside it, and each call instantiates them afresh).
+inline bool is_size_var(int64_t dim) { return dim < 0; }
+inline int64_t size_var(int k) { return -1 - static_cast<int64_t>(k); }
+inline int size_var_index(int64_t dim) { return static_cast<int>(-1 - dim); }
+// True when some dimension of `shape` is a size variable.
+bool is_ragged(const std::vector<int64_t>& shape);
+// The names shape_str and type_str give size variables (by index) on this thread while one is
+// alive; without one, size variable k prints as `?k`.
+class SizeNamesScope {
+ public:
+  explicit SizeNamesScope(const std::vector<std::string>& names);
+  ~SizeNamesScope();
+  SizeNamesScope(const SizeNamesScope&) = delete;
+  SizeNamesScope& operator=(const SizeNamesScope&) = delete;
+
+ private:
+  const std::vector<std::string>* previous_;
+};
+
 bool is_host_scalar(const Type& t);
 bool is_tensor(const Type& t);
-// The element count of a shape. The checker admits no tensor type above kMaxTensorElements
-// (support/sizes.h), so shapes it made never overflow; a larger one saturates at INT64_MAX rather
-// than wrapping, so that no allocation or loop bound is ever a wrapped number.
+// The element count of a shape without size variables. The checker admits no tensor type above
+// kMaxTensorElements (support/sizes.h), so shapes it made never overflow; a larger one saturates at
+// INT64_MAX rather than wrapping, so that no allocation or loop bound is ever a wrapped number.
 int64_t num_elements(const std::vector<int64_t>& shape);
-std::string shape_str(const std::vector<int64_t>& shape);  // "[1, 256]"
+std::string shape_str(const std::vector<int64_t>& shape);  // "[1, 256]", "[n, 512]"
 std::string type_str(const Type& t);
 // Structural equality; type variables compare by id.
 bool type_equal(const Type& a, const Type& b);

@@ -31,6 +31,47 @@ TEST(Check, ShippedModels) {
   }
 }
 
+// Size variables (`n` in f32[n, D]) flow through operators, annotations and calls: each call
+// instantiates the callee's afresh, so one function serves instances of every size.
+TEST(Check, SizeVariablesFlowThroughOperatorsAndCalls) {
+  auto m = parse_model_text("ragged.acr", R"(
+dim D = 8
+param Wq: f32[D, D]
+param g: f32[D]
+param b: f32[D]
+def attend(q: f32[k, D], v: f32[k, D]) -> f32[k, D] { softmax(q @ transpose(v) * 0.125) @ v }
+def both(x: f32[n, D], y: f32[m, D]) -> (f32[n, D], f32[m, D]) { (attend(x, x), attend(y, y)) }
+def main(x: f32[n, D]) -> (f32[n, D], f32[1, D], f32[n, n], (f32[n, D], f32[1, D])) {
+  let q: f32[n, D] = x @ Wq;
+  let s = q @ transpose(x);
+  let y = layer_norm(attend(q, x) + x, g, b);
+  (y, mean(y, axis=0), s, both(x, sum(x, axis=0)))
+}
+)",
+                             {});
+  SizeNamesScope names(m->size_names);
+  auto type_of = [&](const char* fn) { return type_str(m->find_func(fn)->type); };
+  EXPECT_EQ(type_of("attend"), "fn(f32[k, 8], f32[k, 8]) -> f32[k, 8]");
+  EXPECT_EQ(type_of("both"), "fn(f32[n, 8], f32[m, 8]) -> (f32[n, 8], f32[m, 8])");
+  EXPECT_EQ(type_str(m->find_func("main")->body->type),
+            "(f32[n, 8], f32[1, 8], f32[n, n], (f32[n, 8], f32[1, 8]))");
+  EXPECT_EQ(m->find_func("main")->size_params.size(), 1u);
+  EXPECT_EQ(m->find_func("both")->size_params.size(), 2u);
+}
+
+// The checker accepts them; lowering says that they do not run yet, at the parameter.
+TEST(Check, SizeVariablesDoNotCompileYet) {
+  try {
+    compile_text("def main(x: f32[n, 4]) -> f32[1, 4] { sum(x, axis=0) }\n");
+    ADD_FAILURE() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(":1:10: error: parameter 'x' of function 'main' has a size that "
+                                         "varies per instance"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Check, GenericFunctionAtSeveralTypes) {
   auto m = compile_text(R"(
 def id[a](x: a) -> a { x }
