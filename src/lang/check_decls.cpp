@@ -112,6 +112,15 @@ Type Checker::resolve_type(const TypeExpr& t, const std::vector<std::string>& ty
       bool ok = true;
       for (auto& d : t.dims) {
         if (d->kind == DimExpr::Name && !dims_.find(d->name) && !dims_.broken(d->name) &&
+            !size_scope_ && std::islower(static_cast<unsigned char>(d->name[0]))) {
+          sink_.error(d->span.begin,
+                      "unknown size " + quote(d->name) +
+                          ": expected an integer or a dim declared earlier (a size that varies "
+                          "per instance can only be a function parameter's)");
+          ok = false;
+          continue;
+        }
+        if (d->kind == DimExpr::Name && !dims_.find(d->name) && !dims_.broken(d->name) &&
             size_scope_) {
           // A size variable of the function: known already, or declared by a parameter's type.
           auto it = std::find_if(size_scope_->begin(), size_scope_->end(),

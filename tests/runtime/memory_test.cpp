@@ -5,8 +5,8 @@
 // and without tensor reads in the loop, and gives the reference engine's outputs; with the release
 // switched off (--disable release) the peak grows with the count, so the measurement can tell.
 // Every case of the ownership analysis gives the reference engine's outputs with released buffers
-// poisoned, with each other analysis off in turn. The buffer pool reuses what is released and holds
-// no more than the most it ever had in use.
+// poisoned, with each other analysis off in turn. The buffer pool reuses what is released (for a
+// request of up to half its size too) and holds no more than twice the most it ever had in use.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -160,13 +160,19 @@ TEST(BufferPool, SizeClasses) {
   }
 }
 
-TEST(BufferPool, ReusesReleasedBuffersAndHoldsNoMoreThanItsMostInUse) {
+TEST(BufferPool, ReusesReleasedBuffersAndHoldsNoMoreThanTwiceItsMostInUse) {
   BufferPool pool;
   float* a = pool.alloc(1000);
   pool.release(a, 1000);
   EXPECT_EQ(pool.alloc(995), a);  // the same class
   pool.release(a, 995);
-  // Requests whose sizes drift: the memory held stays under the most ever in use.
+  EXPECT_EQ(pool.alloc(600), a);  // a smaller class, at least half the buffer's
+  EXPECT_EQ(pool.bytes_in_use(), 1008 * sizeof(float));  // counted at the buffer's size
+  pool.release(a, 600);
+  float* b = pool.alloc(400);  // less than half: a buffer of its own
+  EXPECT_NE(b, a);
+  pool.release(b, 400);
+  // Requests whose sizes drift: the memory held stays under twice the most ever in use.
   size_t most = 0;
   std::vector<std::pair<float*, size_t>> live;
   for (int round = 0; round < 40; ++round) {
@@ -175,7 +181,7 @@ TEST(BufferPool, ReusesReleasedBuffersAndHoldsNoMoreThanItsMostInUse) {
       live.emplace_back(pool.alloc(n), n);
       live.back().first[n - 1] = 1.0f;  // writable to the end
       most = std::max(most, pool.bytes_in_use());
-      EXPECT_LE(pool.bytes_held(), most) << "round " << round;
+      EXPECT_LE(pool.bytes_held(), 2 * most) << "round " << round;
     }
     // Release all but the newest two.
     while (live.size() > 2) {
@@ -185,7 +191,7 @@ TEST(BufferPool, ReusesReleasedBuffersAndHoldsNoMoreThanItsMostInUse) {
   }
   for (auto [p, n] : live) pool.release(p, n);
   EXPECT_EQ(pool.bytes_in_use(), 0u);
-  EXPECT_LE(pool.bytes_held(), most);
+  EXPECT_LE(pool.bytes_held(), 2 * most);
 }
 
 // tests/golden/ownership/ownership.acr holds a function for each case of the analysis (dups, moves,
