@@ -41,11 +41,17 @@ std::shared_ptr<const ir::Module> compile_here(std::shared_ptr<const ast::Module
 
   // Each pass takes the module and returns the next one with what it found; the verifier checks
   // every module a pass returns.
-  // Size variables are checked (the type checker) but not yet lowered or run.
+  // Size variables are checked (the type checker) but not yet lowered or run. A function has some
+  // when a parameter's type mentions one, at any depth (a tuple, a list, a function type).
+  std::function<bool(const Type&)> ragged = [&](const Type& t) {
+    if (t->kind == TypeKind::Tensor) return is_ragged(t->shape);
+    for (const auto& a : t->args)
+      if (ragged(a)) return true;
+    return t->ret && ragged(t->ret);
+  };
   for (const auto& f : ast->funcs)
     for (const auto& p : f->params)
-      if (!f->size_params.empty() && p.var && p.var->type->kind == TypeKind::Tensor &&
-          is_ragged(p.var->type->shape))
+      if (!f->size_params.empty() && p.var && ragged(p.var->type))
         throw UserError(p.span.begin,
                         "parameter " + ("'" + p.name + "'") + " of function '" + f->name +
                             "' has a size that varies per instance; such models are checked "

@@ -70,6 +70,16 @@ TEST(Check, SizeVariablesDoNotCompileYet) {
               std::string::npos)
         << e.what();
   }
+  // A size variable inside a tuple parameter is found too (it must never reach lowering).
+  try {
+    compile_text("def main(p: (f32[n, 4], f32[n, 4])) -> f32[1, 4] { sum(p.0 + p.1, axis=0) }\n");
+    ADD_FAILURE() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(":1:10: error: parameter 'p' of function 'main' has a "
+                                         "size that varies per instance"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Check, GenericFunctionAtSeveralTypes) {
