@@ -118,7 +118,10 @@ Prepared prepare(const RunOptions& o) {
   p.output_type = f.ret;
   p.spec = parse_input_spec(o.input);
   p.vocab = o.vocab.empty() ? default_vocab(p.spec) : o.vocab;
-  p.inputs = load_inputs(p.spec, f.vars[f.params[0]].type, p.vocab, o.limit);
+  {
+    SizeNamesScope names(p.module->plan->size_names);  // messages name the model's sizes
+    p.inputs = load_inputs(p.spec, f.vars[f.params[0]].type, p.vocab, o.limit);
+  }
   if (o.params.empty()) {
     std::cerr << "note: no --params given; parameters initialised from seed " << o.seed << "\n";
     p.params = std::make_shared<ParamStore>(init_params(*p.module, o.seed));

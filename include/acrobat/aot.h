@@ -15,7 +15,7 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 6;
+inline constexpr uint32_t kAbiVersion = 7;
 
 struct Obj;
 
@@ -98,6 +98,10 @@ struct AotHost {
   // reach any more. Only for lazy tensors: call them through dup_ref and drop_ref below.
   void (*dup)(AotContext* ctx, Val tensor);
   void (*drop)(AotContext* ctx, Val tensor);
+  // The rows of the indexed param of IR site `site` (a gather) that the List[int] `list` of
+  // `length` entries picks, one after another, in memory that lasts the run; fails (as `fail`) for
+  // an index out of range or an empty list.
+  const float* (*gather)(AotContext* ctx, int32_t site, Val list, int64_t length);
   // Kernels (single-threaded; the runtime splits batches across threads).
   float* (*scratch)(AotContext* ctx, int64_t floats);  // valid until the kernel returns
   // C[M,N] (+)= A[M,K] @ W for reuse weights W, A rows lda apart.
@@ -146,7 +150,9 @@ struct AotModel {
   const char* isa;          // ACROBAT_AOT_ISA as the object was compiled: what its CPU must have
   int32_t num_blocks;
   const BlockKernel* kernels;  // by block id
-  Val (*entry)(AotContext* ctx, int32_t function, Val input);  // calls function `function`
+  // Calls function `function` with its parameters args[0..]: the instance, then the values of its
+  // size variables (ir::Function::size_params).
+  Val (*entry)(AotContext* ctx, int32_t function, const Val* args);
 };
 
 }  // namespace acrobat::aot

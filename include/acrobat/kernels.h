@@ -18,6 +18,12 @@ namespace acrobat::kernels {
 void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
           bool accumulate);
 
+// C[M,N] = op(A) op(B) (+ C) where op(X) is X, or X^T when trans_x (then X is stored [K, M] or
+// [N, K], row-major with its row stride). For products of per-instance operands read where they
+// lie: column slices, heads and transposed views (runtime/ragged_blocks.h).
+void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
+                  const float* B, int ldb, float* C, int ldc, bool accumulate);
+
 // The ways a GEMM can be carried out; the dispatcher picks one from M, N, K by rules measured on this
 // machine (bench/gemm_bench prints the table the rules come from).
 enum class GemmPath {

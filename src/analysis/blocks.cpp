@@ -15,6 +15,7 @@
 //    once) is reuse too. Without the analysis modes stay unknown and the engine checks per batch.
 #include "analysis/blocks.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -27,7 +28,9 @@ bool is_tensor_op(const ir::Rhs& r) {
   return r.kind == ir::RhsKind::Op && op_info(r.op).op_class != OpClass::HostRead;
 }
 
-bool is_batched_op(const ir::Rhs& r) { return is_tensor_op(r) && !r.args.empty(); }
+bool is_batched_op(const ir::Rhs& r) {
+  return is_tensor_op(r) && (!r.args.empty() || !r.sizes.empty());
+}
 
 bool ends_block(const ir::Rhs& r) {
   return r.kind == ir::RhsKind::Call || r.kind == ir::RhsKind::If ||
@@ -86,7 +89,8 @@ void mark_bias_fusion(StaticBlock& s) {
       const BlockOperand& bias = add.operands[1 - side];
       if (!self.local || self.index != static_cast<int>(k) || bias.local) continue;
       const BlockArg& b = s.args[bias.index];
-      if (num_elements(b.shape) != mm.shape[1] || b.shape.back() != mm.shape[1]) continue;
+      if (is_ragged(b.shape) || num_elements(b.shape) != mm.shape[1] || b.shape.back() != mm.shape[1])
+        continue;
       if (b.known && b.mode != ArgMode::Reuse) continue;
       mm.bias_arg = bias.index;
       add.fused = true;
@@ -171,8 +175,14 @@ class BlockFormer {
       }
       if (!is_batched_op(r)) continue;
       if (s.name.empty()) s.name = r.span.begin.str();
-      BlockOp op{&r, bind.var, {}, r.type->shape, num_elements(r.type->shape),
+      const bool ragged = is_ragged(r.type->shape);
+      BlockOp op{&r, bind.var, {}, r.type->shape, ragged ? 0 : num_elements(r.type->shape),
                  used.count(bind.var) > 0};
+      for (const ir::SizeArg& z : r.sizes) {
+        if (std::find(s.sizes.begin(), s.sizes.end(), z.dim) != s.sizes.end()) continue;
+        s.sizes.push_back(z.dim);
+        s.size_vars.push_back(z.value.var);
+      }
       for (const auto& a : r.args) {
         auto l = local.find(a.var);
         if (l != local.end()) {
@@ -198,7 +208,7 @@ class BlockFormer {
         if (!(op.rhs->op == OpId::MatMul && a == 1)) arg.weights_only = false;
         if (op.rhs->op != OpId::Concat) arg.concat_only = false;
       }
-    mark_views(s);
+    if (!s.ragged()) mark_views(s);  // ragged blocks decide their views per batch
     mark_bias_fusion(s);
     bool any_lazy = false;
     for (const auto& a : s.args) any_lazy = any_lazy || a.may_be_lazy;
@@ -214,10 +224,11 @@ class BlockFormer {
     a.var = var;
     a.shape = f.vars[var].type->shape;
     const ir::Rhs* def = defs_[var];
-    if (def && def->kind == ir::RhsKind::Op && def->args.empty()) {
+    if (def && def->kind == ir::RhsKind::Op && def->args.empty() && def->sizes.empty()) {
       a.may_be_lazy = false;  // a constant
       a.mode = ArgMode::Reuse;
-    } else if (def && (def->kind == ir::RhsKind::ParamLoad || def->kind == ir::RhsKind::ParamIndex)) {
+    } else if (def && (def->kind == ir::RhsKind::ParamLoad || def->kind == ir::RhsKind::ParamIndex ||
+                       def->kind == ir::RhsKind::ParamGather)) {
       a.may_be_lazy = false;
     }
     if (reuse_) {

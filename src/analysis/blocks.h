@@ -23,8 +23,8 @@ struct BlockOp {
   const ir::Rhs* rhs;
   int var;  // the IR variable the operator defines
   std::vector<BlockOperand> operands;
-  std::vector<int64_t> shape;
-  int64_t size = 0;
+  std::vector<int64_t> shape;  // may have size variables (the block's `sizes`)
+  int64_t size = 0;            // elements per instance; 0 when the shape has size variables
   bool escapes = false;  // code after the block reads it: it outlives its batch
   // A slice of a leading-1 region of an operator of the block is not copied: its output is a view
   // into the operand's rows.
@@ -57,7 +57,13 @@ struct StaticBlock {
   size_t begin, end;  // bindings [begin, end) of `block`; the block starts at a tensor operator
   std::vector<BlockOp> ops;  // the batched operators (tensor operands); constants are not here
   std::vector<BlockArg> args;
-  int64_t flops = 0;  // one execution
+  int64_t flops = 0;  // one execution (of the operators without size variables)
+  // The size variables in the shapes of its operators and arguments (types.h), and the host int
+  // variables holding their values, which the host program records with each execution. A block
+  // with some is ragged: its instances' shapes differ, and it runs through runtime/ragged_blocks.h.
+  std::vector<int64_t> sizes;
+  std::vector<int> size_vars;
+  bool ragged() const { return !sizes.empty(); }
   // Depth of the block relative to the start of its phase when it is fixed by the program: 1 when
   // no argument can be a pending tensor; 0 when it is computed at run time (1 + the deepest input).
   int static_depth = 0;
@@ -73,7 +79,8 @@ std::vector<StaticBlock> form_static_blocks(const ir::Module& module, const Reus
 // True for a binding that starts or continues a static block: a tensor operator other than a
 // tensor-to-host read.
 bool is_tensor_op(const ir::Rhs& r);
-// Tensor operators with tensor operands; constants (no operands) are evaluated once per engine.
+// Tensor operators with tensor operands, or with sizes (zeros(n, D)); constants (no operands,
+// fixed shapes) are evaluated once per engine.
 bool is_batched_op(const ir::Rhs& r);
 // Bindings that end a static block: calls, ifs, matches, tensor-to-host reads.
 bool ends_block(const ir::Rhs& r);

@@ -10,9 +10,6 @@ namespace acrobat::analysis {
 
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
 
 std::string flops_text(int64_t flops) {
   if (flops >= 1000000) return fmt::format("{:.2f} MFLOP", flops * 1e-6);
@@ -28,6 +25,7 @@ class Explainer {
   }
 
   std::string run() {
+    SizeNamesScope names(plan_.size_names);
     const AnalysisOptions& o = plan_.options;
     out_ += fmt::format(
         "analyses: specialise {}, reuse {}, clone {}, ghosts {}, phases {}, concurrent {}\n",
@@ -93,7 +91,7 @@ class Explainer {
                                            : std::string("depth 1 + deepest input");
     std::string phase = top ? fmt::format("phase {}", phase_) : std::string("caller's phase");
     out_ += fmt::format("  block #{} at {}: {} ops, {}, {}, {}\n", s.id, s.name, s.ops.size(),
-                        depth, phase, flops_text(s.flops));
+                        depth, phase, s.ragged() ? "FLOPs per instance" : flops_text(s.flops));
     std::vector<std::string> ops;
     for (const auto& op : s.ops) {
       std::string name = op_info(op.rhs->op).name;
@@ -109,10 +107,16 @@ class Explainer {
       std::string mode = a.known ? arg_mode_name(a.mode) : "checked per batch";
       if (a.param >= 0) mode += " @" + m_.params[a.param].name;
       else if (a.known && a.mode == ArgMode::Reuse) mode += " (constant)";
-      out_ += fmt::format("    arg {} {}: {}\n", var, shape_text(a.shape), mode);
+      out_ += fmt::format("    arg {} {}: {}\n", var, shape_str(a.shape), mode);
     }
-    out_ += "    kernel plan:\n";
-    std::string listing = kernel_plan_str(s, plan_.kernels[s.id]);
+    if (s.ragged()) {
+      std::vector<std::string> sizes;
+      for (size_t z = 0; z < s.sizes.size(); ++z)
+        sizes.push_back(dim_str(s.sizes[z]) + " = " + ir::var_str(fn, s.size_vars[z]));
+      out_ += fmt::format("    sizes per instance: {}\n", fmt::join(sizes, ", "));
+    }
+    out_ += s.ragged() ? "    ragged plan (packed rows, no padding):\n" : "    kernel plan:\n";
+    std::string listing = s.ragged() ? ragged_plan_str(s, plan_.ragged[s.id]) : kernel_plan_str(s, plan_.kernels[s.id]);
     for (size_t at = 0; at < listing.size();) {
       size_t end = listing.find('\n', at);
       out_ += "    " + listing.substr(at, end - at + 1);

@@ -4,6 +4,7 @@
 // `acrobat explain` read it.
 #pragma once
 
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "analysis/depth.h"
 #include "analysis/kernel_plan.h"
 #include "analysis/ownership.h"
+#include "analysis/ragged_plan.h"
 #include "analysis/reuse.h"
 #include "analysis/tail_calls.h"
 #include "transforms/specialise.h"
@@ -34,7 +36,8 @@ struct Plan {
   std::vector<SpecialisationRecord> specialisations;
   ReuseInfo reuse;  // empty when options.reuse is off
   std::vector<StaticBlock> blocks;
-  std::vector<KernelPlan> kernels;  // per block: how one batched call computes it
+  std::vector<KernelPlan> kernels;  // per block: how one batched call computes it (empty: ragged)
+  std::vector<RaggedPlan> ragged;   // per block: how a ragged one is computed (empty: not ragged)
   std::vector<int> block_at_site;  // by IR site: the static block starting there, -1 for none
   // The block starting at `r`, or null.
   const StaticBlock* block_at(const ir::Rhs& r) const {
@@ -48,6 +51,8 @@ struct Plan {
   // Where the host program hands references to lazy tensors over and gives them up; disabled when
   // options.release is off.
   OwnershipPlan ownership;
+  // The names of the size variables (types.h), for messages about an instance's sizes.
+  std::vector<std::string> size_names;
   // Whether the host program reads tensors (argmax, item): the engines then run each instance on a
   // fiber of its own (runtime/fibers.h).
   bool tensor_reads = false;

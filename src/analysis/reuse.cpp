@@ -386,6 +386,7 @@ class ReuseAnalysis {
       case RhsKind::Op:
       case RhsKind::Host:
       case RhsKind::Construct:
+      case RhsKind::ParamGather:  // rows copied per instance
       case RhsKind::MakeClosure: return Abs::scatter();
     }
     return Abs::scatter();

@@ -72,10 +72,12 @@ class Emitter {
     for (size_t f = 0; f < m_.functions.size(); ++f) function(static_cast<int>(f));
     for (int arity : closure_arities()) dispatcher(arity);
     entry();
+    // A ragged block runs through the runtime's ragged executor (runtime/ragged_blocks.h).
+    auto has_kernel = [](const StaticBlock& s) { return !s.ops.empty() && !s.ragged(); };
     for (const auto& s : plan_.blocks)
-      if (!s.ops.empty()) kernel(s);
+      if (has_kernel(s)) kernel(s);
     out_ += "const BlockKernel kKernels[] = {";
-    for (const auto& s : plan_.blocks) out_ += s.ops.empty() ? "nullptr, " : fmt::format("kernel{}, ", s.id);
+    for (const auto& s : plan_.blocks) out_ += has_kernel(s) ? fmt::format("kernel{}, ", s.id) : "nullptr, ";
     out_ += "nullptr};\n\n}  // namespace\n";
     return out_;
   }
@@ -138,10 +140,14 @@ class Emitter {
   }
 
   void entry() {
-    out_ += "Val entry(AotContext* ctx, int32_t function, Val input) {\n  switch (function) {\n";
-    for (size_t f = 0; f < m_.functions.size(); ++f)
-      if (m_.functions[f].params.size() == 1 && m_.functions[f].num_captures == 0)
-        out_ += fmt::format("    case {}: return f{}(ctx, input);\n", f, f);
+    out_ += "Val entry(AotContext* ctx, int32_t function, const Val* args) {\n  switch (function) {\n";
+    for (size_t f = 0; f < m_.functions.size(); ++f) {
+      const ir::Function& fn = m_.functions[f];
+      if (fn.declared_params() != 1 || fn.num_captures != 0) continue;
+      std::string args;
+      for (size_t p = 0; p < fn.params.size(); ++p) args += fmt::format(", args[{}]", p);
+      out_ += fmt::format("    case {}: return f{}(ctx{});\n", f, f, args);
+    }
     out_ += "  }\n  ctx->host->fail(ctx, -1, function, 0);\n  __builtin_unreachable();\n}\n\n";
   }
 
@@ -284,8 +290,10 @@ class Emitter {
       }
     }
     if (!s.ops.empty()) {
+      // The block's tensors, then the values of its size variables.
       std::string args;
       for (const auto& a : s.args) args += fmt::format("{}v{}", args.empty() ? "" : ", ", a.var);
+      for (int v : s.size_vars) args += fmt::format("{}v{}", args.empty() ? "" : ", ", v);
       line(fmt::format("const Val args[] = {{{}}};", args));
       line(fmt::format("ctx->host->record(ctx, {}, args);", s.id));
     }
@@ -359,6 +367,10 @@ class Emitter {
                          r.index));
         break;
       }
+      case ir::RhsKind::ParamGather:
+        line(fmt::format("{} = T(ctx->host->gather(ctx, {}, {}, {}.i));", v, site, atom(r.args[0]),
+                         atom(r.sizes[0].value)));
+        break;
       case ir::RhsKind::If: {
         line(fmt::format("if ({}.i) {{", atom(r.args[0])));
         branch(v, r.then_block, branch_actions(r, 0), r.type, plan_.depth.ghost(r, 0));
@@ -476,6 +488,9 @@ class Emitter {
     Type t = atom_type(r.args[0]);
     std::string a = atom(r.args[0]);
     if (r.host_op == ir::HostOp::Not) return line(fmt::format("{} = I(!{}.i);", v, a));
+    if (r.host_op == ir::HostOp::Length)  // Nil has no fields, Cons(head, tail) two
+      return line(fmt::format("{{ int64_t n = 0; for (const Obj* o = {}.p; o->size != 0; o = o->fields[1].p) ++n; {} = I(n); }}",
+                              a, v));
     bool is_int = t->kind == TypeKind::Int, is_bool = t->kind == TypeKind::Bool;
     if (r.host_op == ir::HostOp::Neg) {
       if (!is_int) return line(fmt::format("{} = F(-{}.f);", v, a));
@@ -693,9 +708,9 @@ class Emitter {
   // param take the library's grouped matmul.
   void matmul(const StaticBlock& s, const std::vector<Src>& src, int k, bool bias) {
     const BlockOp& op = s.ops[k];
-    int64_t M = op.shape[0], N = op.shape[1];
+    // A stack of matrices [H, M, K] times the weights is the panel [H * M, K] times them.
     const auto left_shape = operand_shape(s, op.operands[0]);
-    int64_t K = left_shape[1];
+    int64_t K = left_shape.back(), M = num_elements(left_shape) / K, N = op.shape.back();
     Src a = operand_src(s, src, op.operands[0]);
     int w = op.operands[1].index;
     line("{");

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "lang/ast.h"
+
 namespace acrobat::ir {
 
 const char* host_op_name(HostOp op) {
@@ -19,6 +21,7 @@ const char* host_op_name(HostOp op) {
     case HostOp::Ge: return "ge";
     case HostOp::Eq: return "eq";
     case HostOp::Ne: return "ne";
+    case HostOp::Length: return "length";
   }
   return "?";
 }
@@ -102,6 +105,13 @@ RhsPtr make_param_index(int param, Atom index, Type t, Span s) {
   r->args = {index};
   return r;
 }
+RhsPtr make_param_gather(int param, Atom list, SizeArg length, Type t, Span s) {
+  auto r = node(RhsKind::ParamGather, std::move(t), std::move(s));
+  r->index = param;
+  r->args = {list};
+  r->sizes = {length};
+  return r;
+}
 RhsPtr make_closure(int func, std::vector<Atom> captures, Type t, Span s) {
   auto r = node(RhsKind::MakeClosure, std::move(t), std::move(s));
   r->callee_func = func;
@@ -136,6 +146,8 @@ class Printer {
       : m_(m), out_(out), notes_(notes) {}
 
   void module() {
+    static const std::vector<std::string> no_names;
+    SizeNamesScope names(m_.source ? m_.source->size_names : no_names);
     for (auto& [name, value] : m_.dims) out_ << "dim " << name << " = " << value << "\n";
     for (auto& p : m_.params) {
       out_ << "param @" << p.name;
@@ -197,6 +209,21 @@ class Printer {
 
   void indent(int depth) { out_ << std::string(2 * depth, ' '); }
 
+  // An attribute: a number, or the name of a size variable.
+  static std::string attr(const OpAttrs& a, size_t i) {
+    return a.is_size(i) ? dim_str(a.ints[i]) : std::to_string(a.ints[i]);
+  }
+
+  // Where a node's size variables come from: ` sizes(n=%n.2, ...)`.
+  void sizes(const Rhs& r) {
+    if (r.sizes.empty()) return;
+    out_ << " sizes(";
+    for (size_t i = 0; i < r.sizes.size(); ++i) {
+      out_ << (i ? ", " : "") << dim_str(r.sizes[i].dim) << "=" << atom(r.sizes[i].value);
+    }
+    out_ << ")";
+  }
+
   void notes(const std::vector<std::string>& lines, int depth) {
     for (const auto& l : lines) {
       indent(depth);
@@ -248,15 +275,17 @@ class Printer {
         for (auto& spec : specs) {
           if (spec.variadic) {
             out_ << (r.args.empty() && i == 0 ? "" : ", ") << spec.name << "=[";
-            for (size_t j = i; j < r.attrs.ints.size(); ++j) out_ << (j > i ? ", " : "") << r.attrs.ints[j];
+            for (size_t j = i; j < r.attrs.ints.size(); ++j) out_ << (j > i ? ", " : "") << attr(r.attrs, j);
             out_ << "]";
             i = r.attrs.ints.size();
           } else if (i < r.attrs.ints.size()) {
-            out_ << ", " << spec.name << "=" << r.attrs.ints[i++];
+            out_ << ", " << spec.name << "=" << attr(r.attrs, i);
+            ++i;
           }
         }
         if (r.op == OpId::Constant) out_ << "value=" << atom(Atom::floating(r.attrs.value));
         out_ << ")";
+        sizes(r);
         break;
       }
       case RhsKind::Host: out_ << "host." << host_op_name(r.host_op) << "(" << atoms(r.args) << ")"; break;
@@ -272,6 +301,10 @@ class Printer {
       case RhsKind::Proj: out_ << atom(r.args[0]) << "." << r.index; break;
       case RhsKind::ParamLoad: out_ << "@" << m_.params[r.index].name; break;
       case RhsKind::ParamIndex: out_ << "@" << m_.params[r.index].name << "[" << atom(r.args[0]) << "]"; break;
+      case RhsKind::ParamGather:
+        out_ << "gather @" << m_.params[r.index].name << "[" << atom(r.args[0]) << "]";
+        sizes(r);
+        break;
       case RhsKind::MakeClosure:
         out_ << "closure @" << m_.functions[r.callee_func].name << "(" << atoms(r.args) << ")";
         break;

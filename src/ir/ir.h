@@ -40,8 +40,9 @@ struct Atom {
   static Atom function(int f) { Atom a; a.kind = Func; a.func = f; return a; }
 };
 
-// Host scalar operations (int/float/bool); && and || are lowered to `if`.
-enum class HostOp { Add, Sub, Mul, Div, Mod, Neg, Not, Lt, Le, Gt, Ge, Eq, Ne };
+// Host scalar operations (int/float/bool); && and || are lowered to `if`. Length: the number of
+// elements of a List (the size of the tensor a list of indices gathers).
+enum class HostOp { Add, Sub, Mul, Div, Mod, Neg, Not, Lt, Le, Gt, Ge, Eq, Ne, Length };
 const char* host_op_name(HostOp op);
 
 enum class RhsKind {
@@ -54,6 +55,8 @@ enum class RhsKind {
   Proj,        // tuple field
   ParamLoad,   // a whole param tensor
   ParamIndex,  // one tensor of an indexed param, chosen by a host int (embedding lookup)
+  ParamGather, // the rows of an indexed param chosen by a List[int], one after another
+               // ([len, E]); args: the list; sizes: len
   MakeClosure, // a lifted lambda with its captured values
   If,
   Match,
@@ -87,6 +90,13 @@ struct Clause {
   Block body;
 };
 
+// The value of a size variable (types.h) where a node needs it: a host int variable of the
+// function (a parameter the callers pass, a list's length, a lambda's capture).
+struct SizeArg {
+  int64_t dim;  // the size variable's shape entry
+  Atom value;
+};
+
 struct Rhs {
   // The fields a host program reads for every binding come first: they share a cache line.
   RhsKind kind;
@@ -105,7 +115,10 @@ struct Rhs {
   Type type;  // the type of the bound value
   Span span;
   OpAttrs attrs;                   // Op
-  int64_t flops = 0;               // Op: FLOPs of one execution (shapes are static)
+  int64_t flops = 0;               // Op: FLOPs of one execution (0 when its shapes have sizes)
+  // Op, ParamGather: the values of the size variables in its operand and result types and its
+  // attributes, each once.
+  std::vector<SizeArg> sizes;
   Block then_block, else_block;    // If (args[0] is the condition)
   std::vector<Clause> clauses;     // Match (args[0] is the scrutinee)
 };
@@ -121,6 +134,7 @@ RhsPtr make_tuple(std::vector<Atom> args, Type t, Span s);
 RhsPtr make_proj(Atom tuple, int index, Type t, Span s);
 RhsPtr make_param_load(int param, Type t, Span s);
 RhsPtr make_param_index(int param, Atom index, Type t, Span s);
+RhsPtr make_param_gather(int param, Atom list, SizeArg length, Type t, Span s);
 RhsPtr make_closure(int func, std::vector<Atom> captures, Type t, Span s);
 RhsPtr make_if(Atom cond, Block then_block, Block else_block, Type t, Span s);
 RhsPtr make_match(Atom scrutinee, std::vector<Clause> clauses, Type t, Span s);
@@ -153,6 +167,11 @@ struct Function {
   std::vector<std::string> type_params;
   std::vector<int> params;     // variables bound on entry; for a lifted lambda, captures first
   int num_captures = 0;        // lifted lambdas: how many leading params are captured values
+  // The size variables of the parameters' types (`n` in `x: f32[n, D]`), in order: the last
+  // size_params.size() params are host ints holding their values, which every call passes (an
+  // engine passes the entry function's from the instance's shapes).
+  std::vector<int64_t> size_params;
+  size_t declared_params() const { return params.size() - size_params.size(); }
   Type ret;
   Block body;
   std::vector<VarInfo> vars;

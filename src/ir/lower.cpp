@@ -1,6 +1,8 @@
 #include "ir/lower.h"
 
+#include <algorithm>
 #include <deque>
+#include <functional>
 #include <map>
 
 #include "ir/walk.h"
@@ -17,6 +19,7 @@ class Lowering {
   explicit Lowering(std::shared_ptr<const A::Module> src) : src_(std::move(src)) {}
 
   Module run() {
+    SizeNamesScope names(src_->size_names);  // size variables' variables take their names
     Module m;
     m.source = src_;
     for (auto& d : src_->dims) m.dims.emplace_back(d->name, d->resolved);
@@ -66,6 +69,12 @@ class Lowering {
     std::map<const A::LocalVar*, int> locals;
     int lambda_count = 0;
     int block_depth = 0;  // blocks open around the one being lowered
+    // Size variables: the host int variable holding each one's value (types.h).
+    std::map<int64_t, int> sizes;
+    // A lambda's: the function it is lowered inside, and the values its closure captures for the
+    // size variables it takes from there (added as the body needs them; lower_size).
+    Context* outer = nullptr;
+    std::vector<Atom> size_captures;
   };
 
   // Blocks inside blocks (the branches of if and match, the right operand of && and ||, the rest of
@@ -98,20 +107,66 @@ class Lowering {
   }
 
   Atom emit(Block& b, RhsPtr rhs, const std::string& name = "") {
-    if (rhs->kind == RhsKind::Op) rhs = with_flops(rhs);
+    if (rhs->kind == RhsKind::Op) rhs = with_sizes(with_flops(rhs));
     int v = new_var(name, rhs->type, rhs->span);
     b.bindings.push_back(Binding{v, std::move(rhs)});
     return Atom::variable(v);
   }
 
-  // Counts an operator's FLOPs once, here, where its operand shapes are known.
+  // Counts an operator's FLOPs once, here, where its operand shapes are known; with size variables
+  // in them the engines count per instance.
   RhsPtr with_flops(const RhsPtr& rhs) {
     std::vector<std::vector<int64_t>> shapes;
-    for (const Atom& a : rhs->args) shapes.push_back(ctx_->fn->vars[a.var].type->shape);
+    bool ragged = rhs->attrs.sizes != 0;
+    for (const Atom& a : rhs->args) {
+      shapes.push_back(ctx_->fn->vars[a.var].type->shape);
+      ragged = ragged || is_ragged(shapes.back());
+    }
     std::vector<int64_t> out = is_tensor(rhs->type) ? rhs->type->shape : std::vector<int64_t>{1};
+    ragged = ragged || is_ragged(out);
     auto copy = std::make_shared<Rhs>(*rhs);
-    copy->flops = op_info(rhs->op).flops(shapes, out, rhs->attrs);
+    copy->flops = ragged ? 0 : op_info(rhs->op).flops(shapes, out, rhs->attrs);
     return copy;
+  }
+
+  // An operator whose types or attributes mention size variables gets their values.
+  RhsPtr with_sizes(const RhsPtr& rhs) {
+    std::vector<int64_t> dims;
+    auto note = [&](int64_t d) {
+      if (is_size_var(d) && std::find(dims.begin(), dims.end(), d) == dims.end()) dims.push_back(d);
+    };
+    for (const Atom& a : rhs->args)
+      for (int64_t d : ctx_->fn->vars[a.var].type->shape) note(d);
+    if (is_tensor(rhs->type))
+      for (int64_t d : rhs->type->shape) note(d);
+    for (size_t i = 0; i < rhs->attrs.ints.size(); ++i)
+      if (rhs->attrs.is_size(i)) note(rhs->attrs.ints[i]);
+    if (dims.empty()) return rhs;
+    auto copy = std::make_shared<Rhs>(*rhs);
+    for (int64_t d : dims) copy->sizes.push_back(SizeArg{d, lower_size(d)});
+    return copy;
+  }
+
+  // The value of size `dim` in the function being lowered: a constant, or the variable holding
+  // it, which a lambda captures from the function around it (and so on outwards).
+  Atom lower_size(int64_t dim) {
+    if (!is_size_var(dim)) return Atom::integer(dim);
+    return Atom::variable(size_var_in(*ctx_, dim));
+  }
+  int size_var_in(Context& c, int64_t dim) {
+    auto it = c.sizes.find(dim);
+    if (it != c.sizes.end()) return it->second;
+    ACROBAT_ASSERT(c.outer, "a size variable reached lowering outside the function that binds it");
+    const int outer = size_var_in(*c.outer, dim);
+    Function& fn = *c.fn;
+    fn.vars.push_back(VarInfo{"", int_type(), fn.span});
+    const int v = static_cast<int>(fn.vars.size()) - 1;
+    fn.vars[v].name = dim_str(dim);
+    fn.params.insert(fn.params.begin() + fn.num_captures, v);
+    ++fn.num_captures;
+    c.size_captures.push_back(Atom::variable(outer));
+    c.sizes[dim] = v;
+    return v;
   }
 
   void lower_function(const A::FuncDecl& decl, int index) {
@@ -121,10 +176,16 @@ class Lowering {
     fn.type_params = decl.type_params;
     fn.ret = decl.type->ret;
     fn.span = decl.span;
-    Context ctx{&fn, index, {}, 0};
+    Context ctx{&fn, index, {}, 0, 0, {}, nullptr, {}};
     Context* saved = ctx_;
     ctx_ = &ctx;
     for (auto& p : decl.params) fn.params.push_back(bind_local(p.var));
+    for (int64_t d : decl.size_params) {
+      int v = new_var(dim_str(d), int_type(), decl.span);
+      fn.params.push_back(v);
+      fn.size_params.push_back(d);
+      ctx.sizes[d] = v;
+    }
     fn.body = lower_block(*decl.body);
     ctx_ = saved;
     functions_[index] = std::move(fn);
@@ -149,8 +210,16 @@ class Lowering {
       case A::ExprKind::Index: {
         auto& ix = e.as<A::Index>();
         Atom idx = lower(*ix.index, b);
-        return emit(b, make_param_index(param_index_.at(ix.base->as<A::Name>().param), idx, e.type,
-                                        e.span));
+        const int param = param_index_.at(ix.base->as<A::Name>().param);
+        if (ix.index->type->kind == TypeKind::Adt) {
+          // A list of indices: its length is the gathered tensor's size (types.h), bound here.
+          const int64_t dim = e.type->shape[0];
+          Atom len = emit(b, make_host(HostOp::Length, {idx}, int_type(), ix.index->span));
+          ctx_->fn->vars[len.var].name = dim_str(dim);
+          ctx_->sizes[dim] = len.var;
+          return emit(b, make_param_gather(param, idx, SizeArg{dim, len}, e.type, e.span));
+        }
+        return emit(b, make_param_index(param, idx, e.type, e.span));
       }
       case A::ExprKind::Proj: {
         auto& p = e.as<A::Proj>();
@@ -247,12 +316,15 @@ class Lowering {
           if (is_tensor(a->type)) args.push_back(lower(*a, b));
         OpAttrs attrs;
         attrs.ints = c.attrs;
+        attrs.sizes = c.attr_sizes;
         return emit(b, make_op(op, args, attrs, c.type, c.span));
       }
       std::vector<Atom> args;
       for (auto& a : c.args) args.push_back(lower(*a, b));
-      if (n.ref == A::NameRef::Function)
+      if (n.ref == A::NameRef::Function) {
+        for (int64_t d : call_sizes(*n.func, n.type)) args.push_back(lower_size(d));
         return emit(b, make_call(func_index(n.func), args, c.type, c.span));
+      }
       if (n.ref == A::NameRef::Ctor) return emit(b, make_construct(n.ctor, args, c.type, c.span));
       Atom callee = lower_name(n, b);
       return emit(b, make_indirect_call(callee, args, c.type, c.span));
@@ -261,6 +333,32 @@ class Lowering {
     std::vector<Atom> args;
     for (auto& a : c.args) args.push_back(lower(*a, b));
     return emit(b, make_indirect_call(callee, args, c.type, c.span));
+  }
+
+  // What a call of `f`, whose type at the call is `at` (the checker instantiated and solved it),
+  // binds f's size variables to, in the order of f's size parameters: constants or the caller's
+  // size variables.
+  static std::vector<int64_t> call_sizes(const A::FuncDecl& f, const Type& at) {
+    if (f.size_params.empty()) return {};
+    std::map<int64_t, int64_t> bound;
+    std::function<void(const Type&, const Type&)> walk = [&](const Type& decl, const Type& inst) {
+      if (decl->kind == TypeKind::Tensor && inst->kind == TypeKind::Tensor) {
+        for (size_t i = 0; i < decl->shape.size() && i < inst->shape.size(); ++i)
+          if (is_size_var(decl->shape[i])) bound.emplace(decl->shape[i], inst->shape[i]);
+        return;
+      }
+      for (size_t i = 0; i < decl->args.size() && i < inst->args.size(); ++i)
+        walk(decl->args[i], inst->args[i]);
+    };
+    for (size_t i = 0; i < f.type->args.size() && i < at->args.size(); ++i)
+      walk(f.type->args[i], at->args[i]);
+    std::vector<int64_t> out;
+    for (int64_t d : f.size_params) {
+      auto it = bound.find(d);
+      ACROBAT_ASSERT(it != bound.end(), "a call binds no value to a size variable of '" + f.name + "'");
+      out.push_back(it->second);
+    }
+    return out;
   }
 
   // split(x, n, axis) -> (slice(x, 0, k), slice(x, k, 2k), ...)
@@ -465,13 +563,17 @@ class Lowering {
     fn.ret = l.body->type;
     fn.span = l.span;
     fn.num_captures = static_cast<int>(l.captures.size());
-    Context inner{&fn, index, {}, 0};
+    Context inner{&fn, index, {}, 0, 0, {}, nullptr, {}};
+    inner.outer = ctx_;
     Context* outer = ctx_;
     ctx_ = &inner;
     for (auto& c : l.captures) fn.params.push_back(bind_local(c));
     for (auto& p : l.params) fn.params.push_back(bind_local(p.var));
     fn.body = lower_block(*l.body);
     ctx_ = outer;
+    // Size variables of the function around it that the body uses are captured too (after the
+    // checker's captures, as lower_size inserted their parameters).
+    captured.insert(captured.end(), inner.size_captures.begin(), inner.size_captures.end());
     functions_[index] = std::move(fn);
     return emit(b, make_closure(index, captured, l.type, l.span));
   }

@@ -34,12 +34,6 @@ namespace {
 ShapeResult ok(std::vector<int64_t> shape) { return {tensor_type(std::move(shape)), ""}; }
 ShapeResult fail(std::string error) { return {nullptr, std::move(error)}; }
 
-// One dimension as the language writes it: a number or a size variable's name.
-std::string dim_str(int64_t d) {
-  std::string s = shape_str({d});
-  return s.substr(1, s.size() - 2);
-}
-
 std::string axis_error(int64_t axis, size_t rank) {
   return "axis " + std::to_string(axis) + " is out of range for a tensor of rank " +
          std::to_string(rank);
@@ -49,13 +43,22 @@ std::string axis_error(int64_t axis, size_t rank) {
 ShapeResult shape_MatMul(Shapes in, const OpAttrs&) {
   const auto& a = in[0];
   const auto& b = in[1];
-  if (a.size() != 2 || b.size() != 2)
-    return fail("matmul expects two 2-D tensors, found " + shape_str(a) + " and " + shape_str(b));
-  if (a[1] != b[0])
+  // [M, K] @ [K, N]; a stack of matrices [H, M, K] @ [H, K, N] (one product per leading index);
+  // or [H, M, K] @ [K, N] (one right operand for every matrix of the stack).
+  const bool ranks = (a.size() == 2 && b.size() == 2) || (a.size() == 3 && (b.size() == 2 || b.size() == 3));
+  if (!ranks)
+    return fail("matmul expects [M, K] @ [K, N], [H, M, K] @ [H, K, N] or [H, M, K] @ [K, N], found " +
+                shape_str(a) + " and " + shape_str(b));
+  if (a.size() == 3 && b.size() == 3 && a[0] != b[0])
+    return fail("matmul of two stacks of matrices needs as many in each: " + shape_str(a) + " @ " +
+                shape_str(b) + " (expected " + dim_str(a[0]) + " to equal " + dim_str(b[0]) + ")");
+  const int64_t k_left = a.back(), k_right = b[b.size() - 2];
+  if (k_left != k_right)
     return fail("matmul inner dimensions differ: " + shape_str(a) + " @ " + shape_str(b) +
-                " (expected the left operand's columns " + dim_str(a[1]) +
-                " to equal the right operand's rows " + dim_str(b[0]) + ")");
-  return ok({a[0], b[1]});
+                " (expected the left operand's columns " + dim_str(k_left) +
+                " to equal the right operand's rows " + dim_str(k_right) + ")");
+  if (a.size() == 2) return ok({a[0], b[1]});
+  return ok({a[0], a[1], b.back()});
 }
 
 ShapeResult broadcast(Shapes in, const OpAttrs&) {
@@ -147,26 +150,63 @@ ShapeResult shape_Slice(Shapes in, const OpAttrs& attrs) {
   int axis = normalize_axis(attrs.ints[2], in[0].size());
   if (axis < 0) return fail(axis_error(attrs.ints[2], in[0].size()));
   int64_t begin = attrs.ints[0], end = attrs.ints[1], n = in[0][axis];
-  if (is_size_var(n))
-    return fail("slice of axis " + std::to_string(axis) + " of f32" + shape_str(in[0]) +
-                ": its size is a size variable, so constant bounds cannot be checked");
-  if (begin < 0 || end > n || begin >= end)
-    return fail("slice [" + std::to_string(begin) + ", " + std::to_string(end) +
-                ") is not a non-empty range within 0.." + std::to_string(n) + " of axis " +
-                std::to_string(axis));
   auto out = in[0];
+  if (attrs.is_size(0))
+    return fail("slice: the begin of a slice must be a constant; a size variable may only be its "
+                "end, as in slice(x, 0, n)");
+  if (attrs.is_size(1)) {
+    // The first `end` entries of the axis; that they exist is checked per instance (slice_checks).
+    if (begin != 0)
+      return fail("slice [" + std::to_string(begin) + ", " + dim_str(end) +
+                  "): a slice that ends at a size variable must begin at 0");
+    out[axis] = end;
+    return ok(out);
+  }
+  // Constant bounds of an axis whose size is a size variable are checked per instance.
+  if (begin < 0 || (!is_size_var(n) && end > n) || begin >= end)
+    return fail("slice [" + std::to_string(begin) + ", " + std::to_string(end) +
+                ") is not a non-empty range within 0.." + dim_str(n) + " of axis " +
+                std::to_string(axis));
   out[axis] = end - begin;
   return ok(out);
 }
 
 ShapeResult shape_Transpose(Shapes in, const OpAttrs&) {
-  if (in[0].size() != 2) return fail("transpose expects a 2-D tensor, found f32" + shape_str(in[0]));
-  return ok({in[0][1], in[0][0]});
+  const auto& x = in[0];
+  if (x.size() != 2 && x.size() != 3)
+    return fail("transpose expects a 2-D tensor or a stack of matrices [H, M, N], found f32" +
+                shape_str(x));
+  auto out = x;
+  std::swap(out[out.size() - 1], out[out.size() - 2]);
+  return ok(out);
+}
+
+ShapeResult shape_Heads(Shapes in, const OpAttrs& attrs) {
+  const auto& x = in[0];
+  const int64_t h = attrs.ints[0];
+  if (x.size() != 2)
+    return fail("heads expects a 2-D tensor [M, H * E], found f32" + shape_str(x));
+  if (h <= 0) return fail("the number of heads must be positive, found " + std::to_string(h));
+  if (is_size_var(x[1]) || x[1] % h != 0)
+    return fail(std::to_string(h) + " heads need columns a multiple of " +
+                std::to_string(h) + ", found f32" + shape_str(x));
+  return ok({h, x[0], x[1] / h});
+}
+
+ShapeResult shape_MergeHeads(Shapes in, const OpAttrs&) {
+  const auto& x = in[0];
+  if (x.size() != 3 || is_size_var(x[0]) || is_size_var(x[2]))
+    return fail("merge_heads expects a stack of head matrices [H, M, E] with H and E fixed, found f32" +
+                shape_str(x));
+  std::optional<int64_t> cols = checked_mul(x[0], x[2]);
+  if (!cols) return fail("merge_heads: the merged size overflows 64-bit integers");
+  return ok({x[1], *cols});
 }
 
 ShapeResult constant_shape(Shapes, const OpAttrs& attrs) {
-  for (int64_t d : attrs.ints)
-    if (d <= 0) return fail("tensor sizes must be positive, found " + std::to_string(d));
+  for (size_t i = 0; i < attrs.ints.size(); ++i)
+    if (attrs.ints[i] <= 0 && !attrs.is_size(i))
+      return fail("tensor sizes must be positive, found " + std::to_string(attrs.ints[i]));
   // Too many elements for one tensor is reported by the checker, for every operator's result.
   return ok(attrs.ints);
 }
@@ -174,7 +214,12 @@ ShapeResult shape_Zeros(Shapes in, const OpAttrs& a) { return constant_shape(in,
 ShapeResult shape_Ones(Shapes in, const OpAttrs& a) { return constant_shape(in, a); }
 ShapeResult shape_Constant(Shapes, const OpAttrs&) { return ok({}); }
 
-ShapeResult shape_Argmax(Shapes in, const OpAttrs&) { return {int_type(), ""}; }
+ShapeResult shape_Argmax(Shapes in, const OpAttrs&) {
+  if (is_ragged(in[0]))
+    return fail("argmax reads a tensor of a fixed size, found f32" + shape_str(in[0]) +
+                " (slice a fixed part of it first)");
+  return {int_type(), ""};
+}
 ShapeResult shape_Item(Shapes in, const OpAttrs&) {
   if (is_ragged(in[0]) || num_elements(in[0]) != 1)
     return fail("item reads a tensor of exactly one element, found f32" + shape_str(in[0]));
@@ -194,8 +239,8 @@ int64_t out_elements(Shapes, const std::vector<int64_t>& out, const OpAttrs&) {
 int64_t in_elements(Shapes in, const std::vector<int64_t>&, const OpAttrs&) {
   return num_elements(in[0]);
 }
-int64_t flops_MatMul(Shapes in, const std::vector<int64_t>&, const OpAttrs&) {
-  return flop_product({2, in[0][0], in[0][1], in[1][1]});
+int64_t flops_MatMul(Shapes in, const std::vector<int64_t>& out, const OpAttrs&) {
+  return flop_product({2, num_elements(out), in[0].back()});
 }
 #define ACROBAT_ELEMENTWISE_FLOPS(id) \
   int64_t flops_##id(Shapes in, const std::vector<int64_t>& out, const OpAttrs& a) { \
@@ -240,6 +285,12 @@ int64_t flops_Slice(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) 
   return zero_flops(in, o, a);
 }
 int64_t flops_Transpose(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
+  return zero_flops(in, o, a);
+}
+int64_t flops_Heads(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
+  return zero_flops(in, o, a);
+}
+int64_t flops_MergeHeads(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
   return zero_flops(in, o, a);
 }
 int64_t flops_Zeros(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
@@ -298,6 +349,14 @@ const std::vector<OpInfo>& table() {
 }  // namespace
 
 const OpInfo& op_info(OpId id) { return table()[static_cast<size_t>(id)]; }
+
+std::string instance_shape_error(OpId op, Shapes in, const OpAttrs& attrs, const std::string& sizes) {
+  ShapeResult r = op_info(op).shape(in, attrs);
+  if (r.type) return "";
+  const std::string name = op_info(op).name;
+  const bool named = r.error.rfind(name + " ", 0) == 0;
+  return (named ? r.error : name + ": " + r.error) + " (with this instance's sizes " + sizes + ")";
+}
 
 const OpInfo* find_op(const std::string& name) {
   static const std::map<std::string, const OpInfo*> by_name = [] {

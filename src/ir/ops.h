@@ -35,9 +35,14 @@ enum class OpClass {
 const char* op_class_name(OpClass c);
 
 // Integer attributes of one call, after defaults are applied, plus the value of a `constant`.
+// An integer attribute may be a size variable (`slice(x, 0, n)`, `zeros(n, D)`): it then holds the
+// size variable's shape entry (types.h) and its bit in `sizes` is set.
 struct OpAttrs {
   std::vector<int64_t> ints;
   double value = 0;
+  uint64_t sizes = 0;  // bit i: ints[i] is a size variable
+
+  bool is_size(size_t i) const { return i < 64 && ((sizes >> i) & 1) != 0; }
 };
 
 struct OpAttrSpec {
@@ -72,6 +77,12 @@ struct OpInfo {
 const OpInfo& op_info(OpId id);
 // Looks an operator up by its name in the language; nullptr when there is none.
 const OpInfo* find_op(const std::string& name);
+
+// An operator whose shapes have size variables checks them again when an instance runs, on that
+// instance's shapes and attributes (size variables replaced by their values): the message a
+// user error gives when the instance breaks the shape rule, "" when it does not. `sizes` names
+// the instance's sizes, e.g. "n = 1".
+std::string instance_shape_error(OpId op, Shapes in, const OpAttrs& attrs, const std::string& sizes);
 
 // Normalises a possibly negative axis for a tensor of `rank`; returns -1 when out of range.
 int normalize_axis(int64_t axis, size_t rank);

@@ -6,6 +6,7 @@
 #include "ir/lower.h"
 #include "ir/verify.h"
 #include "ir/walk.h"
+#include "lang/ast.h"
 #include "lang/frontend.h"
 #include "support/big_stack.h"
 
@@ -41,21 +42,6 @@ std::shared_ptr<const ir::Module> compile_here(std::shared_ptr<const ast::Module
 
   // Each pass takes the module and returns the next one with what it found; the verifier checks
   // every module a pass returns.
-  // Size variables are checked (the type checker) but not yet lowered or run. A function has some
-  // when a parameter's type mentions one, at any depth (a tuple, a list, a function type).
-  std::function<bool(const Type&)> ragged = [&](const Type& t) {
-    if (t->kind == TypeKind::Tensor) return is_ragged(t->shape);
-    for (const auto& a : t->args)
-      if (ragged(a)) return true;
-    return t->ret && ragged(t->ret);
-  };
-  for (const auto& f : ast->funcs)
-    for (const auto& p : f->params)
-      if (!f->size_params.empty() && p.var && ragged(p.var->type))
-        throw UserError(p.span.begin,
-                        "parameter " + ("'" + p.name + "'") + " of function '" + f->name +
-                            "' has a size that varies per instance; such models are checked "
-                            "but do not run yet");
   // 2. Lower to A-normal form; lift lambdas; expand split; keep reachable functions.
   ir::Module m = lower_to_ir(std::move(ast));
   auto print_ir = [&] { return ir::print_module(m); };
@@ -95,7 +81,8 @@ std::shared_ptr<const ir::Module> compile_here(std::shared_ptr<const ast::Module
   plan->block_at_site.assign(static_cast<size_t>(ir->num_sites), -1);
   for (const auto& s : plan->blocks) {
     plan->block_at_site[s.block->bindings[s.begin].rhs->site] = s.id;
-    plan->kernels.push_back(analysis::plan_kernel(s));
+    plan->kernels.push_back(s.ragged() ? analysis::KernelPlan{} : analysis::plan_kernel(s));
+    plan->ragged.push_back(analysis::plan_ragged(s));
   }
 
   // 7. Ghost operations and phases.
@@ -111,6 +98,7 @@ std::shared_ptr<const ir::Module> compile_here(std::shared_ptr<const ast::Module
         if (bind.rhs->kind == ir::RhsKind::Op && op_info(bind.rhs->op).op_class == OpClass::HostRead)
           plan->tensor_reads = true;
     });
+  if (ir->source) plan->size_names = ir->source->size_names;
   ir->plan = plan;
   // Blocks and depth only read the IR: one check after both covers them, and the plan they made
   // with it (every node the plan keys a decision by must be one of the module's). `blocks` prints

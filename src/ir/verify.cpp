@@ -61,6 +61,7 @@ class Verifier {
       case RhsKind::Proj: return "a projection";
       case RhsKind::ParamLoad: return "a param load";
       case RhsKind::ParamIndex: return "a param index";
+      case RhsKind::ParamGather: return "a param gather";
       case RhsKind::MakeClosure: return "a closure";
       case RhsKind::If: return "an if";
       case RhsKind::Match: return "a match";
@@ -110,6 +111,14 @@ class Verifier {
       fail(std::to_string(fn.num_captures) + " captures but " + std::to_string(fn.params.size()) +
            " parameters");
     for (int p : fn.params) define(p, "a parameter", nullptr);
+    if (fn.size_params.size() > fn.params.size() - static_cast<size_t>(fn.num_captures))
+      fail(std::to_string(fn.size_params.size()) + " size parameters but " +
+           std::to_string(fn.params.size() - static_cast<size_t>(fn.num_captures)) + " parameters");
+    for (size_t i = 0; i < fn.size_params.size(); ++i) {
+      const Type& t = fn.vars[fn.params[fn.declared_params() + i]].type;
+      if (!is_size_var(fn.size_params[i]) || !t || t->kind != TypeKind::Int)
+        fail("size parameter " + std::to_string(i) + " is not a host int holding a size variable");
+    }
     block(fn.body, f);
   }
 
@@ -176,6 +185,14 @@ class Verifier {
 
   void rhs(const Rhs& r, int f) {
     for (const Atom& a : r.args) use(a, &r);
+    for (const SizeArg& z : r.sizes) {
+      use(z.value, &r);
+      const Type& t = atom_type(z.value);
+      if (!is_size_var(z.dim) || (z.value.kind != Atom::Int && !(t && t->kind == TypeKind::Int)))
+        fail("a size variable's value that is not a host int, or a size that is none", &r);
+    }
+    if (!r.sizes.empty() && r.kind != RhsKind::Op && r.kind != RhsKind::ParamGather)
+      fail("sizes on a node that takes none", &r);
     auto operands = [&](size_t n) {
       if (r.args.size() != n)
         fail(std::to_string(r.args.size()) + " operands where " + std::to_string(n) + " belong",
@@ -192,7 +209,7 @@ class Verifier {
         break;
       }
       case RhsKind::Host:
-        operands(r.host_op == HostOp::Neg || r.host_op == HostOp::Not ? 1 : 2);
+        operands(r.host_op == HostOp::Neg || r.host_op == HostOp::Not || r.host_op == HostOp::Length ? 1 : 2);
         break;
       case RhsKind::MakeTuple: break;
       case RhsKind::Call: call(r); break;
@@ -218,7 +235,10 @@ class Verifier {
       }
       case RhsKind::ParamLoad:
       case RhsKind::ParamIndex:
+      case RhsKind::ParamGather:
         operands(r.kind == RhsKind::ParamLoad ? 0 : 1);
+        if (r.kind == RhsKind::ParamGather && r.sizes.size() != 1)
+          fail("a gather without its length", &r);
         if (r.index < 0 || static_cast<size_t>(r.index) >= m_.params.size())
           fail("param " + std::to_string(r.index) + " is out of range (the module has " +
                    std::to_string(m_.params.size()) + " params)",

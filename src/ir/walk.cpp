@@ -22,6 +22,7 @@ void atom_read(const Atom& a, std::set<int>& out) {
 
 void vars_read(const Rhs& r, std::set<int>& out) {
   for (const auto& a : r.args) atom_read(a, out);
+  for (const auto& z : r.sizes) atom_read(z.value, out);
   atom_read(r.callee, out);
   vars_read(r.then_block, 0, out);
   vars_read(r.else_block, 0, out);

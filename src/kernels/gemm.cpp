@@ -433,6 +433,13 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
   gemm_via(choose_plain_gemm_path(M, N, K), M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
+void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
+                  const float* B, int ldb, float* C, int ldc, bool accumulate) {
+  if (!trans_a && !trans_b) return gemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              M, N, K, 1.0f, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+}
+
 void gemm_via(GemmPath path, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
               float* C, int ldc, bool accumulate) {
   check_gemm_args(M, N, K, lda, ldb, ldc);

@@ -96,6 +96,7 @@ struct Call : Expr {
   std::vector<ExprPtr> args;
   std::vector<NamedArg> named;       // `axis=0` style static attributes of operators
   std::vector<int64_t> attrs;        // set by the checker for operator calls
+  uint64_t attr_sizes = 0;           // which of them are size variables (OpAttrs::sizes)
   double value_attr = 0;             // set by the checker for constants
   Call() : Expr(ExprKind::Call) {}
 };

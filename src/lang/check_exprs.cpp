@@ -112,7 +112,15 @@ Type Checker::infer_name(Name& n) {
     n.ref = NameRef::Function;
     n.func = it->second;
     Type t = instantiate(n.func->type, n.func->type_params, n.type_args);
-    return n.func->size_params.empty() ? t : instantiate_sizes(t, n.func->size_params);
+    if (n.func->size_params.empty()) return t;
+    if (&n != direct_callee_) {
+      sink_.error(n.span.begin, "function " + quote(n.name) +
+                                    " has sizes that vary per instance (size variables) and can "
+                                    "only be called, not used as a value; call it from a lambda "
+                                    "instead, e.g. fn(x) { " + n.name + "(x) }");
+      return error_type();
+    }
+    return instantiate_sizes(t, n.func->size_params);
   }
   if (auto it = ctors_.find(n.name); it != ctors_.end()) {
     n.ref = NameRef::Ctor;
@@ -185,7 +193,9 @@ Type Checker::infer_call(Call& c) {
     sink_.error(c.named[0].span.begin, "named argument " + quote(c.named[0].name) +
                                            ": only operators take named arguments");
   // Non-lambda arguments first, so that lambdas see their parameter types.
+  direct_callee_ = c.callee.get();
   Type callee = shallow(infer(*c.callee));
+  direct_callee_ = nullptr;
   std::vector<Type> arg_types(c.args.size());
   for (size_t i = 0; i < c.args.size(); ++i)
     if (c.args[i]->kind != ExprKind::Lambda) arg_types[i] = infer(*c.args[i]);
@@ -226,6 +236,22 @@ Type Checker::infer_call(Call& c) {
   return callee->ret;
 }
 
+// emb[ids] with ids: List[int]: the entries' rows one after another, [m, E] for entries [1, E] or
+// [E]. m is a size of its own (the list's length, known when the instance runs), rigid in the
+// function, so that two gathers are two sizes unless a call shows them equal.
+Type Checker::gather_type(Index& ix, const ParamDecl& p) {
+  const auto& e = p.shape;
+  if (e.empty() || e.size() > 2 || (e.size() == 2 && e[0] != 1)) {
+    sink_.error(ix.span.begin, "param " + quote(p.name) + " has entries f32" + shape_str(e) +
+                                   ": a list of indices gathers rows, so entries must be f32[E] "
+                                   "or f32[1, E]");
+    return error_type();
+  }
+  std::string name = "len";
+  if (ix.index->kind == ExprKind::Name) name = "len(" + ix.index->as<Name>().name + ")";
+  return tensor_type({new_size(name, true), e.back()});
+}
+
 Type Checker::infer_index(Index& ix) {
   Type idx = infer(*ix.index);
   if (ix.base->kind == ExprKind::Name) {
@@ -243,6 +269,10 @@ Type Checker::infer_index(Index& ix) {
         }
         Type shape = tensor_type(n.param->shape);
         ix.base->type = shape;
+        Type list = shallow(idx);
+        if (list->kind == TypeKind::Adt && list->adt->is_list() && !list->args.empty() &&
+            shallow(list->args[0])->kind == TypeKind::Int)
+          return gather_type(ix, *n.param);
         expect(int_type(), idx, ix.index->span.begin, "index of param " + quote(n.name));
         return shape;
       }

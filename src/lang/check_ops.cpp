@@ -60,15 +60,52 @@ std::optional<int64_t> Checker::const_int(const Expr& e) {
   }
 }
 
+std::optional<int64_t> Checker::size_attr(const Expr& e, const std::string& attr, const char* op) {
+  if (e.kind != ExprKind::Name || !size_scope_) return std::nullopt;
+  const std::string& name = e.as<Name>().name;
+  if (lookup_local(name)) return std::nullopt;
+  auto it = std::find_if(size_scope_->begin(), size_scope_->end(),
+                         [&](const auto& s) { return s.first == name; });
+  if (it == size_scope_->end()) return std::nullopt;
+  if (attr != "end" && attr != "shape") {
+    sink_.error(e.span.begin, quote(attr) + " of " + op + " is " + quote(name) +
+                                  ", a size variable: a size variable may only end a slice "
+                                  "(slice(x, 0, n)) or give a size to zeros or ones");
+    return 0;
+  }
+  return it->second;
+}
+
 // Checks tensor operands, binds integer attributes (positional after the operands, or named).
 bool Checker::bind_attrs(Call& c, const OpInfo& op, size_t tensor_args, OpAttrs& attrs) {
   const auto& specs = op.attrs;
   std::vector<std::optional<int64_t>> values(specs.size());
   std::vector<bool> given(specs.size());  // given, though perhaps not as a constant
+  std::vector<bool> sized(specs.size());  // given as a size variable
   bool ok = true;
   size_t spec_i = 0;
   for (size_t i = tensor_args; i < c.args.size(); ++i) {
     auto v = const_int(*c.args[i]);
+    if (!v && spec_i < specs.size()) {
+      if (auto size = size_attr(*c.args[i], specs[spec_i].name, op.name)) {
+        if (*size == 0) {  // reported
+          ok = false;
+          if (!specs[spec_i].variadic) given[spec_i++] = true;
+          continue;
+        }
+        c.args[i]->type = int_type();
+        const size_t at = attrs.ints.size() + (specs[spec_i].variadic ? 0 : spec_i);
+        if (specs[spec_i].variadic) {
+          if (at < 64) attrs.sizes |= uint64_t{1} << at;
+          attrs.ints.push_back(*size);
+        } else {
+          sized[spec_i] = true;
+          given[spec_i] = true;
+          values[spec_i++] = *size;
+        }
+        continue;
+      }
+    }
     if (!v) {
       ok = false;
       if (spec_i < specs.size() && !specs[spec_i].variadic) given[spec_i++] = true;
@@ -117,6 +154,17 @@ bool Checker::bind_attrs(Call& c, const OpInfo& op, size_t tensor_args, OpAttrs&
     auto v = const_int(*named.value);
     named.value->type = int_type();
     if (!v) {
+      if (auto size = size_attr(*named.value, named.name, op.name)) {
+        if (*size == 0) {
+          ok = false;
+          continue;
+        }
+        sized[it - specs.begin()] = true;
+        values[it - specs.begin()] = *size;
+        continue;
+      }
+    }
+    if (!v) {
       sink_.error(named.value->span.begin, quote(named.name) + " of " + op.name +
                                                ": expected a constant integer, found an "
                                                "expression computed at run time");
@@ -128,6 +176,7 @@ bool Checker::bind_attrs(Call& c, const OpInfo& op, size_t tensor_args, OpAttrs&
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].variadic) continue;
     if (values[i]) {
+      if (sized[i] && attrs.ints.size() < 64) attrs.sizes |= uint64_t{1} << attrs.ints.size();
       attrs.ints.push_back(*values[i]);
     } else if (specs[i].has_default) {
       attrs.ints.push_back(specs[i].default_value);
@@ -193,6 +242,7 @@ Type Checker::infer_op(Call& c, const OpInfo& op) {
   ok = bind_attrs(c, op, n, attrs) && ok;
   if (!ok) return error_type();
   c.attrs = attrs.ints;
+  c.attr_sizes = attrs.sizes;
   ShapeResult r = op.shape(shapes, attrs);
   if (!r.type) {
     // Some shape rules name their operator already ("matmul inner dimensions differ: ...").

@@ -110,6 +110,7 @@ class Checker {
   std::string suggestion(const std::string& name);
   Type infer_call(Call& c);
   Type infer_index(Index& ix);
+  Type gather_type(Index& ix, const ParamDecl& p);
   Type infer_proj(Proj& p);
   Type infer_unary(Unary& u);
   Type infer_let(Let& let);
@@ -119,6 +120,10 @@ class Checker {
   // ---------------------------------------------------------------------------------------------
   // Operator calls and binary operators (check_ops.cpp)
   std::optional<int64_t> const_int(const Expr& e);
+  // A size variable of the function named by `e`, as the value of attribute `attr` of operator
+  // `op` (its shape entry, types.h); 0 when reported as not allowed there; nullopt when `e` names
+  // none.
+  std::optional<int64_t> size_attr(const Expr& e, const std::string& attr, const char* op);
   bool bind_attrs(Call& c, const OpInfo& op, size_t tensor_args, OpAttrs& attrs);
   bool tensor_operands(Call& c, const char* op_name, size_t n,
                        std::vector<std::vector<int64_t>>& shapes);
@@ -174,6 +179,7 @@ class Checker {
   bool sizes_declarable_ = false;
   Scope scope_;
   FuncDecl* current_func_ = nullptr;
+  const Expr* direct_callee_ = nullptr;  // the callee of the call being checked, while inferring it
   int64_t memory_;  // this machine's physical memory in bytes: the bound on what a model allocates
 };
 

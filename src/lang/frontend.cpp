@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -62,6 +63,24 @@ void check_entry(const ast::Module& module, const std::string& entry) {
     throw UserError(f->span.begin, "entry function '" + entry +
                                        "' must take exactly one parameter (the input instance), "
                                        "found " + std::to_string(f->params.size()));
+  // The instance gives the entry's sizes: each must be a size of a tensor, directly or in tuples.
+  std::set<int64_t> given;
+  std::function<void(const Type&)> sizes_given = [&](const Type& t) {
+    if (t->kind == TypeKind::Tensor)
+      for (int64_t d : t->shape) given.insert(d);
+    if (t->kind == TypeKind::Tuple)
+      for (const auto& e : t->args) sizes_given(e);
+  };
+  sizes_given(f->type->args[0]);
+  for (int64_t d : f->size_params)
+    if (!given.count(d)) {
+      SizeNamesScope names(module.size_names);
+      throw UserError(f->params[0].span.begin,
+                      "entry function '" + entry + "': its size '" + dim_str(d) +
+                          "' must be a dimension of a tensor of its parameter (directly or in "
+                          "a tuple), where each instance gives it; found " +
+                          type_str(f->type->args[0]));
+    }
   std::set<const AdtDef*> seen;
   if (holds_function(f->type->ret, seen))
     throw UserError(f->span.begin, "entry function '" + entry + "' returns " +

@@ -99,21 +99,33 @@ int64_t num_elements(const std::vector<int64_t>& shape) {
   return checked_product<int64_t>(shape).value_or(INT64_MAX);
 }
 
+std::vector<int64_t> bind_sizes(const std::vector<int64_t>& shape, const int64_t* dims,
+                                const int64_t* values, size_t n) {
+  std::vector<int64_t> out = shape;
+  for (int64_t& d : out) {
+    if (!is_size_var(d)) continue;
+    size_t i = 0;
+    while (i < n && dims[i] != d) ++i;
+    ACROBAT_ASSERT(i < n, "a size variable without a value");
+    d = values[i];
+  }
+  return out;
+}
+
+std::string dim_str(int64_t d) {
+  if (!is_size_var(d)) return std::to_string(d);
+  const size_t k = static_cast<size_t>(size_var_index(d));
+  if (size_names && k < size_names->size()) return (*size_names)[k];
+  std::string s = std::to_string(k);
+  s.insert(s.begin(), '?');
+  return s;
+}
+
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";
-    if (!is_size_var(shape[i])) {
-      s += std::to_string(shape[i]);
-      continue;
-    }
-    const size_t k = static_cast<size_t>(size_var_index(shape[i]));
-    if (size_names && k < size_names->size()) {
-      s += (*size_names)[k];
-    } else {
-      s += '?';
-      s += std::to_string(k);
-    }
+    s += dim_str(shape[i]);
   }
   return s + "]";
 }

@@ -69,6 +69,10 @@ class SizeNamesScope {
   const std::vector<std::string>* previous_;
 };
 
+// `shape` with each size variable dims[i] replaced by values[i] (every one it has must be there).
+std::vector<int64_t> bind_sizes(const std::vector<int64_t>& shape, const int64_t* dims,
+                                const int64_t* values, size_t n);
+
 bool is_host_scalar(const Type& t);
 bool is_tensor(const Type& t);
 // The element count of a shape without size variables. The checker admits no tensor type above
@@ -76,6 +80,7 @@ bool is_tensor(const Type& t);
 // INT64_MAX rather than wrapping, so that no allocation or loop bound is ever a wrapped number.
 int64_t num_elements(const std::vector<int64_t>& shape);
 std::string shape_str(const std::vector<int64_t>& shape);  // "[1, 256]", "[n, 512]"
+std::string dim_str(int64_t dim);                         // "256", "n"
 std::string type_str(const Type& t);
 // Structural equality; type variables compare by id.
 bool type_equal(const Type& a, const Type& b);

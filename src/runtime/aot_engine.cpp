@@ -62,8 +62,8 @@ struct AotEngine::State : HostRuntime, BlockExecutor {
   const aot::AotModel* model;
   std::vector<std::unique_ptr<KernelThread>> threads;
 
-  aot::Val enter(aot::AotContext* ctx, int32_t func, aot::Val input) override {
-    return model->entry(ctx, func, input);
+  aot::Val enter(aot::AotContext* ctx, int32_t func, const aot::Val* args) override {
+    return model->entry(ctx, func, args);
   }
   BlockExecutor& executor() override { return *this; }
 

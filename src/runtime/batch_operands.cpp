@@ -54,7 +54,7 @@ int64_t run_library_op(const analysis::StaticBlock& s, size_t k, int64_t B, cons
     const auto& o = op.operands[i];
     return o.local ? s.ops[o.index].shape : s.args[o.index].shape;
   };
-  if (op.rhs->op == OpId::MatMul && !(in[1].data && in[1].stride == 0)) {
+  if (op.rhs->op == OpId::MatMul && shape_of(1).size() == 2 && !(in[1].data && in[1].stride == 0)) {
     // Weights differing between instances (an indexed param's matrices, or per-instance matrices).
     std::vector<const float*> weights(static_cast<size_t>(B));
     std::vector<const kernels::PackedWeights*> packs(static_cast<size_t>(B));

@@ -12,8 +12,8 @@ struct BatchedEngine::State : HostRuntime {
   State(const ir::Module& m, const ParamStore& p, Graph& g, InstanceDriver& d)
       : HostRuntime(m, p, g, d), interpreter(m), blocks(g.plan(), g.packed()) {}
 
-  aot::Val enter(aot::AotContext* ctx, int32_t func, aot::Val input) override {
-    return interpreter.call(ctx, func, input);
+  aot::Val enter(aot::AotContext* ctx, int32_t func, const aot::Val* args) override {
+    return interpreter.call(ctx, func, args);
   }
   BlockExecutor& executor() override { return blocks; }
 

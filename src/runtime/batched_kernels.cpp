@@ -58,8 +58,20 @@ void kernel_MatMul(const OpAttrs&, int64_t batch, In in, const Shape& out_shape,
 
 void batched_matmul(int64_t batch, const BatchOperand& a, const BatchOperand& w,
                     const std::vector<int64_t>& out_shape, float* out, bool accumulate) {
-  int M = static_cast<int>((*a.shape)[0]), K = static_cast<int>((*a.shape)[1]),
-      N = static_cast<int>((*w.shape)[1]);
+  const Shape& as = *a.shape;
+  const Shape& ws = *w.shape;
+  const int K = static_cast<int>(as.back()), N = static_cast<int>(ws.back());
+  if (ws.size() == 3) {
+    // Stacks of matrices: one GEMM per instance and matrix.
+    const int64_t H = as[0], M = as[1];
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        k::gemm(static_cast<int>(M), N, K, a.data + b * a.stride + h * M * K, K,
+                w.data + b * w.stride + h * K * N, N, out + (b * H + h) * M * N, N, accumulate);
+    return;
+  }
+  // A stack [H, M, K] @ [K, N] is the panel [H * M, K] @ [K, N].
+  const int M = static_cast<int>(num_elements(as) / K);
   if (w.stride == 0 && (dense(a, batch) || (M == 1 && a.stride >= K))) {
     // Shared weights: the instances' rows form one [B*M, K] panel (rows of one-row operands may lie
     // at any stride) and one GEMM.
@@ -213,6 +225,12 @@ void kernel_Slice(const OpAttrs& attrs, int64_t B, In in, const Shape& s, float*
 void kernel_Transpose(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
   per_instance(OpId::Transpose, a, B, in, s, out);
 }
+void kernel_Heads(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  per_instance(OpId::Heads, a, B, in, s, out);
+}
+void kernel_MergeHeads(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  per_instance(OpId::MergeHeads, a, B, in, s, out);
+}
 
 void fill(int64_t B, const Shape& s, float* out, float v) { std::fill_n(out, B * num_elements(s), v); }
 void kernel_Zeros(const OpAttrs&, int64_t B, In, const Shape& s, float* out) { fill(B, s, out, 0.0f); }
@@ -241,7 +259,7 @@ BatchedKernel batched_kernel(OpId op) { return kKernels[static_cast<size_t>(op)]
 int64_t batched_matmul_grouped(int64_t B, const BatchOperand& a, const float* const* weights,
                                const kernels::PackedWeights* const* packed,
                                const std::vector<int64_t>& out_shape, float* out, Arena& scratch) {
-  const int64_t M = (*a.shape)[0], K = (*a.shape)[1], N = out_shape[1];
+  const int64_t K = a.shape->back(), M = num_elements(*a.shape) / K, N = out_shape.back();
   const int64_t a_stride = B == 1 ? M * K : a.stride;
   // g instances' rows of A, starting at `rows` (lda floats apart), times matrix w.
   auto gemm = [&](int64_t g, const float* rows, int64_t lda, int64_t first, float* c) {

@@ -1,7 +1,9 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <map>
 
+#include "analysis/plan.h"
 #include "lang/frontend.h"
 
 namespace acrobat {
@@ -31,11 +33,55 @@ int entry_function(const ir::Module& module, const std::string& entry) {
   int index = module.find_function(entry);
   if (index < 0) throw UserError("the model has no function '" + entry + "' to run");
   const auto& f = module.functions[index];
-  if (f.params.size() != 1)
+  if (f.declared_params() != 1 || f.num_captures != 0)
     throw UserError(f.span.begin, "entry function '" + entry +
                                       "' must take exactly one parameter (the input instance), "
-                                      "found " + std::to_string(f.params.size()));
+                                      "found " + std::to_string(f.declared_params()));
   return index;
+}
+
+namespace {
+// Binds the size variables of `type` from value `v` (its tensors' shapes) into `sizes`.
+void bind_entry_sizes(const Type& type, const Value& v, std::map<int64_t, int64_t>& sizes) {
+  if (type->kind == TypeKind::Tuple) {
+    for (size_t i = 0; i < type->args.size(); ++i) bind_entry_sizes(type->args[i], v.agg->fields[i], sizes);
+    return;
+  }
+  if (type->kind != TypeKind::Tensor) return;
+  const std::vector<int64_t>& shape = v.tensor->shape;
+  if (shape.size() != type->shape.size())
+    throw UserError("the instance's tensor " + shape_str(shape) + " does not have the rank of " +
+                    type_str(type));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t want = type->shape[d];
+    if (!is_size_var(want)) {
+      if (shape[d] != want)
+        throw UserError("the instance's tensor " + shape_str(shape) + " does not fit " + type_str(type));
+      continue;
+    }
+    auto [it, fresh] = sizes.emplace(want, shape[d]);
+    if (shape[d] < 1 || it->second != shape[d])
+      throw UserError("the instance's tensors give size " + dim_str(want) + " the values " +
+                      std::to_string(it->second) + " and " + std::to_string(shape[d]) +
+                      " (a size variable has one value, at least 1)");
+  }
+}
+}  // namespace
+
+std::vector<Value> entry_arguments(const ir::Module& module, int func, const Value& input) {
+  const ir::Function& f = module.functions[func];
+  std::vector<Value> args{input};
+  if (f.size_params.empty()) return args;
+  std::map<int64_t, int64_t> sizes;
+  static const std::vector<std::string> none;
+  SizeNamesScope names(module.plan ? module.plan->size_names : none);
+  bind_entry_sizes(f.vars[f.params[0]].type, input, sizes);
+  for (int64_t d : f.size_params) {
+    auto it = sizes.find(d);
+    ACROBAT_ASSERT(it != sizes.end(), "an entry size variable its parameter does not bind");
+    args.push_back(Value::of_int(it->second));
+  }
+  return args;
 }
 
 RunResult Engine::run_batches(const std::vector<Value>& inputs, size_t batch,

@@ -72,4 +72,9 @@ class Engine {
 // Checks that `entry` exists and takes exactly one parameter; returns its index.
 int entry_function(const ir::Module& module, const std::string& entry);
 
+// The arguments of entry function `func` for one instance: the instance, then the values of the
+// function's size variables (ir::Function::size_params), read from the instance's tensor shapes.
+// Shapes that do not fit the parameter's type, or give one size two values, are a UserError.
+std::vector<Value> entry_arguments(const ir::Module& module, int func, const Value& input);
+
 }  // namespace acrobat

@@ -89,22 +89,30 @@ Graph::Graph(const analysis::Plan& plan, std::shared_ptr<const PackedIndex> pack
       scheduler_(scheduler),
       packed_(std::move(packed)),
       pool_(std::move(pool)),
-      release_(plan.ownership.enabled) {
+      release_(plan.ownership.enabled),
+      ragged_(plan, *packed_) {
   const int threads = this->threads();
   scratch_ = std::vector<Arena>(static_cast<size_t>(threads));
   thread_calls_.assign(static_cast<size_t>(threads), 0);
+  thread_flops_.assign(static_cast<size_t>(threads), 0);
   const char* poison = std::getenv("ACROBAT_POISON_RELEASED");
   poison_ = poison && std::string(poison) == "1";
 }
 
 Graph::~Graph() { release_all(); }
 
+size_t Graph::output_floats(int batch, int slot) const {
+  const std::vector<int64_t>& offsets = batch_offsets_[batch];
+  const int64_t B = batch_sizes_[batch];
+  if (!offsets.empty()) return static_cast<size_t>(std::max<int64_t>(1, offsets[slot * (B + 1) + B]));
+  return static_cast<size_t>(B * plan_.blocks[batch_blocks_[batch]].ops[slot].size);
+}
+
 void Graph::release_all() {
   for (size_t b = 0; b < batch_outputs_.size(); ++b)
     for (size_t k = 0; k < batch_outputs_[b].size(); ++k)
       if (float* p = batch_outputs_[b][k]) {
-        const int block = batch_blocks_[b];
-        buffers_.release(p, static_cast<size_t>(batch_sizes_[b] * plan_.blocks[block].ops[k].size));
+        buffers_.release(p, output_floats(static_cast<int>(b), static_cast<int>(k)));
         batch_outputs_[b][k] = nullptr;
       }
   for (auto [p, n] : poisoned_) buffers_.release(p, n);
@@ -119,6 +127,8 @@ void Graph::reset(RunStats& stats) {
   batch_outputs_.clear();
   batch_sizes_.clear();
   batch_blocks_.clear();
+  batch_offsets_.clear();
+  sizes_.clear();
   refs_.clear();
   live_rows_.clear();
   buckets_.clear();
@@ -135,6 +145,8 @@ void Graph::reset(RunStats& stats) {
 
 int32_t Graph::record(int32_t block, const aot::Val* args) {
   const analysis::StaticBlock& s = plan_.blocks[block];
+  const aot::Val* sizes = args + s.args.size();
+  if (s.ragged()) check_sizes(s, sizes);
   Placement place;
   for (size_t a = 0; a < s.args.size(); ++a) {
     const aot::Val& v = args[a];
@@ -147,6 +159,10 @@ int32_t Graph::record(int32_t block, const aot::Val* args) {
   }
   Node n{block, place.phase, place.node_depth(), static_cast<uint32_t>(args_.size())};
   args_.insert(args_.end(), args, args + s.args.size());
+  if (s.ragged()) {
+    n.size_begin = static_cast<uint32_t>(sizes_.size());
+    for (size_t z = 0; z < s.sizes.size(); ++z) sizes_.push_back(sizes[z].i);
+  }
   if (release_) {
     // The node reads its lazy arguments until its batch has run; the host program owns what the
     // ownership analysis says it does.
@@ -164,9 +180,43 @@ int32_t Graph::record(int32_t block, const aot::Val* args) {
   nodes_.push_back(n);
   if (scheduler_ == Scheduler::InlineDepth) add_to_bucket(buckets_, n.phase, n.depth, block, id);
   stats_->tensor_ops += static_cast<int64_t>(s.ops.size());
-  stats_->flops += s.flops;
+  stats_->flops += s.flops;  // a ragged block's are counted per instance when its batch runs
   num_nodes_ = id + 1;
   return id;
+}
+
+void Graph::check_sizes(const analysis::StaticBlock& s, const aot::Val* sizes) const {
+  auto value = [&](int64_t dim) {
+    if (!is_size_var(dim)) return dim;
+    for (size_t z = 0; z < s.sizes.size(); ++z)
+      if (s.sizes[z] == dim) return sizes[z].i;
+    ACROBAT_ASSERT(false, "a size check of a size the block has no value of");
+    return int64_t{0};
+  };
+  for (const analysis::SizeCheck& c : plan_.ragged[s.id].checks) {
+    const int64_t small = value(c.small), large = value(c.large);
+    if (small <= large) continue;
+    // The message of the operator's shape rule on this instance's shapes, as the reference
+    // engine gives it.
+    SizeNamesScope names(plan_.size_names);
+    const analysis::BlockOp& op = s.ops[c.op];
+    std::vector<int64_t> values(s.sizes.size());
+    std::string named;
+    for (size_t z = 0; z < s.sizes.size(); ++z) {
+      values[z] = sizes[z].i;
+      if (std::any_of(op.rhs->sizes.begin(), op.rhs->sizes.end(), [&](const ir::SizeArg& a) { return a.dim == s.sizes[z]; }))
+        named += (named.empty() ? "" : ", ") + dim_str(s.sizes[z]) + " = " + std::to_string(values[z]);
+    }
+    std::vector<std::vector<int64_t>> in;
+    for (const analysis::BlockOperand& o : op.operands)
+      in.push_back(bind_sizes(o.local ? s.ops[o.index].shape : s.args[o.index].shape, s.sizes.data(),
+                              values.data(), values.size()));
+    OpAttrs attrs = op.rhs->attrs;
+    attrs.sizes = 0;
+    for (size_t i = 0; i < attrs.ints.size(); ++i)
+      if (op.rhs->attrs.is_size(i)) attrs.ints[i] = value(attrs.ints[i]);
+    throw UserError(op.rhs->span.begin, instance_shape_error(op.rhs->op, in, attrs, named));
+  }
 }
 
 template <class F>
@@ -286,9 +336,21 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
     nodes_[ids[r]].batch = batch;
     nodes_[ids[r]].row = static_cast<int>(r);
   }
-  std::vector<float*>& outputs = batch_outputs_.emplace_back(s.ops.size(), nullptr);
+  batch_outputs_.emplace_back(s.ops.size(), nullptr);
   batch_sizes_.push_back(B);
   batch_blocks_.push_back(block);
+  batch_offsets_.emplace_back();
+  if (s.ragged())
+    run_ragged_batch(block, ids, batch);
+  else
+    run_static_batch(exec, block, ids, batch);
+  finish_batch(block, ids, batch);
+}
+
+void Graph::run_static_batch(BlockExecutor& exec, int block, const std::vector<int>& ids, int batch) {
+  const analysis::StaticBlock& s = plan_.blocks[block];
+  const int64_t B = static_cast<int64_t>(ids.size());
+  std::vector<float*>& outputs = batch_outputs_[batch];
   for (size_t k = 0; k < s.ops.size(); ++k)
     if (s.ops[k].escapes) outputs[k] = buffers_.alloc(static_cast<size_t>(B * s.ops[k].size));
 
@@ -333,12 +395,7 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
     b += std::min(n, left);
     piece_ends_.push_back(b);
   }
-  double caller_seconds = 0;
-  int64_t caller_instances = 0;
-  auto run_piece = [&](int64_t piece, int t) {
-    const int64_t b0 = piece == 0 ? 0 : piece_ends_[piece - 1], b1 = piece_ends_[piece];
-    const Clock::time_point start = split && t == 0 ? Clock::now() : Clock::time_point{};
-    scratch_[t].reset();
+  run_pieces(split, B, [&](int64_t b0, int64_t b1, int t) {
     std::vector<aot::Operand> part(args);
     std::vector<float*> outs(outputs);
     if (b0 > 0) {
@@ -347,6 +404,71 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
         if (outs[k]) outs[k] += b0 * s.ops[k].size;
     }
     exec.run(BatchCall{&s, b1 - b0, part.data(), outs.data(), t, &scratch_[t], &thread_calls_[t]});
+  });
+}
+
+// A ragged block's batch (runtime/ragged_blocks.h): its instances' sizes, every escaping
+// operator's output packed instance after instance, the arguments as per-instance pointers, and
+// pieces of about kRaggedPieceFloats floats of values each (a transformer layer's piece holds a
+// few hundred rows: its GEMMs on shared weights run at full speed and its values stay in cache).
+void Graph::run_ragged_batch(int block, const std::vector<int>& ids, int batch) {
+  constexpr int64_t kRaggedPieceFloats = int64_t{1} << 21;
+  const analysis::StaticBlock& s = plan_.blocks[block];
+  const int64_t B = static_cast<int64_t>(ids.size());
+  const size_t S = s.sizes.size(), E = s.args.size(), n = s.ops.size();
+  std::vector<int64_t> sizes(static_cast<size_t>(B) * S);
+  for (int64_t b = 0; b < B; ++b)
+    std::copy_n(sizes_.begin() + nodes_[ids[b]].size_begin, S, sizes.begin() + b * S);
+  std::vector<int64_t>& offsets = batch_offsets_[batch];
+  offsets.assign(n * static_cast<size_t>(B + 1), 0);
+  std::vector<int64_t> weight(static_cast<size_t>(B), 0);  // an instance's floats of values
+  for (size_t k = 0; k < n; ++k) {
+    int64_t* off = offsets.data() + k * (B + 1);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t elems = ragged_elements(s, k, sizes.data() + b * S);
+      weight[b] += elems;
+      off[b + 1] = off[b] + (s.ops[k].escapes ? elems : 0);
+    }
+    if (s.ops[k].escapes)
+      batch_outputs_[batch][k] = buffers_.alloc(static_cast<size_t>(std::max<int64_t>(1, off[B])));
+  }
+  std::vector<const float*> args(E * static_cast<size_t>(B));
+  for (size_t e = 0; e < E; ++e)
+    for (int64_t b = 0; b < B; ++b) args[e * B + b] = data(args_[nodes_[ids[b]].arg_begin + e]);
+
+  int64_t total = 0;
+  for (int64_t w : weight) total += w;
+  const bool split = pool_ && B >= 2 && double(total) * 8 >= kMinParallelFlops && split_guard_.split();
+  const int64_t threads = split ? pool_->size() : 1;
+  piece_ends_.clear();
+  int64_t left = total;
+  for (int64_t b = 0; b < B;) {
+    const int64_t target = split ? std::min(kRaggedPieceFloats, std::max<int64_t>(1, left / threads))
+                                 : kRaggedPieceFloats;
+    int64_t taken = 0;
+    do taken += weight[b++];
+    while (b < B && taken + weight[b] <= target);
+    left -= taken;
+    piece_ends_.push_back(b);
+  }
+  run_pieces(split, B, [&](int64_t b0, int64_t b1, int t) {
+    std::vector<float*> outs(n, nullptr);
+    for (size_t k = 0; k < n; ++k)
+      if (float* o = batch_outputs_[batch][k]) outs[k] = o + offsets[k * (B + 1) + b0];
+    ragged_.run(RaggedCall{&s, b1 - b0, sizes.data() + b0 * S, args.data() + b0, B, outs.data(),
+                           &scratch_[t], &thread_calls_[t], &thread_flops_[t]});
+  });
+}
+
+template <class Body>
+void Graph::run_pieces(bool split, int64_t B, Body&& body) {
+  double caller_seconds = 0;
+  int64_t caller_instances = 0;
+  auto run_piece = [&](int64_t piece, int t) {
+    const int64_t b0 = piece == 0 ? 0 : piece_ends_[piece - 1], b1 = piece_ends_[piece];
+    const Clock::time_point start = split && t == 0 ? Clock::now() : Clock::time_point{};
+    scratch_[t].reset();
+    body(b0, b1, t);
     if (split && t == 0) {
       caller_seconds += seconds_since(start);
       caller_instances += b1 - b0;
@@ -358,10 +480,16 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
   } else {
     const Clock::time_point start = Clock::now();
     pool_->run(pieces, run_piece);
-    split_guard_.record(seconds_since(start), caller_seconds * double(B) / double(std::max<int64_t>(1, caller_instances)),
-        caller_instances > 0);
+    split_guard_.record(seconds_since(start),
+                        caller_seconds * double(B) / double(std::max<int64_t>(1, caller_instances)),
+                        caller_instances > 0);
   }
+}
 
+void Graph::finish_batch(int block, const std::vector<int>& ids, int batch) {
+  const analysis::StaticBlock& s = plan_.blocks[block];
+  const int64_t B = static_cast<int64_t>(ids.size());
+  std::vector<float*>& outputs = batch_outputs_[batch];
   if (release_) {
     // Outputs nothing owns any more go back at once (read by no later node and no host value),
     // then the batch's own references to its inputs.
@@ -383,6 +511,8 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
   for (size_t t = 0; t < scratch_.size(); ++t) {
     stats_->kernel_calls += thread_calls_[t];
     thread_calls_[t] = 0;
+    stats_->flops += thread_flops_[t];
+    thread_flops_[t] = 0;
     scratch_peak += static_cast<int64_t>(scratch_[t].peak_bytes());
   }
   auto& counts = stats_->blocks[s.name];
@@ -398,8 +528,7 @@ void Graph::row_released(int batch, int slot) {
 
 void Graph::release_output(int batch, int slot) {
   float*& p = batch_outputs_[batch][slot];
-  const int block = batch_blocks_[batch];
-  const size_t n = static_cast<size_t>(batch_sizes_[batch] * plan_.blocks[block].ops[slot].size);
+  const size_t n = output_floats(batch, slot);
   if (poison_) {
     std::fill(p, p + n, std::numeric_limits<float>::quiet_NaN());
     poisoned_.emplace_back(p, n);

@@ -43,6 +43,7 @@
 #include "runtime/arena.h"
 #include "runtime/batch_operands.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/ragged_blocks.h"
 #include "runtime/engine.h"
 #include "runtime/schedule.h"
 #include "runtime/thread_pool.h"
@@ -118,7 +119,9 @@ class Graph {
 
   // Forgets the previous run's nodes and memory; counters of the new run go to `stats`.
   void reset(RunStats& stats);
-  // Records one execution of `block` reading `args` (one per block argument); returns the node.
+  // Records one execution of `block` reading `args` (one per block argument, then the values of
+  // the block's size variables as ints); returns the node. A ragged block's instance whose sizes
+  // break what only the run can check (analysis/ragged_plan.h) is a UserError at the operator.
   int32_t record(int32_t block, const aot::Val* args);
   // A host value hands a reference to lazy tensor `v` over / gives one up (see 4. above).
   void dup(const aot::Val& v) {
@@ -145,10 +148,10 @@ class Graph {
     const Node& n = nodes_[v.node];
     const float* out = batch_outputs_[n.batch][v.lazy.slot];
     ACROBAT_ASSERT(out, "a read of a released batch output");
+    const std::vector<int64_t>& offsets = batch_offsets_[n.batch];
+    if (!offsets.empty())  // a ragged batch: packed, instance after instance
+      return out + offsets[v.lazy.slot * (batch_sizes_[n.batch] + 1) + n.row];
     return out + n.row * plan_.blocks[n.block].ops[v.lazy.slot].size;
-  }
-  const std::vector<int64_t>& shape(const aot::Val& v) const {
-    return plan_.blocks[nodes_[v.node].block].ops[v.lazy.slot].shape;
   }
 
  private:
@@ -160,9 +163,23 @@ class Graph {
     int batch = -1;          // executed batch, -1 while pending
     int row = 0;             // the node's row within its batch
     uint32_t ref_begin = 0;  // into refs_: one per block operator
+    uint32_t size_begin = 0;  // into sizes_: a ragged block's values of its size variables
   };
 
   void run_batch(BlockExecutor& exec, int block, const std::vector<int>& ids);
+  // The parts of run_batch: the batch computed (a static block through `exec`, a ragged one
+  // through ragged_), then its outputs released where nothing owns them and its counts taken.
+  void run_static_batch(BlockExecutor& exec, int block, const std::vector<int>& ids, int batch);
+  void run_ragged_batch(int block, const std::vector<int>& ids, int batch);
+  void finish_batch(int block, const std::vector<int>& ids, int batch);
+  // Runs the pieces of piece_ends_ as body(first instance, end, thread): on this thread, or split
+  // across the pool (and judged by split_guard_).
+  template <class Body>
+  void run_pieces(bool split, int64_t B, Body&& body);
+  // The per-instance checks of a ragged block's sizes (`sizes`: the recorded values).
+  void check_sizes(const analysis::StaticBlock& s, const aot::Val* sizes) const;
+  // Floats of output `slot` of batch `batch`.
+  size_t output_floats(int batch, int slot) const;
   void run_by_traversal_depth(BlockExecutor& exec);
   void run_agenda(BlockExecutor& exec);
   std::vector<int> traversal_depths() const;
@@ -196,6 +213,12 @@ class Graph {
   std::vector<int64_t> batch_sizes_;                // [batch]: its nodes
   std::vector<int> batch_blocks_;                   // [batch]: its block
   std::vector<int32_t> refs_;                       // per node and operator: its owners
+  std::vector<int64_t> sizes_;                      // ragged nodes' size values (Node::size_begin)
+  // [batch]: for a ragged batch, per operator the offset of each row's values in its output and
+  // the total after the last row ((B + 1) entries per operator); empty for any other batch.
+  std::vector<std::vector<int64_t>> batch_offsets_;
+  RaggedBlocks ragged_;
+  std::vector<int64_t> thread_flops_;
   std::vector<std::vector<int32_t>> live_rows_;     // [batch][operator]: rows with owners
   std::vector<std::pair<float*, size_t>> poisoned_;  // released, held back until the run ends
   int32_t num_nodes_ = 0;

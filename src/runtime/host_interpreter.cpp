@@ -143,6 +143,10 @@ void HostInterpreter::compile_block(const ir::Function& f, const ir::Block& b, i
       case ir::RhsKind::Proj:
       case ir::RhsKind::ParamLoad:
       case ir::RhsKind::ParamIndex: in.x = r.index; break;
+      case ir::RhsKind::ParamGather:
+        in.x = r.index;
+        operands_.push_back(operand(r.sizes[0].value));  // args[1]: the length
+        break;
       case ir::RhsKind::Host: in.x = static_cast<int32_t>(r.host_op); break;
       case ir::RhsKind::If:
         in.y = static_cast<int32_t>(blocks_.size());
@@ -194,10 +198,10 @@ void HostInterpreter::compile_pattern(const ir::Pattern& p, int32_t at) {
 
 // ---- execution ----
 
-Val HostInterpreter::call(AotContext* ctx, int32_t func, Val input) {
+Val HostInterpreter::call(AotContext* ctx, int32_t func, const Val* args) {
   const Function& f = functions_[func];
   Val* frame = ACROBAT_STACK_ARRAY(Val, f.num_vars);
-  frame[f.params[0]] = input;
+  for (size_t p = 0; p < f.params.size(); ++p) frame[f.params[p]] = args[p];
   return invoke(ctx, func, frame);
 }
 
@@ -264,8 +268,10 @@ int32_t HostInterpreter::record(AotContext* ctx, int32_t at, Val* frame) {
       run(ctx, in, frame);
   }
   if (!s.ops.empty()) {
-    Val* args = ACROBAT_STACK_ARRAY(Val, s.args.size());
+    // The block's tensors, then the values of its size variables.
+    Val* args = ACROBAT_STACK_ARRAY(Val, s.args.size() + s.size_vars.size());
     for (size_t a = 0; a < s.args.size(); ++a) args[a] = frame[s.args[a].var];
+    for (size_t z = 0; z < s.size_vars.size(); ++z) args[s.args.size() + z] = frame[s.size_vars[z]];
     ctx->host->record(ctx, s.id, args);
   }
   if (code_[at].flags & kOwns) {
@@ -332,6 +338,9 @@ void HostInterpreter::run(AotContext* ctx, const Instr& in, Val* frame) {
       v = T(ctx->params[in.x] + i * ctx->param_row_sizes[in.x]);
       return;
     }
+    case ir::RhsKind::ParamGather:
+      v = T(ctx->host->gather(ctx, in.site, value(args[0], frame), value(args[1], frame).i));
+      return;
     case ir::RhsKind::If: {
       const int branch = value(args[0], frame).i ? 0 : 1;
       Val result = run_block(ctx, in.y + branch, frame);
@@ -393,6 +402,11 @@ Val HostInterpreter::host_op(AotContext* ctx, const Instr& in, const Val* frame)
   const Val a = value(args[0], frame);
   const bool is_int = in.flags & kIntArgs, is_bool = in.flags & kBoolArgs;
   if (op == ir::HostOp::Not) return I(!a.i);
+  if (op == ir::HostOp::Length) {  // Nil has no fields, Cons(head, tail) two
+    int64_t n = 0;
+    for (const Obj* o = a.p; o->size != 0; o = o->fields[1].p) ++n;
+    return I(n);
+  }
   if (op == ir::HostOp::Neg) {
     if (!is_int) return F(-a.f);
     if (a.i == INT64_MIN) ctx->host->fail(ctx, in.site, static_cast<int64_t>(IntError::Overflow), 0);

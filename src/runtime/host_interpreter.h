@@ -28,8 +28,9 @@ class HostInterpreter {
  public:
   explicit HostInterpreter(const ir::Module& module);
 
-  // Calls function `func` (one parameter, no captures) on `input`.
-  aot::Val call(aot::AotContext* ctx, int32_t func, aot::Val input);
+  // Calls function `func` (no captures) with its parameters `args` (an entry function: the
+  // instance, then its sizes).
+  aot::Val call(aot::AotContext* ctx, int32_t func, const aot::Val* args);
 
  private:
   enum Flag : uint16_t {

@@ -55,7 +55,8 @@ HostRuntime::HostRuntime(const ir::Module& module, const ParamStore& params, Gra
   for (size_t i = 0; i < sites_.size(); ++i) {
     if (!sites_[i]) continue;
     const ir::Rhs& r = *sites_[i];
-    if (r.kind != ir::RhsKind::Op || !r.args.empty() || op_info(r.op).op_class != OpClass::Constant)
+    if (r.kind != ir::RhsKind::Op || !r.args.empty() || op_info(r.op).op_class != OpClass::Constant ||
+        !r.sizes.empty())  // zeros(n, D): computed per instance, in its block
       continue;
     Tensor t = constant_value(r);
     constants_[i] = t.data.get();
@@ -68,6 +69,7 @@ HostRuntime::HostRuntime(const ir::Module& module, const ParamStore& params, Gra
   host_.fail = &HostRuntime::fail;
   host_.dup = &HostRuntime::dup;
   host_.drop = &HostRuntime::drop;
+  host_.gather = &HostRuntime::gather;
   ctx_.host = &host_;
   ctx_.runtime = this;
   ctx_.params = param_data_.data();
@@ -83,6 +85,7 @@ HostRuntime::~HostRuntime() = default;
 void HostRuntime::begin_run(int func, const std::vector<Value>& inputs, RunStats& stats) {
   const ir::Function& fn = module_.functions[func];
   objects_.reset();
+  gathered_.reset();
   stats_ = &stats;
   func_ = func;
   inputs_ = &inputs;
@@ -90,14 +93,36 @@ void HostRuntime::begin_run(int func, const std::vector<Value>& inputs, RunStats
   out_layout_ = layout_of(fn.ret);
   contexts_.assign(inputs.size(), ctx_);
   outputs_.assign(inputs.size(), Val{});
+  entry_sizes_.assign(inputs.size() * fn.size_params.size(), 0);
 }
 
 void HostRuntime::run_instance(size_t i) {
-  Val in = from_value((*inputs_)[i], in_layout_);
-  outputs_[i] = enter(&contexts_[i], func_, in);
+  const ir::Function& fn = module_.functions[func_];
+  const size_t S = fn.size_params.size();
+  Val few[4];
+  std::vector<Val> many;
+  Val* args = few;
+  if (1 + S > std::size(few)) {
+    many.resize(1 + S);
+    args = many.data();
+  }
+  args[0] = from_value((*inputs_)[i], in_layout_);
+  if (S > 0) {
+    std::vector<Value> full = entry_arguments(module_, func_, (*inputs_)[i]);
+    for (size_t z = 0; z < S; ++z) {
+      entry_sizes_[i * S + z] = full[1 + z].i;
+      args[1 + z] = Val{};
+      args[1 + z].i = full[1 + z].i;
+      args[1 + z].node = -1;
+    }
+  }
+  outputs_[i] = enter(&contexts_[i], func_, args);
 }
 
-Value HostRuntime::output(size_t i) { return to_value(outputs_[i], out_layout_); }
+Value HostRuntime::output(size_t i) {
+  const size_t S = module_.functions[func_].size_params.size();
+  return to_value(outputs_[i], out_layout_, entry_sizes_.data() + i * S);
+}
 
 // ---- services ----
 
@@ -118,6 +143,21 @@ const float* HostRuntime::read_tensor(aot::AotContext* ctx, Val v) {
 }
 
 void HostRuntime::dup(aot::AotContext* ctx, Val v) { of(ctx).graph_.dup(v); }
+
+const float* HostRuntime::gather(aot::AotContext* ctx, int32_t site, Val list, int64_t length) {
+  HostRuntime& rt = of(ctx);
+  const ir::Rhs& r = *rt.sites_[site];
+  if (length == 0) rt.fail(ctx, site, -1, 0);
+  const int64_t row = rt.param_rows_[r.index], count = rt.param_counts_[r.index];
+  float* out = rt.gathered_.alloc(static_cast<size_t>(length * row));
+  int64_t k = 0;
+  for (const aot::Obj* o = list.p; o->size != 0; o = o->fields[1].p, ++k) {
+    const int64_t i = o->fields[0].i;
+    if (i < 0 || i >= count) rt.fail(ctx, site, i, k);
+    std::memcpy(out + k * row, rt.param_data_[r.index] + i * row, static_cast<size_t>(row) * sizeof(float));
+  }
+  return out;
+}
 void HostRuntime::drop(aot::AotContext* ctx, Val v) { of(ctx).graph_.drop(v); }
 
 // Each member gets a copy of the context: its own call depth.
@@ -137,11 +177,19 @@ void HostRuntime::concurrently(aot::AotContext* ctx, int32_t n, aot::MemberFn co
 
 void HostRuntime::fail(aot::AotContext* ctx, int32_t site, int64_t a, int64_t b) {
   HostRuntime& rt = of(ctx);
-  (void)b;
   ACROBAT_ASSERT(site >= 0 && static_cast<size_t>(site) < rt.sites_.size() && rt.sites_[site],
                  "host program error site");
   const ir::Rhs& r = *rt.sites_[site];
   switch (r.kind) {
+    case ir::RhsKind::ParamGather:
+      if (a < 0)
+        throw UserError(r.span.begin, "param '" + rt.module_.params[r.index].name +
+                                          "' gathered by an empty list: a tensor needs at least "
+                                          "one row");
+      throw UserError(r.span.begin, "index " + std::to_string(a) + " (entry " + std::to_string(b) +
+                                        " of the list) is out of range for param '" +
+                                        rt.module_.params[r.index].name + "' of " +
+                                        std::to_string(rt.param_counts_[r.index]) + " entries");
     case ir::RhsKind::ParamIndex:
       throw UserError(r.span.begin, "index " + std::to_string(a) + " is out of range for param '" +
                                         rt.module_.params[r.index].name + "' of " +
@@ -224,20 +272,23 @@ Val HostRuntime::from_value(const Value& v, const Layout* l) {
   return out;
 }
 
-Value HostRuntime::to_value(const Val& v, const Layout* l) {
+Value HostRuntime::to_value(const Val& v, const Layout* l, const int64_t* sizes) {
   switch (l->kind) {
     case TypeKind::Int: return Value::of_int(v.i);
     case TypeKind::Float: return Value::of_float(v.f);
     case TypeKind::Bool: return Value::of_bool(v.i != 0);
     case TypeKind::Tensor: {
-      Tensor out = Tensor::allocate(l->shape);
+      const ir::Function& fn = module_.functions[func_];
+      Tensor out = Tensor::allocate(is_ragged(l->shape) ? bind_sizes(l->shape, fn.size_params.data(), sizes,
+                                                                    fn.size_params.size())
+                                                        : l->shape);
       std::memcpy(out.data.get(), graph_.data(v), out.size() * sizeof(float));
       return Value::of_tensor(std::move(out));
     }
     case TypeKind::Tuple: {
       if (l->elems.empty()) return Value::unit();
       std::vector<Value> fields;
-      for (size_t i = 0; i < l->elems.size(); ++i) fields.push_back(to_value(v.p->fields[i], l->elems[i]));
+      for (size_t i = 0; i < l->elems.size(); ++i) fields.push_back(to_value(v.p->fields[i], l->elems[i], sizes));
       return Value::tuple(std::move(fields));
     }
     default: {  // a data type; the spine of a list-like value (a last field of the same type) by a loop
@@ -253,7 +304,7 @@ Value HostRuntime::to_value(const Val& v, const Layout* l) {
         const auto& types = l->fields[o->tag];
         const bool chained = k + 1 < spine.size();
         std::vector<Value> fields;
-        for (size_t i = 0; i + (chained ? 1 : 0) < types.size(); ++i) fields.push_back(to_value(o->fields[i], types[i]));
+        for (size_t i = 0; i + (chained ? 1 : 0) < types.size(); ++i) fields.push_back(to_value(o->fields[i], types[i], sizes));
         if (chained) fields.push_back(std::move(next));
         next = Value::adt(l->adt->ctors[o->tag].get(), std::move(fields));
       }

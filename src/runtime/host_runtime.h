@@ -45,8 +45,9 @@ class HostRuntime : public GraphEngine::Program {
   Value output(size_t i) override;
 
  protected:
-  // Runs function `func` (one parameter, no captures) of the host program for one instance.
-  virtual aot::Val enter(aot::AotContext* ctx, int32_t func, aot::Val input) = 0;
+  // Runs entry function `func` of the host program for one instance: args are its parameters,
+  // the instance and then the values of its size variables.
+  virtual aot::Val enter(aot::AotContext* ctx, int32_t func, const aot::Val* args) = 0;
 
   const ir::Module& module_;
   Graph& graph_;
@@ -59,7 +60,9 @@ class HostRuntime : public GraphEngine::Program {
   struct Layout;
   const Layout* layout_of(const Type& t);
   aot::Val from_value(const Value& v, const Layout* l);
-  Value to_value(const aot::Val& v, const Layout* l);
+  // `sizes`: the instance's values of the entry function's size variables (its output's shapes
+  // may have them).
+  Value to_value(const aot::Val& v, const Layout* l, const int64_t* sizes);
 
   static HostRuntime& of(aot::AotContext* ctx) { return *static_cast<HostRuntime*>(ctx->runtime); }
   static int32_t record(aot::AotContext* ctx, int32_t block, const aot::Val* args);
@@ -70,6 +73,7 @@ class HostRuntime : public GraphEngine::Program {
   [[noreturn]] static void fail(aot::AotContext* ctx, int32_t site, int64_t a, int64_t b);
   static void dup(aot::AotContext* ctx, aot::Val v);
   static void drop(aot::AotContext* ctx, aot::Val v);
+  static const float* gather(aot::AotContext* ctx, int32_t site, aot::Val list, int64_t length);
 
   InstanceDriver& driver_;
   std::vector<const ir::Rhs*> sites_;  // the IR node of each site: where errors are reported
@@ -85,6 +89,8 @@ class HostRuntime : public GraphEngine::Program {
   const std::vector<Value>* inputs_ = nullptr;
   std::vector<aot::AotContext> contexts_;  // one per instance: with fibers, instances interleave
   std::vector<aot::Val> outputs_;
+  std::vector<int64_t> entry_sizes_;  // per instance, the entry function's size_params values
+  Arena gathered_;                    // rows gathered by lists of indices, for the run
   std::map<std::string, std::unique_ptr<Layout>> layouts_;
   const Layout* in_layout_ = nullptr;  // of the run's entry function
   const Layout* out_layout_ = nullptr;

@@ -1,12 +1,15 @@
 #include "runtime/inputs.h"
 
 #include <cmath>
+#include <map>
 #include <optional>
+#include <random>
 
 #include "io/json_lines.h"
 #include "io/ptb.h"
 #include "io/tokens.h"
 #include "io/vocab.h"
+#include "support/sizes.h"
 
 namespace acrobat {
 
@@ -21,6 +24,7 @@ constexpr KindName kKinds[] = {
     {InputKind::SstTokens, "sst-tokens"},
     {InputKind::Tokens, "tokens"},
     {InputKind::Json, "json"},
+    {InputKind::Lengths, "lengths"},
 };
 
 std::string known_kinds() {
@@ -135,6 +139,34 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
       }
       break;
     }
+    case InputKind::Lengths: {
+      // f32[n, d2, ...]: the line gives n; every other dimension is fixed.
+      bool fits = type->kind == TypeKind::Tensor && !type->shape.empty() && is_size_var(type->shape[0]);
+      for (size_t d = 1; fits && d < type->shape.size(); ++d) fits = !is_size_var(type->shape[d]);
+      if (!fits) type_mismatch(spec, type, "tensors f32[n, ...] with n from the file and the rest fixed");
+      const std::vector<int64_t> rest(type->shape.begin() + 1, type->shape.end());
+      const int64_t row = num_elements(rest);
+      const auto lines = io::read_token_lines(spec.path);
+      for (size_t i = 0; i < lines.size() && !full(); ++i) {
+        const SourceLoc at{spec.path, static_cast<uint32_t>(i + 1), 1};
+        if (lines[i].size() != 1 || lines[i][0] < 1)
+          throw UserError(at, "expected one length (an integer >= 1) on the line, found " +
+                                  std::to_string(lines[i].size()) + " number(s)" +
+                                  (lines[i].size() == 1 ? " (0)" : ""));
+        const int64_t n = lines[i][0];
+        if (n > kMaxTensorElements / row)
+          throw UserError(at, "length " + std::to_string(n) + " gives a tensor of more than " +
+                                  std::to_string(kMaxTensorElements) + " elements");
+        std::vector<int64_t> shape = type->shape;
+        shape[0] = n;
+        Tensor t = Tensor::allocate(shape);
+        std::mt19937_64 rng(i);
+        std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+        for (int64_t k = 0; k < t.size(); ++k) t.data[k] = uniform(rng);
+        out.push_back(Value::of_tensor(std::move(t)));
+      }
+      break;
+    }
     case InputKind::Json:
       for (const auto& line : io::read_json_lines(spec.path)) {
         if (full()) break;
@@ -145,8 +177,9 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
   if (out.empty())
     throw UserError(SourceLoc{spec.path, 0, 0},
                     std::string("the input file holds no instances (expected ") +
-                        (spec.kind == InputKind::Json     ? "one JSON value per line"
-                         : spec.kind == InputKind::Tokens ? "one line of token ids per instance"
+                        (spec.kind == InputKind::Json      ? "one JSON value per line"
+                         : spec.kind == InputKind::Tokens  ? "one line of token ids per instance"
+                         : spec.kind == InputKind::Lengths ? "one length per line"
                                                           : "one Penn-Treebank tree per line") +
                         ")");
   return out;
@@ -272,13 +305,33 @@ class JsonReader {
     throw UserError(where_, "at " + path + ": expected " + expected + ", found " + what);
   }
 
-  Value tensor(const nlohmann::json& j, const std::vector<int64_t>& shape, const std::string& path) {
-    Tensor t = Tensor::allocate(shape);
+  // A tensor of type f32`shape`; a size variable in it takes the JSON's size there, the same at
+  // every place it appears in the instance.
+  Value tensor(const nlohmann::json& j, const std::vector<int64_t>& type_shape, const std::string& path) {
+    std::vector<int64_t> shape = type_shape;
     if (j.is_object()) {
       if (!j.contains("shape") || !j.contains("data") || j.size() != 2)
         fail(path, "a tensor as {\"shape\": [...], \"data\": [...]} or nested arrays", j);
-      if (j["shape"] != nlohmann::json(shape))
-        fail(path + ".shape", "the shape " + shape_str(shape), j["shape"]);
+      const auto& given = j["shape"];
+      bool fits = given.is_array() && given.size() == shape.size();
+      for (size_t d = 0; fits && d < shape.size(); ++d)
+        fits = given[d].is_number_integer() && bind(shape[d], given[d].get<int64_t>());
+      if (!fits) fail(path + ".shape", "the shape " + shape_str(type_shape) + bound_sizes(), given);
+    } else {
+      // Nested arrays: each dimension's size is the length of the first array at its depth.
+      const nlohmann::json* at = &j;
+      for (size_t d = 0; d < shape.size() && at->is_array() && !at->empty(); ++d) {
+        if (is_size_var(shape[d]) && !bind(shape[d], static_cast<int64_t>(at->size())))
+          fail(path, "an array of " + std::to_string(sizes_.at(shape[d])) + " elements (dimension " +
+                         std::to_string(d) + " of a tensor " + shape_str(type_shape) + bound_sizes() + ")",
+               *at);
+        at = &(*at)[0];
+      }
+      if (is_ragged(shape)) fail(path, "a tensor " + shape_str(type_shape) + " as nested arrays", j);
+    }
+    checked_tensor_size(shape, path);
+    Tensor t = Tensor::allocate(shape);
+    if (j.is_object()) {
       const auto& data = j["data"];
       if (!data.is_array() || static_cast<int64_t>(data.size()) != t.size())
         fail(path + ".data", "an array of " + std::to_string(t.size()) + " numbers", data);
@@ -308,6 +361,31 @@ class JsonReader {
            j);
     for (size_t i = 0; i < j.size(); ++i)
       nested(j[i], shape, dim + 1, out, filled, path + "[" + std::to_string(i) + "]");
+  }
+
+  // A dimension `dim` of the type takes size `n`: a constant must be n, a size variable is bound
+  // to it (n >= 1) or must already be n.
+  bool bind(int64_t& dim, int64_t n) {
+    if (!is_size_var(dim)) return dim == n;
+    auto [it, fresh] = sizes_.emplace(dim, n);
+    if (n < 1 || it->second != n) return false;
+    dim = n;
+    return true;
+  }
+
+  // " (with n = 5)" for the size variables bound so far, for messages.
+  std::string bound_sizes() const {
+    std::string s;
+    for (auto [dim, n] : sizes_) s += (s.empty() ? " (with " : ", ") + dim_str(dim) + " = " + std::to_string(n);
+    return s.empty() ? s : s + "; a size variable is at least 1)";
+  }
+
+  // An instance's tensor must fit the kernels' index type (as the checker makes every fixed one).
+  void checked_tensor_size(const std::vector<int64_t>& shape, const std::string& path) {
+    std::optional<int64_t> n = checked_product<int64_t>(shape);
+    if (!n || *n > kMaxTensorElements)
+      throw UserError(where_, "at " + path + ": a tensor " + shape_str(shape) + " has more than " +
+                                  std::to_string(kMaxTensorElements) + " elements");
   }
 
   Value adt(const nlohmann::json& j, const Type& t, const std::string& path) {
@@ -350,6 +428,7 @@ class JsonReader {
   }
 
   SourceLoc where_;
+  std::map<int64_t, int64_t> sizes_;  // size variables bound by this value's tensors
 };
 
 }  // namespace

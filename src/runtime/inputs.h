@@ -16,6 +16,8 @@ enum class InputKind {
   SstTokens,  // Penn-Treebank trees -> List[int] of the leaves' word ids, left to right
   Tokens,     // lines of whitespace-separated ids -> List[int]
   Json,       // one JSON value per line -> any type (see value_from_json)
+  Lengths,    // one length n per line -> a tensor f32[n, ...] of the entry's type, random numbers
+              // in [-1, 1] seeded by the line number (ragged benchmarks on real length files)
 };
 
 struct InputSpec {

@@ -1,5 +1,6 @@
 #include "runtime/interpreter.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "analysis/plan.h"
@@ -121,6 +122,26 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int
                                           std::to_string(p.count) + " entries");
       return Value::of_tensor(p.row(i));
     }
+    case ir::RhsKind::ParamGather: {
+      const auto& p = params_.params[r.index];
+      const int64_t n = atom(r.sizes[0].value, frame).i, row = num_elements(p.elem_shape);
+      if (n == 0)
+        throw UserError(r.span.begin, "param '" + m_.params[r.index].name +
+                                          "' gathered by an empty list: a tensor needs at least "
+                                          "one row");
+      Tensor out = Tensor::allocate({n, row});
+      const Value* cur = &frame[r.args[0].var];
+      for (int64_t k = 0; k < n; ++k, cur = &cur->agg->fields[1]) {
+        const int64_t i = cur->agg->fields[0].i;
+        if (i < 0 || i >= p.count)
+          throw UserError(r.span.begin, "index " + std::to_string(i) + " (entry " + std::to_string(k) +
+                                            " of the list) is out of range for param '" +
+                                            m_.params[r.index].name + "' of " +
+                                            std::to_string(p.count) + " entries");
+        std::copy_n(p.tensor.data.get() + i * row, row, out.data.get() + k * row);
+      }
+      return Value::of_tensor(std::move(out));
+    }
     case ir::RhsKind::MakeClosure: return Value::closure(r.callee_func, atoms(r.args, frame));
     case ir::RhsKind::If: {
       bool cond = atom(r.args[0], frame).b;
@@ -157,6 +178,11 @@ bool Interpreter::match(const ir::Pattern& p, const Value& v, std::vector<Value>
 
 
 Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
+  if (r.host_op == ir::HostOp::Length) {
+    int64_t n = 0;
+    for (const Value* cur = &frame[r.args[0].var]; !cur->agg->fields.empty(); cur = &cur->agg->fields[1]) ++n;
+    return Value::of_int(n);
+  }
   Value a = atom(r.args[0], frame);
   if (r.host_op == ir::HostOp::Not) return Value::of_bool(!a.b);
   if (r.host_op == ir::HostOp::Neg) {
@@ -208,11 +234,46 @@ Value Interpreter::run_op(const ir::Rhs& r, const std::vector<Value>& frame) {
     inputs = many.data();
   }
   for (size_t i = 0; i < r.args.size(); ++i) inputs[i] = frame[r.args[i].var].tensor.get();
+  if (!r.sizes.empty()) return run_sized_op(r, frame, std::span<const Tensor* const>(inputs, r.args.size()));
   Tensor out = Tensor::allocate(r.type->shape);
   reference_kernel(r.op)(r.attrs, std::span<const Tensor* const>(inputs, r.args.size()), out);
   stats_->kernel_calls++;
   stats_->tensor_ops++;
   stats_->flops += r.flops;
+  return Value::of_tensor(std::move(out));
+}
+
+// An operator whose shapes have size variables: its shape rule runs again on the instance's
+// shapes, which checks what only the instance can tell (a slice's bounds) and gives the result's
+// shape and FLOPs.
+Value Interpreter::run_sized_op(const ir::Rhs& r, const std::vector<Value>& frame,
+                                std::span<const Tensor* const> inputs) {
+  OpAttrs attrs = r.attrs;
+  attrs.sizes = 0;
+  std::string sizes;
+  auto value = [&](int64_t dim) {
+    for (const ir::SizeArg& z : r.sizes)
+      if (z.dim == dim) return atom(z.value, frame).i;
+    ACROBAT_ASSERT(false, "an operator without the value of one of its sizes");
+    return int64_t{0};
+  };
+  for (size_t i = 0; i < attrs.ints.size(); ++i)
+    if (r.attrs.is_size(i)) attrs.ints[i] = value(attrs.ints[i]);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Tensor* t : inputs) shapes.push_back(t->shape);
+  ShapeResult res = op_info(r.op).shape(shapes, attrs);
+  if (!res.type) {
+    static const std::vector<std::string> none;
+    SizeNamesScope names(m_.plan ? m_.plan->size_names : none);
+    for (const ir::SizeArg& z : r.sizes)
+      sizes += (sizes.empty() ? "" : ", ") + dim_str(z.dim) + " = " + std::to_string(value(z.dim));
+    throw UserError(r.span.begin, instance_shape_error(r.op, shapes, attrs, sizes));
+  }
+  Tensor out = Tensor::allocate(is_tensor(res.type) ? res.type->shape : std::vector<int64_t>{1});
+  reference_kernel(r.op)(attrs, inputs, out);
+  stats_->kernel_calls++;
+  stats_->tensor_ops++;
+  stats_->flops += op_info(r.op).flops(shapes, out.shape, attrs);
   return Value::of_tensor(std::move(out));
 }
 

@@ -4,6 +4,7 @@
 // the host program over aot::Val instead (runtime/host_interpreter.h, or generated code).
 #pragma once
 
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +43,8 @@ class Interpreter {
   static Value atom(const ir::Atom& a, const std::vector<Value>& frame);
   // Runs a tensor operator eagerly with the reference kernels (also used for constants).
   Value run_op(const ir::Rhs& r, const std::vector<Value>& frame);
+  Value run_sized_op(const ir::Rhs& r, const std::vector<Value>& frame,
+                     std::span<const Tensor* const> inputs);
 
   const ir::Module& m_;
   const ParamStore& params_;

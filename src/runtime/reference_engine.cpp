@@ -39,7 +39,8 @@ RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::stri
     EagerInterpreter interp(*module_, *params_, result.stats);
     for (size_t i = 0; i < inputs.size(); ++i) {
       try {
-        result.outputs.push_back(interp.call(func, {inputs[i]}, module_->functions[func].span));
+        result.outputs.push_back(
+            interp.call(func, entry_arguments(*module_, func, inputs[i]), module_->functions[func].span));
       } catch (const UserError& e) {
         throw for_instance(e, first_instance + i);
       }

@@ -20,12 +20,21 @@ int64_t prod(const std::vector<int64_t>& s, size_t from, size_t to) {
 void kernel_MatMul(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& a = *in[0];
   const Tensor& b = *in[1];
-  int M = static_cast<int>(a.shape[0]), K = static_cast<int>(a.shape[1]),
-      N = static_cast<int>(b.shape[1]);
-  if (b.packed)
-    k::gemm_packed(M, a.data.get(), K, *b.packed, out.data.get(), N, false);
-  else
-    k::gemm(M, N, K, a.data.get(), K, b.data.get(), N, out.data.get(), N, false);
+  const int K = static_cast<int>(a.shape.back()), N = static_cast<int>(b.shape.back());
+  if (b.shape.size() == 2) {
+    // [M, K] @ [K, N], or a stack [H, M, K] @ [K, N] as one [H * M, K] panel.
+    const int M = static_cast<int>(a.size() / K);
+    if (b.packed)
+      k::gemm_packed(M, a.data.get(), K, *b.packed, out.data.get(), N, false);
+    else
+      k::gemm(M, N, K, a.data.get(), K, b.data.get(), N, out.data.get(), N, false);
+    return;
+  }
+  const int64_t H = a.shape[0];
+  const int M = static_cast<int>(a.shape[1]);
+  for (int64_t h = 0; h < H; ++h)
+    k::gemm(M, N, K, a.data.get() + h * M * K, K, b.data.get() + h * K * N, N,
+            out.data.get() + h * M * N, N, false);
 }
 
 void binary(k::BinaryOp op, std::span<const Tensor* const> in, Tensor& out) {
@@ -127,7 +136,24 @@ void kernel_Slice(const OpAttrs& attrs, std::span<const Tensor* const> in, Tenso
 }
 
 void kernel_Transpose(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out) {
-  k::transpose_2d(in[0]->data.get(), out.data.get(), in[0]->shape[0], in[0]->shape[1]);
+  const auto& s = in[0]->shape;
+  const int64_t rows = s[s.size() - 2], cols = s.back(), n = rows * cols;
+  for (int64_t h = 0; h < in[0]->size() / n; ++h)
+    k::transpose_2d(in[0]->data.get() + h * n, out.data.get() + h * n, rows, cols);
+}
+
+// [M, H * E] -> [H, M, E]: head h is columns [h * E, (h + 1) * E) of every row.
+void kernel_Heads(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out) {
+  const int64_t H = out.shape[0], M = out.shape[1], E = out.shape[2];
+  for (int64_t h = 0; h < H; ++h)
+    k::copy_2d(in[0]->data.get() + h * E, H * E, out.data.get() + h * M * E, E, M, E);
+}
+
+// [H, M, E] -> [M, H * E], the inverse of heads.
+void kernel_MergeHeads(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out) {
+  const int64_t H = in[0]->shape[0], M = in[0]->shape[1], E = in[0]->shape[2];
+  for (int64_t h = 0; h < H; ++h)
+    k::copy_2d(in[0]->data.get() + h * M * E, E, out.data.get() + h * E, H * E, M, E);
 }
 
 void kernel_Zeros(const OpAttrs&, std::span<const Tensor* const>, Tensor& out) {

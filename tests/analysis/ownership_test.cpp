@@ -92,7 +92,7 @@ using Names = std::vector<std::string>;
 TEST(Ownership, BerxitHeadsReleaseTheAccumulator) {
   auto m = compile_file(source("models/berxit.acr"));
   const OwnershipPlan& own = m->plan->ownership;
-  const int heads = m->find_function("heads"), head = m->find_function("head");
+  const int heads = m->find_function("head_sum"), head = m->find_function("head");
   ASSERT_GE(heads, 0);
   Actions a{*m, own, heads};
   const ir::Rhs* call_head = find(*m, heads, [&](const ir::Rhs& r) {
@@ -391,7 +391,7 @@ TEST(Ownership, TheCheckerCatchesWrongPlans) {
   auto broken = std::make_shared<ir::Module>(*m);
   auto plan = std::make_shared<Plan>(*m->plan);
   broken->plan = plan;
-  const int heads = m->find_function("heads");
+  const int heads = m->find_function("head_sum");
   const ir::Rhs* branch = find(*m, heads, [](const ir::Rhs& r) { return r.kind == ir::RhsKind::If; });
   plan->ownership.branches[branch->site][0].drops = VarList{};  // x and mask kept by one branch
   EXPECT_NE(Checker(*broken, heads).run().find("disagree"), std::string::npos);

@@ -59,27 +59,22 @@ def main(x: f32[n, D]) -> (f32[n, D], f32[1, D], f32[n, n], (f32[n, D], f32[1, D
   EXPECT_EQ(m->find_func("both")->size_params.size(), 2u);
 }
 
-// The checker accepts them; lowering says that they do not run yet, at the parameter.
-TEST(Check, SizeVariablesDoNotCompileYet) {
-  try {
-    compile_text("def main(x: f32[n, 4]) -> f32[1, 4] { sum(x, axis=0) }\n");
-    ADD_FAILURE() << "expected a UserError";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find(":1:10: error: parameter 'x' of function 'main' has a size that "
-                                         "varies per instance"),
-              std::string::npos)
-        << e.what();
-  }
-  // A size variable inside a tuple parameter is found too (it must never reach lowering).
-  try {
-    compile_text("def main(p: (f32[n, 4], f32[n, 4])) -> f32[1, 4] { sum(p.0 + p.1, axis=0) }\n");
-    ADD_FAILURE() << "expected a UserError";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find(":1:10: error: parameter 'p' of function 'main' has a "
-                                         "size that varies per instance"),
-              std::string::npos)
-        << e.what();
-  }
+// Lowering gives each function a host int parameter per size variable, after its own, and every
+// call passes the values the checker bound (a constant, or the caller's size variable).
+TEST(Check, SizeVariablesBecomeHostIntParameters) {
+  auto m = compile_text(
+      "def both(a: f32[k, 4], b: f32[j, 4]) -> f32[k, 4] { a + sum(b, axis=0) }\n"
+      "def main(p: (f32[n, 4], f32[n, 4])) -> f32[n, 4] { both(p.0, zeros(3, 4)) + p.1 }\n");
+  const ir::Function& both = m->functions[m->find_function("both")];
+  ASSERT_EQ(both.size_params.size(), 2u);
+  EXPECT_EQ(both.declared_params(), 2u);
+  EXPECT_EQ(both.vars[both.params[2]].type->kind, TypeKind::Int);
+  const ir::Function& main = m->functions[m->find_function("main")];
+  ASSERT_EQ(main.size_params.size(), 1u);
+  const std::string ir = ir::print_module(*m);
+  EXPECT_NE(ir.find("call @both(%"), std::string::npos) << ir;
+  EXPECT_NE(ir.find(", %n.1, 3)"), std::string::npos) << ir;  // k = n, j = 3
+  EXPECT_NE(ir.find("sizes(n=%n.1)"), std::string::npos) << ir;
 }
 
 TEST(Check, GenericFunctionAtSeveralTypes) {

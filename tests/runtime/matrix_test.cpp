@@ -34,10 +34,15 @@ struct ModelCase {
 };
 
 // Instances of `type` drawn from `rng`: token lists of 1..12 ids below `vocab`, lists of 1..4 such
-// lists, tensors of N(0, 1) (an attention mask: 0 for the first 1..S positions, -10000 after).
+// lists, tensors of N(0, 1) (an attention mask: 0 for the first 1..S positions, -10000 after; a
+// size variable 1..40, one length in four 1).
 Value random_value(const Type& type, std::mt19937& rng, int64_t vocab) {
   if (type->kind == TypeKind::Tensor) {
-    Tensor t = Tensor::allocate(type->shape);
+    std::vector<int64_t> shape = type->shape;
+    for (int64_t& d : shape)
+      if (is_size_var(d))
+        d = std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 1 : std::uniform_int_distribution<int64_t>(1, 40)(rng);
+    Tensor t = Tensor::allocate(shape);
     std::normal_distribution<float> normal;
     for (int64_t i = 0; i < t.size(); ++i) t.data[i] = normal(rng);
     return Value::of_tensor(std::move(t));
@@ -132,6 +137,7 @@ const ModelCase kModels[] = {
     {"stackrnn", "sst-tokens", {{"H", 32}}},
     {"drnn", "random", {{"H", 32}}},
     {"berxit", "random", {{"D", 64}, {"NH", 1}, {"S", 16}, {"L", 3}}},
+    {"encoder", "random", {{"D", 128}, {"NH", 2}, {"FF", 256}}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryEngineAndScheduler,

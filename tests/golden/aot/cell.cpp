@@ -115,10 +115,10 @@ Val f1(AotContext* ctx, Val p0) {
   return v4;
 }
 
-Val entry(AotContext* ctx, int32_t function, Val input) {
+Val entry(AotContext* ctx, int32_t function, const Val* args) {
   switch (function) {
-    case 0: return f0(ctx, input);
-    case 1: return f1(ctx, input);
+    case 0: return f0(ctx, args[0]);
+    case 1: return f1(ctx, args[0]);
   }
   ctx->host->fail(ctx, -1, function, 0);
   __builtin_unreachable();
@@ -232,6 +232,6 @@ const BlockKernel kKernels[] = {kernel0, kernel1, kernel2, nullptr};
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "8c3491828587ea76", ACROBAT_AOT_ISA, 3, kKernels, entry};
+  static const AotModel model = {kAbiVersion, "8fb02a46f8c21130", ACROBAT_AOT_ISA, 3, kKernels, entry};
   return &model;
 }

@@ -1,0 +1,494 @@
+#include "runtime/ragged_blocks.h"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+#include "acrobat/kernels.h"
+#include "runtime/reference_kernels.h"
+#include "runtime/value.h"
+
+namespace acrobat {
+
+namespace k = kernels;
+using analysis::BlockOp;
+using analysis::BlockOperand;
+using analysis::RaggedStep;
+using analysis::RaggedView;
+using analysis::StaticBlock;
+
+namespace {
+
+// The value of `dim` (a constant or one of the block's size variables) for an instance.
+int64_t bound(const StaticBlock& s, int64_t dim, const int64_t* sizes) {
+  if (!is_size_var(dim)) return dim;
+  for (size_t i = 0; i < s.sizes.size(); ++i)
+    if (s.sizes[i] == dim) return sizes[i];
+  ACROBAT_ASSERT(false, "a ragged block without the value of one of its sizes");
+  return 0;
+}
+
+// One instance's value of an operator or argument, as a stack of matrices [H, M, N] (a matrix has
+// H = 1; a lower rank is one row): element (h, i, j) at p + h * hs + i * ld + j, or at
+// p + h * hs + j * ld + i when transposed. A packed value has hs = M * N and ld = N.
+struct Strided {
+  float* p = nullptr;
+  int64_t hs = 0, ld = 0;
+  bool trans = false;
+};
+
+// Rows, columns and matrices of a shape (any rank: the leading axes are the stack).
+struct Matrix {
+  int64_t H, M, N;
+};
+Matrix matrix_of(const int64_t* d, size_t rank) {
+  if (rank == 0) return {1, 1, 1};
+  if (rank == 1) return {1, 1, d[0]};
+  int64_t H = 1;
+  for (size_t i = 0; i + 2 < rank; ++i) H *= d[i];
+  return {H, d[rank - 2], d[rank - 1]};
+}
+
+Strided packed_value(float* p, const int64_t* d, size_t rank) {
+  Matrix m = matrix_of(d, rank);
+  return Strided{p, m.M * m.N, m.N, false};
+}
+
+bool is_packed(const Strided& v, const int64_t* d, size_t rank) {
+  Matrix m = matrix_of(d, rank);
+  return !v.trans && (v.ld == m.N || m.M == 1) && (m.H == 1 || v.hs == m.M * m.N);
+}
+
+k::BinaryOp binary_op(OpId id) {
+  switch (id) {
+    case OpId::Add: return k::BinaryOp::Add;
+    case OpId::Sub: return k::BinaryOp::Sub;
+    case OpId::Mul: return k::BinaryOp::Mul;
+    default: return k::BinaryOp::Div;
+  }
+}
+
+// The per-call state of one piece of a batch: every operator's and argument's shape per instance,
+// every value per instance, and the steps.
+class Piece {
+ public:
+  Piece(const RaggedCall& c, const analysis::RaggedPlan& plan, const PackedIndex& packed)
+      : c_(c), s_(*c.block), plan_(plan), packed_(packed), B_(c.B) {
+    shapes(s_.ops.size(), [&](size_t k) -> const std::vector<int64_t>& { return s_.ops[k].shape; },
+           op_dims_, op_dim_begin_, op_elems_);
+    shapes(s_.args.size(), [&](size_t e) -> const std::vector<int64_t>& { return s_.args[e].shape; },
+           arg_dims_, arg_dim_begin_, arg_elems_);
+    vals_.resize(s_.ops.size() * static_cast<size_t>(B_));
+  }
+
+  void run() {
+    for (size_t k = 0; k < s_.ops.size(); ++k) step(k);
+    // Escaping views are copied to their outputs.
+    for (size_t k = 0; k < s_.ops.size(); ++k) {
+      if (plan_.ops[k].step != RaggedStep::View || !s_.ops[k].escapes) continue;
+      float* out = c_.outputs[k];
+      for (int64_t b = 0; b < B_; ++b) {
+        copy_out(val(k, b), op_dim(k, b), s_.ops[k].shape.size(), out);
+        out += op_elems(k, b);
+      }
+      ++*c_.kernel_calls;
+    }
+    count_flops();
+  }
+
+ private:
+  // ---- shapes and values ----
+  template <class ShapeOf>
+  void shapes(size_t n, ShapeOf&& shape_of, std::vector<int64_t>& dims, std::vector<size_t>& begin,
+              std::vector<int64_t>& elems) {
+    const size_t S = s_.sizes.size();
+    begin.resize(n);
+    elems.resize(n * static_cast<size_t>(B_));
+    for (size_t k = 0; k < n; ++k) {
+      const std::vector<int64_t>& shape = shape_of(k);
+      begin[k] = dims.size();
+      for (int64_t b = 0; b < B_; ++b) {
+        int64_t count = 1;
+        for (int64_t d : shape) {
+          dims.push_back(bound(s_, d, c_.sizes + b * S));
+          count *= dims.back();
+        }
+        elems[k * B_ + b] = count;
+      }
+    }
+  }
+  const int64_t* op_dim(size_t k, int64_t b) const {
+    return op_dims_.data() + op_dim_begin_[k] + b * s_.ops[k].shape.size();
+  }
+  const int64_t* arg_dim(size_t e, int64_t b) const {
+    return arg_dims_.data() + arg_dim_begin_[e] + b * s_.args[e].shape.size();
+  }
+  int64_t op_elems(size_t k, int64_t b) const { return op_elems_[k * B_ + b]; }
+  Strided& val(size_t k, int64_t b) { return vals_[k * B_ + b]; }
+
+  const int64_t* operand_dim(const BlockOperand& o, int64_t b) const {
+    return o.local ? op_dim(o.index, b) : arg_dim(o.index, b);
+  }
+  size_t operand_rank(const BlockOperand& o) const {
+    return o.local ? s_.ops[o.index].shape.size() : s_.args[o.index].shape.size();
+  }
+  int64_t operand_elems(const BlockOperand& o, int64_t b) const {
+    return o.local ? op_elems(o.index, b) : arg_elems_[o.index * B_ + b];
+  }
+  Strided operand(const BlockOperand& o, int64_t b) {
+    if (o.local) return val(o.index, b);
+    return packed_value(const_cast<float*>(c_.args[o.index * c_.arg_stride + b]), arg_dim(o.index, b),
+                        s_.args[o.index].shape.size());
+  }
+  // The operand's instance-b data as a packed tensor (copied to scratch when it is a view).
+  float* contiguous(const BlockOperand& o, int64_t b) {
+    Strided v = operand(o, b);
+    const int64_t* d = operand_dim(o, b);
+    const size_t rank = operand_rank(o);
+    if (is_packed(v, d, rank)) return v.p;
+    float* out = c_.scratch->alloc(static_cast<size_t>(operand_elems(o, b)));
+    copy_out(v, d, rank, out);
+    return out;
+  }
+  static void copy_out(const Strided& v, const int64_t* d, size_t rank, float* out) {
+    Matrix m = matrix_of(d, rank);
+    for (int64_t h = 0; h < m.H; ++h) {
+      const float* src = v.p + h * v.hs;
+      float* dst = out + h * m.M * m.N;
+      if (!v.trans) {
+        k::copy_2d(src, v.ld, dst, m.N, m.M, m.N);
+        continue;
+      }
+      for (int64_t i = 0; i < m.M; ++i)  // the stored matrix is [N, M] with row stride ld
+        for (int64_t j = 0; j < m.N; ++j) dst[i * m.N + j] = src[j * v.ld + i];
+    }
+  }
+  // Whether the instances' data of `o` lie one after another, packed (one panel for the piece).
+  bool chained(const BlockOperand& o) {
+    for (int64_t b = 0; b < B_; ++b) {
+      Strided v = operand(o, b);
+      if (!is_packed(v, operand_dim(o, b), operand_rank(o))) return false;
+      if (b > 0 && v.p != operand(o, b - 1).p + operand_elems(o, b - 1)) return false;
+    }
+    return true;
+  }
+  // One matrix for every instance: a parameter or constant argument.
+  bool shared(const BlockOperand& o) const {
+    if (o.local) return false;
+    if (is_ragged(s_.args[o.index].shape)) return false;
+    for (int64_t b = 1; b < B_; ++b)
+      if (c_.args[o.index * c_.arg_stride + b] != c_.args[o.index * c_.arg_stride]) return false;
+    return true;
+  }
+
+  // Storage for operator k's packed values (an escaping operator's output, else scratch).
+  void allocate(size_t k) {
+    // A matmul whose bias add is fused writes the add's value.
+    const size_t owner = s_.ops[k].bias_arg >= 0 ? k + 1 : k;
+    float* base = c_.outputs[owner];
+    if (!base) {
+      int64_t total = 0;
+      for (int64_t b = 0; b < B_; ++b) total += op_elems(k, b);
+      base = c_.scratch->alloc(static_cast<size_t>(std::max<int64_t>(total, 1)));
+    }
+    for (int64_t b = 0; b < B_; ++b) {
+      val(k, b) = packed_value(base, op_dim(k, b), s_.ops[k].shape.size());
+      base += op_elems(k, b);
+    }
+  }
+
+  // ---- steps ----
+  void step(size_t k) {
+    const BlockOp& op = s_.ops[k];
+    switch (plan_.ops[k].step) {
+      case RaggedStep::View: view(k); return;
+      case RaggedStep::FusedBias:
+        for (int64_t b = 0; b < B_; ++b) val(k, b) = val(k - 1, b);
+        return;
+      default: break;
+    }
+    allocate(k);
+    switch (plan_.ops[k].step) {
+      case RaggedStep::GemmShared:
+      case RaggedStep::GemmIndexed: gemm_weights(k); break;
+      case RaggedStep::GemmPerInstance: gemm_per_instance(k); break;
+      case RaggedStep::Elementwise: elementwise(k); break;
+      case RaggedStep::RowWise: row_wise(k); break;
+      default: per_instance(k); break;
+    }
+    (void)op;
+  }
+
+  void view(size_t k) {
+    const BlockOp& op = s_.ops[k];
+    for (int64_t b = 0; b < B_; ++b) {
+      Strided u = operand(op.operands[0], b);
+      switch (plan_.ops[k].view) {
+        case RaggedView::Columns: u.p += op.rhs->attrs.ints[0]; break;
+        case RaggedView::Heads: u.hs = op_dim(k, b)[2]; break;
+        case RaggedView::Transpose: u.trans = !u.trans; break;
+        case RaggedView::None: break;
+      }
+      val(k, b) = u;
+    }
+  }
+
+  // A matmul by weights that are parameters (one matrix for all, or one per run of instances).
+  void gemm_weights(size_t k) {
+    const BlockOp& op = s_.ops[k];
+    const BlockOperand& a = op.operands[0];
+    const int e = op.operands[1].index;
+    const int64_t N = op_dim(k, 0)[s_.ops[k].shape.size() - 1];
+    // The rows of A: one panel with one row stride, read in place when the instances' rows lie
+    // one after another at one stride, else gathered.
+    std::vector<int64_t> first_row(static_cast<size_t>(B_) + 1, 0);
+    const size_t arank = operand_rank(a);
+    const int64_t K = operand_dim(a, 0)[arank - 1];
+    for (int64_t b = 0; b < B_; ++b) first_row[b + 1] = first_row[b] + operand_elems(a, b) / K;
+    const float* A = nullptr;
+    int64_t lda = K;
+    bool in_place = true;
+    const int64_t ld0 = operand(a, 0).ld;
+    for (int64_t b = 0; b < B_ && in_place; ++b) {
+      Strided v = operand(a, b);
+      Matrix m = matrix_of(operand_dim(a, b), arank);
+      in_place = !v.trans && v.ld == ld0 && (m.H == 1 || v.hs == m.M * v.ld) &&
+                 (b == 0 || v.p == operand(a, b - 1).p + (first_row[b] - first_row[b - 1]) * ld0);
+    }
+    if (in_place) {
+      A = operand(a, 0).p;
+      lda = operand(a, 0).ld;
+    } else {
+      float* g = c_.scratch->alloc(static_cast<size_t>(first_row[B_] * K));
+      for (int64_t b = 0; b < B_; ++b) copy_out(operand(a, b), operand_dim(a, b), arank, g + first_row[b] * K);
+      A = g;
+      ++*c_.kernel_calls;
+    }
+    float* C = val(k, 0).p;
+    bool accumulate = false;
+    if (op.bias_arg >= 0) {
+      for (int64_t b = 0; b < B_; ++b) {
+        const float* bias = c_.args[op.bias_arg * c_.arg_stride + b];
+        for (int64_t r = first_row[b]; r < first_row[b + 1]; ++r) std::memcpy(C + r * N, bias, N * sizeof(float));
+      }
+      accumulate = true;
+    }
+    for (int64_t b0 = 0; b0 < B_;) {
+      const float* W = c_.args[e * c_.arg_stride + b0];
+      int64_t b1 = b0 + 1;
+      while (b1 < B_ && c_.args[e * c_.arg_stride + b1] == W) ++b1;
+      const int M = static_cast<int>(first_row[b1] - first_row[b0]);
+      const float* Ab = A + first_row[b0] * lda;
+      float* Cb = C + first_row[b0] * N;
+      if (const k::PackedWeights* pw = packed_.find(W))
+        k::gemm_packed(M, Ab, static_cast<int>(lda), *pw, Cb, static_cast<int>(N), accumulate);
+      else
+        k::gemm(M, static_cast<int>(N), static_cast<int>(K), Ab, static_cast<int>(lda), W,
+                static_cast<int>(N), Cb, static_cast<int>(N), accumulate);
+      ++*c_.kernel_calls;
+      b0 = b1;
+    }
+  }
+
+  // Per instance and matrix of a stack: op(A) @ op(B), reading views (column slices, heads,
+  // transposes) in place.
+  void gemm_per_instance(size_t k) {
+    const BlockOp& op = s_.ops[k];
+    const BlockOperand& a = op.operands[0];
+    const BlockOperand& w = op.operands[1];
+    const size_t arank = operand_rank(a), wrank = operand_rank(w);
+    for (int64_t b = 0; b < B_; ++b) {
+      Strided A = operand(a, b), W = operand(w, b);
+      Matrix ma = matrix_of(operand_dim(a, b), arank);
+      const int64_t* dw = operand_dim(w, b);
+      const int64_t N = dw[wrank - 1], K = ma.N;
+      float* C = val(k, b).p;
+      for (int64_t h = 0; h < ma.H; ++h) {
+        k::gemm_strided(A.trans, W.trans, static_cast<int>(ma.M), static_cast<int>(N), static_cast<int>(K),
+                        A.p + h * A.hs, static_cast<int>(A.ld), W.p + (wrank == 3 ? h * W.hs : 0),
+                        static_cast<int>(W.ld), C + h * ma.M * N, static_cast<int>(N), false);
+        ++*c_.kernel_calls;
+      }
+    }
+  }
+
+  void elementwise(size_t k) {
+    const BlockOp& op = s_.ops[k];
+    const OpId id = op.rhs->op;
+    const size_t rank = op.shape.size();
+    if (op.operands.size() == 1) {
+      if (chained(op.operands[0])) {
+        int64_t total = 0;
+        for (int64_t b = 0; b < B_; ++b) total += op_elems(k, b);
+        unary(id, operand(op.operands[0], 0).p, val(k, 0).p, total);
+        ++*c_.kernel_calls;
+        return;
+      }
+      for (int64_t b = 0; b < B_; ++b) unary(id, contiguous(op.operands[0], b), val(k, b).p, op_elems(k, b));
+      *c_.kernel_calls += B_;
+      return;
+    }
+    // The piece at once as [rows, N] when each operand is the result's shape with the instances
+    // one after another, or one tensor for all (a scalar, or a row of N broadcast down the rows).
+    const int64_t N = rank ? op_dim(k, 0)[rank - 1] : 1;
+    bool whole = true;
+    for (int64_t b = 1; b < B_ && whole; ++b) whole = rank && op_dim(k, b)[rank - 1] == N;
+    int64_t strides[2][2];
+    for (int i = 0; i < 2 && whole; ++i) {
+      const BlockOperand& o = op.operands[i];
+      const size_t r = operand_rank(o);
+      bool aligned = r == rank;
+      for (int64_t b = 0; b < B_ && aligned; ++b)
+        aligned = std::equal(op_dim(k, b), op_dim(k, b) + rank, operand_dim(o, b));
+      if (aligned && chained(o)) {
+        strides[i][0] = N;
+        strides[i][1] = 1;
+        continue;
+      }
+      if (!shared(o)) {
+        whole = false;
+        break;
+      }
+      const int64_t* d = operand_dim(o, 0);
+      const int64_t elems = operand_elems(o, 0);
+      if (elems == 1) {
+        strides[i][0] = strides[i][1] = 0;
+      } else if (r >= 1 && d[r - 1] == N && elems == N) {
+        strides[i][0] = 0;
+        strides[i][1] = 1;
+      } else {
+        whole = false;
+      }
+    }
+    if (whole) {
+      int64_t total = 0;
+      for (int64_t b = 0; b < B_; ++b) total += op_elems(k, b);
+      const int64_t dims[2] = {total / N, N};
+      k::binary_broadcast(binary_op(id), 2, dims, operand(op.operands[0], 0).p, strides[0],
+                          operand(op.operands[1], 0).p, strides[1], val(k, 0).p);
+      ++*c_.kernel_calls;
+      return;
+    }
+    per_instance(k);
+  }
+
+  static void unary(OpId id, const float* x, float* y, int64_t n) {
+    const size_t len = static_cast<size_t>(n);
+    switch (id) {
+      case OpId::Neg: k::neg(x, y, len); break;
+      case OpId::Sigmoid: k::sigmoid(x, y, len); break;
+      case OpId::Tanh: k::tanh(x, y, len); break;
+      case OpId::Relu: k::relu(x, y, len); break;
+      case OpId::Exp: k::exp(x, y, len); break;
+      case OpId::Log: k::log(x, y, len); break;
+      default: ACROBAT_ASSERT(false, "not a unary elementwise operator");
+    }
+  }
+
+  void row_wise(size_t k) {
+    const BlockOp& op = s_.ops[k];
+    const size_t rank = op.shape.size();
+    const int64_t N = op_dim(k, 0)[rank - 1];
+    bool whole = chained(op.operands[0]);
+    for (int64_t b = 1; b < B_ && whole; ++b) whole = op_dim(k, b)[rank - 1] == N;
+    for (size_t i = 1; i < op.operands.size() && whole; ++i) whole = shared(op.operands[i]);
+    auto run = [&](const float* x, const float* gamma, const float* beta, float* y, int64_t rows, int64_t cols) {
+      const int r = static_cast<int>(rows), n = static_cast<int>(cols);
+      switch (op.rhs->op) {
+        case OpId::Softmax: k::softmax(x, y, r, n); break;
+        case OpId::LogSoftmax: k::log_softmax(x, y, r, n); break;
+        default: k::layer_norm(x, gamma, beta, 1e-5f, y, r, n); break;
+      }
+      ++*c_.kernel_calls;
+    };
+    const bool norm = op.rhs->op == OpId::LayerNorm;
+    if (whole) {
+      int64_t total = 0;
+      for (int64_t b = 0; b < B_; ++b) total += op_elems(k, b);
+      run(operand(op.operands[0], 0).p, norm ? operand(op.operands[1], 0).p : nullptr,
+          norm ? operand(op.operands[2], 0).p : nullptr, val(k, 0).p, total / N, N);
+      return;
+    }
+    for (int64_t b = 0; b < B_; ++b) {
+      const int64_t cols = op_dim(k, b)[rank - 1];
+      run(contiguous(op.operands[0], b), norm ? contiguous(op.operands[1], b) : nullptr,
+          norm ? contiguous(op.operands[2], b) : nullptr, val(k, b).p, op_elems(k, b) / cols, cols);
+    }
+  }
+
+  // The reference kernel, instance by instance, on packed copies of the operands.
+  void per_instance(size_t k) {
+    const BlockOp& op = s_.ops[k];
+    OpAttrs attrs = op.rhs->attrs;
+    attrs.sizes = 0;
+    std::vector<Tensor> in(op.operands.size());
+    std::vector<const Tensor*> ptrs(in.size());
+    Tensor out;
+    for (int64_t b = 0; b < B_; ++b) {
+      const int64_t* sizes = c_.sizes + b * s_.sizes.size();
+      for (size_t i = 0; i < attrs.ints.size(); ++i)
+        if (op.rhs->attrs.is_size(i)) attrs.ints[i] = bound(s_, op.rhs->attrs.ints[i], sizes);
+      for (size_t i = 0; i < in.size(); ++i) {
+        const BlockOperand& o = op.operands[i];
+        const int64_t* d = operand_dim(o, b);
+        in[i].shape.assign(d, d + operand_rank(o));
+        in[i].data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), contiguous(o, b));
+        ptrs[i] = &in[i];
+      }
+      out.shape.assign(op_dim(k, b), op_dim(k, b) + op.shape.size());
+      out.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), val(k, b).p);
+      reference_kernel(op.rhs->op)(attrs, std::span<const Tensor* const>(ptrs.data(), ptrs.size()), out);
+    }
+    *c_.kernel_calls += B_;
+  }
+
+  // The registry's FLOP count of every operator, on each instance's shapes.
+  void count_flops() {
+    std::vector<std::vector<int64_t>> in;
+    std::vector<int64_t> out;
+    OpAttrs attrs;
+    for (size_t k = 0; k < s_.ops.size(); ++k) {
+      const BlockOp& op = s_.ops[k];
+      const OpInfo& info = op_info(op.rhs->op);
+      in.resize(op.operands.size());
+      attrs = op.rhs->attrs;
+      attrs.sizes = 0;
+      for (int64_t b = 0; b < B_; ++b) {
+        const int64_t* sizes = c_.sizes + b * s_.sizes.size();
+        for (size_t i = 0; i < attrs.ints.size(); ++i)
+          if (op.rhs->attrs.is_size(i)) attrs.ints[i] = bound(s_, op.rhs->attrs.ints[i], sizes);
+        for (size_t i = 0; i < in.size(); ++i) {
+          const int64_t* d = operand_dim(op.operands[i], b);
+          in[i].assign(d, d + operand_rank(op.operands[i]));
+        }
+        out.assign(op_dim(k, b), op_dim(k, b) + op.shape.size());
+        *c_.flops += info.flops(in, out, attrs);
+      }
+    }
+  }
+
+  const RaggedCall& c_;
+  const StaticBlock& s_;
+  const analysis::RaggedPlan& plan_;
+  const PackedIndex& packed_;
+  const int64_t B_;
+  std::vector<int64_t> op_dims_, arg_dims_;
+  std::vector<size_t> op_dim_begin_, arg_dim_begin_;
+  std::vector<int64_t> op_elems_, arg_elems_;
+  std::vector<Strided> vals_;
+};
+
+}  // namespace
+
+int64_t ragged_elements(const StaticBlock& s, size_t k, const int64_t* sizes, bool arg) {
+  const std::vector<int64_t>& shape = arg ? s.args[k].shape : s.ops[k].shape;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= bound(s, d, sizes);
+  return n;
+}
+
+void RaggedBlocks::run(const RaggedCall& c) const {
+  Piece(c, plan_.ragged[c.block->id], packed_).run();
+}
+
+}  // namespace acrobat

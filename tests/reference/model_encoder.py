@@ -1,0 +1,163 @@
+"""Oracle for models/encoder.acr: one post-norm transformer encoder layer over n token vectors,
+n different per instance (CoRa's encoder layer: D 512, 8 heads of 64, feed-forward 2048, ReLU).
+
+Written from the mathematical description in plain eager PyTorch, one instance at a time, at the
+instance's own length (no padding, no mask). Row-vector convention (x @ W, W stored [in, out]),
+float32:
+
+  q, k, v = split(x @ Wqkv + bqkv, 3)            (each [n, D])
+  head h of each: columns [h * DH, (h + 1) * DH)
+  a   = concat_h(softmax(q_h k_h^T / sqrt(DH)) v_h) @ Wo + bo
+  h1  = LayerNorm(x + a; ln1_g, ln1_b)           (eps 1e-5)
+  out = LayerNorm(h1 + relu(h1 @ W1 + b1) @ W2 + b2; ln2_g, ln2_b)
+
+The same layer is torch.nn.TransformerEncoderLayer(D, NH, FF, dropout=0, batch_first=True) with
+in_proj_weight = Wqkv^T, out_proj.weight = Wo^T, linear1.weight = W1^T, linear2.weight = W2^T;
+`self_check` compares the two.
+"""
+
+import json
+import math
+import random
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import models
+
+NAME = "encoder"
+DIMS = {"D": 512, "NH": 8, "FF": 2048}
+INPUT_KIND = "json"
+
+PARAM_ORDER = ["Wqkv", "bqkv", "Wo", "bo", "ln1_g", "ln1_b", "W1", "b1", "W2", "b2",
+               "ln2_g", "ln2_b"]
+
+# Lengths of the synthetic instances: the extremes first (1 and 512 tokens, two length-1
+# instances side by side), then lengths drawn from 1..512 favouring short ones.
+FIXED_LENGTHS = [1, 512, 1, 2, 3, 64, 65, 127, 255, 17]
+
+
+def _dims(dims):
+    d = dict(DIMS)
+    d.update(dims or {})
+    if d["D"] % d["NH"] != 0 or d["D"] // d["NH"] != 64:
+        raise ValueError("encoder needs D / NH = 64 (the model's attention scale is 0.125)")
+    return d
+
+
+class Model(nn.Module):
+    PARAM_ORDER = PARAM_ORDER
+
+    def __init__(self, **dims):
+        super().__init__()
+        d = _dims(dims)
+        self.D, self.NH, self.FF = d["D"], d["NH"], d["FF"]
+        self.DH = self.D // self.NH
+        D, FF = self.D, self.FF
+        self.Wqkv = nn.Parameter(torch.empty(D, 3 * D))
+        self.bqkv = nn.Parameter(torch.empty(3 * D))
+        self.Wo = nn.Parameter(torch.empty(D, D))
+        self.bo = nn.Parameter(torch.empty(D))
+        self.ln1_g = nn.Parameter(torch.empty(D))
+        self.ln1_b = nn.Parameter(torch.empty(D))
+        self.W1 = nn.Parameter(torch.empty(D, FF))
+        self.b1 = nn.Parameter(torch.empty(FF))
+        self.W2 = nn.Parameter(torch.empty(FF, D))
+        self.b2 = nn.Parameter(torch.empty(D))
+        self.ln2_g = nn.Parameter(torch.empty(D))
+        self.ln2_b = nn.Parameter(torch.empty(D))
+
+    def forward(self, x):
+        n, D, NH, DH = x.shape[0], self.D, self.NH, self.DH
+        q, k, v = (x @ self.Wqkv + self.bqkv).split(D, dim=1)
+        q = q.view(n, NH, DH).transpose(0, 1)  # [NH, n, DH]
+        k = k.view(n, NH, DH).transpose(0, 1)
+        v = v.view(n, NH, DH).transpose(0, 1)
+        p = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(DH), dim=-1)  # [NH, n, n]
+        a = (p @ v).transpose(0, 1).reshape(n, D) @ self.Wo + self.bo
+        h = F.layer_norm(x + a, (D,), self.ln1_g, self.ln1_b, eps=1e-5)
+        f = torch.relu(h @ self.W1 + self.b1) @ self.W2 + self.b2
+        return F.layer_norm(h + f, (D,), self.ln2_g, self.ln2_b, eps=1e-5)
+
+    def as_torch_layer(self):
+        """The same weights in torch.nn.TransformerEncoderLayer (eval mode, no dropout)."""
+        layer = nn.TransformerEncoderLayer(self.D, self.NH, self.FF, dropout=0.0, batch_first=True)
+        with torch.no_grad():
+            layer.self_attn.in_proj_weight.copy_(self.Wqkv.t())
+            layer.self_attn.in_proj_bias.copy_(self.bqkv)
+            layer.self_attn.out_proj.weight.copy_(self.Wo.t())
+            layer.self_attn.out_proj.bias.copy_(self.bo)
+            layer.linear1.weight.copy_(self.W1.t())
+            layer.linear1.bias.copy_(self.b1)
+            layer.linear2.weight.copy_(self.W2.t())
+            layer.linear2.bias.copy_(self.b2)
+            layer.norm1.weight.copy_(self.ln1_g)
+            layer.norm1.bias.copy_(self.ln1_b)
+            layer.norm2.weight.copy_(self.ln2_g)
+            layer.norm2.bias.copy_(self.ln2_b)
+        return layer.eval()
+
+
+def init_params(model, seed):
+    """torch.manual_seed(seed), parameters drawn in PARAM_ORDER: matrices U(-1/sqrt(fan_in),
+    1/sqrt(fan_in)) with fan_in = rows; biases U(-0.1, 0.1); layer-norm gains 1 + U(-0.1, 0.1)."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name in PARAM_ORDER:
+            p = getattr(model, name)
+            if p.dim() == 2:
+                bound = 1.0 / math.sqrt(p.shape[0])
+                p.uniform_(-bound, bound)
+            else:
+                p.uniform_(-0.1, 0.1)
+                if name.startswith("ln") and name.endswith("_g"):
+                    p += 1.0
+    return model
+
+
+def lengths(count, seed):
+    rng = random.Random(seed)
+    out = FIXED_LENGTHS[:count]
+    while len(out) < count:
+        out.append(min(512, max(1, int(rng.expovariate(1.0 / 48.0)) + 1)))
+    return out
+
+
+def make_data(path, count, seed, dims):
+    """`count` instances, one JSON line each: x {"shape": [n, D]} with n from `lengths`, entries
+    N(0, 1) rounded to 4 decimals."""
+    d = _dims(dims)
+    D = d["D"]
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for n in lengths(count, seed):
+            x = [round(rng.gauss(0.0, 1.0), 4) for _ in range(n * D)]
+            f.write(json.dumps({"shape": [n, D], "data": x}))
+            f.write("\n")
+
+
+def load_instances(path, vocab_path, limit, dims):
+    """x [n, D] float32 per line; vocab_path is unused. limit 0 = all."""
+    D = _dims(dims)["D"]
+    out = []
+    for lineno, xs in models.json_lines(path, limit):
+        shape = xs["shape"]
+        if len(shape) != 2 or shape[1] != D or shape[0] < 1:
+            raise ValueError("%s:%d: expected a shape [n, %d] with n >= 1, found %s" % (path, lineno, D, shape))
+        out.append(torch.tensor(xs["data"], dtype=torch.float32).view(shape[0], D))
+    return out
+
+
+def self_check(seed=0):
+    """The explicit layer equals torch.nn.TransformerEncoderLayer on the same weights."""
+    torch.manual_seed(seed)
+    m = init_params(Model(), seed)
+    layer = m.as_torch_layer()
+    with torch.no_grad():
+        for n in (1, 7, 50):
+            x = torch.randn(n, m.D)
+            a = m(x)
+            b = layer(x.unsqueeze(0)).squeeze(0)
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), (n, float((a - b).abs().max()))
+    return True

@@ -1,0 +1,215 @@
+// Ragged models (size variables) on every engine: instances of different lengths batched together
+// through calls that bind sizes, lambdas that capture them, gathers of token lists, sized
+// constants and slices, tensor-dependent loops, give the reference engine's outputs under every
+// scheduler; what only an instance can break (a slice beyond its length, a gather of a bad list)
+// fails that instance with the same message on every engine.
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "analysis/explain.h"
+#include "ir/pipeline.h"
+#include "lang/frontend.h"
+#include "runtime/aot_engine.h"
+#include "runtime/batched_engine.h"
+#include "runtime/inputs.h"
+#include "runtime/params.h"
+#include "runtime/reference_engine.h"
+#include "expect_values.h"
+
+namespace acrobat {
+namespace {
+
+const std::string kCache = ACROBAT_TEST_CACHE_DIR;
+
+// Token lists -> gathered embeddings [len, D] with positions; a sized function called on them and
+// on a slice of their rows; a lambda that captures the length through map; a loop that decides
+// from a tensor read how often to mix; a per-instance product [len, len].
+const char* kModel = R"(
+dim D = 16
+param W: f32[D, D]
+param emb[40]: f32[1, D]
+param pos: f32[64, D]
+
+def mix(x: f32[n, D]) -> f32[n, D] {
+  let a = softmax(x @ transpose(x) * 0.25);
+  tanh(a @ x @ W + zeros(n, D)) + slice(pos, 0, n, axis=0)
+}
+
+def steps(x: f32[n, D], k: int) -> f32[n, D] {
+  let y = mix(x);
+  if k == 0 { y } else if item(mean(sum(y, axis=0), axis=1)) > 0.5 { y } else { steps(y, k - 1) }
+}
+
+def main(ids: List[int]) -> (f32[1, D], f32[1, D], int) {
+  let x = emb[ids];
+  let ys = map(fn(k: int) { steps(x, k) }, Cons(0, Cons(2, Nil)));
+  let total = foldl(fn(acc: f32[1, D], y) { acc + max(y, axis=0) }, zeros(1, D), ys);
+  (total, slice(mix(x), 0, 1, axis=0), length(ids))
+}
+)";
+
+struct Loaded {
+  std::shared_ptr<const ir::Module> module;
+  std::shared_ptr<const ParamStore> params;
+  std::vector<Value> inputs;
+  std::vector<Value> expected;
+};
+
+const Loaded& loaded() {
+  static Loaded l = [] {
+    Loaded out;
+    out.module = compile_checked(parse_model_text("ragged.acr", kModel, {}), {});
+    out.params = std::make_shared<ParamStore>(init_params(*out.module, 3));
+    const auto& f = out.module->functions[entry_function(*out.module, "main")];
+    std::mt19937 rng(11);
+    for (int i = 0; i < 70; ++i) {
+      // Lengths 1..64, a quarter of them 1.
+      int n = i % 4 == 0 ? 1 : std::uniform_int_distribution<int>(1, 64)(rng);
+      nlohmann::json ids = nlohmann::json::array();
+      for (int k = 0; k < n; ++k) ids.push_back(std::uniform_int_distribution<int>(0, 39)(rng));
+      out.inputs.push_back(value_from_json(ids, f.vars[f.params[0]].type, SourceLoc{"ids", 1, 1}));
+    }
+    out.expected = ReferenceEngine(out.module, out.params).run(out.inputs).outputs;
+    return out;
+  }();
+  return l;
+}
+
+std::vector<std::unique_ptr<Engine>> batched_engines(const std::shared_ptr<const ir::Module>& m,
+                                                     const std::shared_ptr<const ParamStore>& p,
+                                                     Scheduler scheduler, int threads = 1) {
+  std::vector<std::unique_ptr<Engine>> out;
+  out.push_back(std::make_unique<BatchedEngine>(m, p, scheduler, threads));
+  AotOptions o;
+  o.cache_dir = kCache;
+  o.scheduler = scheduler;
+  o.threads = threads;
+  out.push_back(std::make_unique<AotEngine>(m, p, o));
+  return out;
+}
+
+TEST(Ragged, EveryEngineAndSchedulerEqualsTheReference) {
+  const Loaded& l = loaded();
+  for (Scheduler scheduler : {Scheduler::InlineDepth, Scheduler::Depth, Scheduler::Agenda})
+    for (auto& engine : batched_engines(l.module, l.params, scheduler))
+      for (size_t batch : {size_t{1}, size_t{7}, size_t{64}}) {
+        const size_t count = batch == 1 ? 12 : l.inputs.size();
+        std::vector<Value> part(l.inputs.begin(), l.inputs.begin() + count);
+        RunResult r = engine->run_batches(part, batch);
+        ASSERT_EQ(r.outputs.size(), count);
+        for (size_t i = 0; i < count; ++i)
+          expect_values_close(r.outputs[i], l.expected[i],
+                              fmt::format("{} {} batch {} instance {}", engine->name(),
+                                          scheduler_name(scheduler), batch, i),
+                              1e-4f, 1e-5f);
+        if (batch == 64) EXPECT_LT(r.stats.batches, r.stats.nodes) << "nothing was batched";
+        EXPECT_GT(r.stats.flops, 0);
+      }
+}
+
+TEST(Ragged, TwoThreadsGiveTheOneThreadOutputs) {
+  const Loaded& l = loaded();
+  for (auto& engine : batched_engines(l.module, l.params, Scheduler::InlineDepth, 2)) {
+    RunResult r = engine->run_batches(l.inputs, 16);
+    for (size_t i = 0; i < l.inputs.size(); ++i)
+      expect_values_close(r.outputs[i], l.expected[i], fmt::format("{} instance {}", engine->name(), i),
+                          1e-4f, 1e-5f);
+  }
+}
+
+// Every engine's message for an instance's user error, or "" when the run succeeds.
+std::vector<std::string> errors_on_every_engine(const std::string& text, const std::vector<nlohmann::json>& instances) {
+  auto module = compile_checked(parse_model_text("bad.acr", text, {}), {});
+  auto params = std::make_shared<ParamStore>(init_params(*module, 1));
+  const auto& f = module->functions[entry_function(*module, "main")];
+  std::vector<Value> inputs;
+  for (const auto& j : instances)
+    inputs.push_back(value_from_json(j, f.vars[f.params[0]].type, SourceLoc{"in", 1, 1}));
+  std::vector<std::unique_ptr<Engine>> engines;
+  engines.push_back(std::make_unique<ReferenceEngine>(module, params));
+  for (auto& e : batched_engines(module, params, Scheduler::InlineDepth)) engines.push_back(std::move(e));
+  std::vector<std::string> out;
+  for (auto& e : engines) {
+    try {
+      e->run(inputs);
+      out.push_back("");
+    } catch (const UserError& err) {
+      out.push_back(err.what());
+    }
+  }
+  return out;
+}
+
+TEST(Ragged, ASliceBeyondAnInstancesLengthFailsThatInstanceOnEveryEngine) {
+  const std::string text = "def main(x: f32[n, 4]) -> f32[1, 4] { sum(slice(x, 0, 2, axis=0), axis=0) }\n";
+  nlohmann::json three = {{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}}, one = {{1, 2, 3, 4}};
+  for (const std::string& e : errors_on_every_engine(text, {three, one, three})) {
+    EXPECT_NE(e.find("bad.acr:1:43: error: instance 1: slice [0, 2) is not a non-empty range within 0..1 "
+                     "of axis 0 (with this instance's sizes n = 1)"),
+              std::string::npos)
+        << e;
+  }
+}
+
+TEST(Ragged, ASliceOfPositionsLongerThanTheTableFailsOnEveryEngine) {
+  const std::string text = "param pos: f32[3, 4]\n"
+                           "def main(x: f32[n, 4]) -> f32[n, 4] { x + slice(pos, 0, n, axis=0) }\n";
+  nlohmann::json four = {{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}, {1, 1, 1, 1}}, one = {{1, 2, 3, 4}};
+  for (const std::string& e : errors_on_every_engine(text, {one, four})) {
+    EXPECT_NE(e.find("bad.acr:2:43: error: instance 1: slice [0, 4) is not a non-empty range within 0..3 "
+                     "of axis 0 (with this instance's sizes n = 4)"),
+              std::string::npos)
+        << e;
+  }
+}
+
+TEST(Ragged, GatherErrorsNameTheIndexAndTheEntryOnEveryEngine) {
+  const std::string text = "param E[5]: f32[1, 4]\n"
+                           "def main(ids: List[int]) -> f32[1, 4] { sum(E[ids], axis=0) }\n";
+  for (const std::string& e : errors_on_every_engine(text, {{1, 2}, {0, 7, 1}})) {
+    EXPECT_NE(e.find("bad.acr:2:45: error: instance 1: index 7 (entry 1 of the list) is out of range for "
+                     "param 'E' of 5 entries"),
+              std::string::npos)
+        << e;
+  }
+  for (const std::string& e : errors_on_every_engine(text, {{1, 2}, nlohmann::json::array()})) {
+    EXPECT_NE(e.find("bad.acr:2:45: error: instance 1: param 'E' gathered by an empty list: a tensor needs "
+                     "at least one row"),
+              std::string::npos)
+        << e;
+  }
+}
+
+TEST(Ragged, AnInstanceWhoseTensorsDisagreeOnASizeIsAnError) {
+  auto module = compile_checked(
+      parse_model_text("t.acr", "def main(p: (f32[n, 2], f32[n, 2])) -> f32[n, 2] { p.0 + p.1 }\n", {}), {});
+  const auto& f = module->functions[entry_function(*module, "main")];
+  UserError e("");
+  SizeNamesScope names(module->plan->size_names);
+  try {
+    value_from_json(nlohmann::json::parse(R"([[[1, 2]], [[1, 2], [3, 4]]])"), f.vars[f.params[0]].type,
+                    SourceLoc{"in.jsonl", 3, 1});
+    ADD_FAILURE() << "expected an error";
+  } catch (const UserError& err) {
+    e = err;
+  }
+  EXPECT_NE(std::string(e.what()).find("in.jsonl:3:1: error: at $[1]: expected an array of 1 elements (dimension 0 of a tensor [n, 2]"), std::string::npos)
+      << e.what();
+  EXPECT_NE(std::string(e.what()).find("(with n = 1; a size variable is at least 1)"), std::string::npos)
+      << e.what();
+}
+
+TEST(Ragged, ExplainShowsTheRaggedPlan) {
+  const std::string text = analysis::explain(*loaded().module);
+  EXPECT_NE(text.find("gemm-per-instance"), std::string::npos) << text;
+  EXPECT_NE(text.find("view (transposed)"), std::string::npos) << text;
+  EXPECT_NE(text.find("check per instance: n <= 64"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace acrobat
