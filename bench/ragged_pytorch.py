@@ -77,6 +77,8 @@ import torch.nn as nn
 from torch.profiler import ProfilerActivity, profile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+from torch_threads import set_threads  # noqa: E402  (PyTorch's threads and OpenBLAS's)
 LENGTHS_DIR = os.path.join(ROOT, "data", "lengths")
 
 D_MODEL, HEADS, FFN = 512, 8, 2048
@@ -373,7 +375,7 @@ def check(args):
     """The three strategies (sorted at every micro-batch size) against each instance run alone
     through the layer's composite (non-fused) path, to 1e-4 relative; the paths taken; and a tiny
     sweep through the whole pipeline, JSON included. Returns a process exit code."""
-    torch.set_num_threads(1)
+    set_threads(1)
     model = make_model(args.seed)
     layer = model[0]
     lengths = [1, 7, 3, 16, 5, 1, 12, 9]
@@ -446,7 +448,7 @@ def sweep(args, quiet=False):
         print_header()
     with torch.inference_mode():
         for threads in args.threads:
-            torch.set_num_threads(threads)
+            set_threads(threads)
             for path in files:
                 name = os.path.splitext(os.path.basename(path))[0]
                 lengths = read_lengths(path)

@@ -250,6 +250,19 @@ int run_command(const RunOptions& o) {
   return 0;
 }
 
+// "batched,aot" as a list; anything else is a UserError.
+std::vector<std::string> split_engines(const std::string& engines) {
+  std::vector<std::string> out;
+  std::stringstream es(engines);
+  std::string item;
+  while (std::getline(es, item, ',')) {
+    if (item != "batched" && item != "aot")
+      throw UserError("--engine '" + engines + "': expected batched, aot or batched,aot");
+    out.push_back(item);
+  }
+  return out;
+}
+
 int bench(const RunOptions& o, const std::string& batches, const std::string& schedulers,
           const std::string& reps, const std::string& json, const std::string& pytorch_limit_arg,
           const std::string& engines, const std::string& threads, bool ablation,
@@ -288,13 +301,7 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
   while (std::getline(ss, item, ',')) b.schedulers.push_back(scheduler_name(parse_scheduler(item)));
   b.sets = o.sets;
   b.reps = repetitions;
-  b.engines.clear();
-  std::stringstream es(engines);
-  while (std::getline(es, item, ',')) {
-    if (item != "batched" && item != "aot")
-      throw UserError("--engine '" + engines + "': expected batched, aot or batched,aot");
-    b.engines.push_back(item);
-  }
+  b.engines = split_engines(engines);
   b.threads.clear();
   for (int64_t t : thread_counts) b.threads.push_back(static_cast<int>(t));
   b.json_path = json;
@@ -442,6 +449,21 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--json", bench_json, "Write the results as JSON to this file");
   bench_cmd->add_option("--pytorch-limit", bench_pytorch,
                         "Instances for the eager PyTorch row (default 300; 0: no PyTorch row)");
+  bool bench_ragged = false, bench_no_pytorch = false, bench_no_dense = false;
+  std::vector<std::string> bench_lengths;
+  std::string bench_cell_batches = "2";
+  bench_cmd->add_flag("--ragged", bench_ragged,
+                      "The encoder layer (default models/encoder.acr) on the length files of "
+                      "data/lengths, beside PyTorch's padded, sorted and nested strategies: "
+                      "ragged.json, ragged.md, ragged.png in --out (default bench/results/ragged); "
+                      "--batch defaults to 32,64,128, --threads to 1,2, --engine to aot,batched");
+  bench_cmd->add_option("--lengths", bench_lengths,
+                        "--ragged: length files, names in data/lengths or paths (default: all)")
+      ->delimiter(',');
+  bench_cmd->add_option("--batches", bench_cell_batches,
+                        "--ragged: batches per cell, 1 to 1000 (default 2)");
+  bench_cmd->add_flag("--no-pytorch", bench_no_pytorch, "--ragged: acrobat's rows only");
+  bench_cmd->add_flag("--no-dense", bench_no_dense, "--ragged: no dense control cells");
 
   try {
     app.parse(argc, argv);
@@ -465,6 +487,32 @@ int main(int argc, char** argv) {
       a.reps = static_cast<int>(cli::parse_number("--reps", bench_reps, 1, cli::kMaxReps));
       a.quick = bench_quick;
       return bench_all_command(a);
+    }
+    if (*bench_cmd && bench_ragged) {
+      BenchRaggedOptions r;
+      r.source_dir = ACROBAT_SOURCE_DIR;
+      r.model = bench_opts.model.empty() ? r.source_dir + "/models/encoder.acr" : bench_opts.model;
+      r.params = bench_opts.params;
+      r.lengths = bench_lengths;
+      const bool given_batch = bench_cmd->count("--batch") > 0, given_threads = bench_cmd->count("--threads") > 0;
+      if (given_batch) {
+        r.batches.clear();
+        for (int64_t b : cli::parse_number_list("--batch", bench_batches, 1, cli::kMaxBatch))
+          r.batches.push_back(static_cast<size_t>(b));
+      }
+      if (given_threads) {
+        r.threads.clear();
+        for (int64_t t : cli::parse_number_list("--threads", bench_threads, 1, cli::kMaxThreads))
+          r.threads.push_back(static_cast<int>(t));
+      }
+      if (bench_cmd->count("--engine") > 0) r.engines = split_engines(bench_engines);
+      if (bench_cmd->count("--out") > 0) r.out_dir = bench_out;
+      r.json_path = bench_json;
+      r.reps = static_cast<int>(cli::parse_number("--reps", bench_reps, 1, cli::kMaxReps));
+      r.batches_per_cell = static_cast<int>(cli::parse_number("--batches", bench_cell_batches, 1, 1000));
+      r.pytorch = !bench_no_pytorch;
+      r.dense = !bench_no_dense;
+      return bench_ragged_command(r);
     }
     if (*bench_cmd && bench_opts.model.empty())
       throw UserError("bench: a model file is required (or --all)");

@@ -51,4 +51,25 @@ struct BenchAllOptions {
 };
 int bench_all_command(const BenchAllOptions& options);
 
+// `acrobat bench --ragged`: the encoder layer on the length files of data/lengths, acrobat's
+// engines beside PyTorch's three strategies (tools/bench_ragged.cpp); ragged.json, ragged.md and
+// ragged.png in `out_dir` (the JSON at `json_path` when given).
+struct BenchRaggedOptions {
+  std::string source_dir;
+  std::string model;                  // default: <source_dir>/models/encoder.acr
+  std::string params;                 // safetensors; default: random from `seed`
+  std::vector<std::string> lengths;   // names in data/lengths or paths; empty: all of them
+  std::vector<size_t> batches = {32, 64, 128};
+  std::vector<int> threads = {1, 2};
+  std::vector<std::string> engines = {"aot", "batched"};
+  std::string out_dir = "bench/results/ragged";
+  std::string json_path;
+  int reps = 3;
+  int batches_per_cell = 2;
+  bool dense = true;    // a control cell of equal lengths per cell
+  bool pytorch = true;  // the PyTorch rows (and their FLOP count)
+  uint64_t seed = 0;
+};
+int bench_ragged_command(const BenchRaggedOptions& options);
+
 }  // namespace acrobat

@@ -45,8 +45,10 @@ std::vector<Case> cases() {
       {"nestedrnn", "H=256", {"H=256"}, "json", true, 1024, 32, true},
       {"nestedrnn", "H=512", {"H=512"}, "json", true, 1024, 32, false},
       {"drnn", "H=256", {"H=256"}, "json", true, 512, 32, true},
-      {"berxit", "small", {}, "json", true, 256, 16, true},
-      {"berxit", "base", {"D=768", "NH=12", "FF=3072", "S=128", "L=12"}, "json", true, 64, 8, false},
+      {"berxit_padded", "small", {}, "json", true, 256, 16, true},
+      {"berxit_padded", "base", {"D=768", "NH=12", "FF=3072", "S=128", "L=12"}, "json", true, 64, 8, false},
+      {"berxit", "small", {}, "sst-tokens", false, 2210, 32, true},
+      {"berxit", "base", {"D=768", "NH=12", "FF=3072", "L=12"}, "sst-tokens", false, 512, 8, false},
       {"stackrnn", "H=256", {"H=256"}, "sst-tokens", false, 2210, 32, true},
       {"stackrnn", "H=512", {"H=512"}, "sst-tokens", false, 2210, 32, false},
   };

@@ -18,11 +18,11 @@ namespace acrobat::kernels {
 void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
           bool accumulate);
 
-// C[M,N] = op(A) op(B) (+ C) where op(X) is X, or X^T when trans_x (then X is stored [K, M] or
-// [N, K], row-major with its row stride). For products of per-instance operands read where they
-// lie: column slices, heads and transposed views (runtime/ragged_blocks.h).
+// C[M,N] = alpha op(A) op(B) (+ C) where op(X) is X, or X^T when trans_x (then X is stored
+// [K, M] or [N, K], row-major with its row stride). For products of per-instance operands read
+// where they lie: column slices, heads and transposed views (runtime/ragged_blocks.h).
 void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
-                  const float* B, int ldb, float* C, int ldc, bool accumulate);
+                  const float* B, int ldb, float* C, int ldc, bool accumulate, float alpha = 1.0f);
 
 // The ways a GEMM can be carried out; the dispatcher picks one from M, N, K by rules measured on this
 // machine (bench/gemm_bench prints the table the rules come from).

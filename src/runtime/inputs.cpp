@@ -157,13 +157,7 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
         if (n > kMaxTensorElements / row)
           throw UserError(at, "length " + std::to_string(n) + " gives a tensor of more than " +
                                   std::to_string(kMaxTensorElements) + " elements");
-        std::vector<int64_t> shape = type->shape;
-        shape[0] = n;
-        Tensor t = Tensor::allocate(shape);
-        std::mt19937_64 rng(i);
-        std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-        for (int64_t k = 0; k < t.size(); ++k) t.data[k] = uniform(rng);
-        out.push_back(Value::of_tensor(std::move(t)));
+        out.push_back(random_rows(type, n, i));
       }
       break;
     }
@@ -183,6 +177,16 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
                                                           : "one Penn-Treebank tree per line") +
                         ")");
   return out;
+}
+
+Value random_rows(const Type& type, int64_t n, uint64_t seed) {
+  std::vector<int64_t> shape = type->shape;
+  shape[0] = n;
+  Tensor t = Tensor::allocate(shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int64_t k = 0; k < t.size(); ++k) t.data[k] = uniform(rng);
+  return Value::of_tensor(std::move(t));
 }
 
 // ---- JSON ----

@@ -181,30 +181,36 @@ class Piece {
     return true;
   }
 
-  // Storage for operator k's packed values (an escaping operator's output, else scratch).
+  // Storage for operator k's packed values: an escaping operator's output, else scratch. A matmul
+  // with operators fused into it writes the last one's storage; their values are views of it.
   void allocate(size_t k) {
-    // A matmul whose bias add is fused writes the add's value.
-    const size_t owner = s_.ops[k].bias_arg >= 0 ? k + 1 : k;
-    float* base = c_.outputs[owner];
+    const analysis::RaggedOpPlan& o = plan_.ops[k];
+    const size_t store = o.store >= 0 ? static_cast<size_t>(o.store) : k;
+    float* base = c_.outputs[store];
     if (!base) {
       int64_t total = 0;
-      for (int64_t b = 0; b < B_; ++b) total += op_elems(k, b);
+      for (int64_t b = 0; b < B_; ++b) total += op_elems(store, b);
       base = c_.scratch->alloc(static_cast<size_t>(std::max<int64_t>(total, 1)));
     }
     for (int64_t b = 0; b < B_; ++b) {
-      val(k, b) = packed_value(base, op_dim(k, b), s_.ops[k].shape.size());
-      base += op_elems(k, b);
+      for (size_t j = k + 1; j <= store; ++j)
+        if (plan_.ops[j].alias == static_cast<int>(k))
+          val(j, b) = packed_value(base, op_dim(j, b), s_.ops[j].shape.size());
+      if (o.merged) {  // the stack [H, n, E] inside [n, H * E]: head h at column h * E
+        const int64_t* d = op_dim(k, b);
+        val(k, b) = Strided{base, d[2], d[0] * d[2], false};
+      } else {
+        val(k, b) = packed_value(base, op_dim(k, b), s_.ops[k].shape.size());
+      }
+      base += op_elems(store, b);
     }
   }
 
   // ---- steps ----
   void step(size_t k) {
-    const BlockOp& op = s_.ops[k];
     switch (plan_.ops[k].step) {
       case RaggedStep::View: view(k); return;
-      case RaggedStep::FusedBias:
-        for (int64_t b = 0; b < B_; ++b) val(k, b) = val(k - 1, b);
-        return;
+      case RaggedStep::Alias: return;  // its matmul wrote it
       default: break;
     }
     allocate(k);
@@ -216,7 +222,6 @@ class Piece {
       case RaggedStep::RowWise: row_wise(k); break;
       default: per_instance(k); break;
     }
-    (void)op;
   }
 
   void view(size_t k) {
@@ -265,14 +270,27 @@ class Piece {
       ++*c_.kernel_calls;
     }
     float* C = val(k, 0).p;
-    bool accumulate = false;
-    if (op.bias_arg >= 0) {
+    // The result starts as the fused addend (an operand of the result's shape, a shared row, or
+    // both), and the GEMM accumulates.
+    const analysis::RaggedOpPlan& plan = plan_.ops[k];
+    if (plan.init) {
       for (int64_t b = 0; b < B_; ++b) {
-        const float* bias = c_.args[op.bias_arg * c_.arg_stride + b];
-        for (int64_t r = first_row[b]; r < first_row[b + 1]; ++r) std::memcpy(C + r * N, bias, N * sizeof(float));
+        float* Cb = C + first_row[b] * N;
+        const int64_t rows = first_row[b + 1] - first_row[b];
+        if (plan.init_from.index >= 0)
+          std::memcpy(Cb, contiguous(plan.init_from, b), static_cast<size_t>(rows * N) * sizeof(float));
+        if (plan.init_row < 0) continue;
+        const float* row = c_.args[plan.init_row * c_.arg_stride + b];
+        if (plan.init_from.index >= 0) {
+          const int64_t dims[2] = {rows, N}, cs[2] = {N, 1}, rs[2] = {0, 1};
+          k::binary_broadcast(k::BinaryOp::Add, 2, dims, Cb, cs, row, rs, Cb);
+        } else {
+          for (int64_t r = 0; r < rows; ++r) std::memcpy(Cb + r * N, row, static_cast<size_t>(N) * sizeof(float));
+        }
       }
-      accumulate = true;
+      ++*c_.kernel_calls;
     }
+    const bool accumulate = plan.init;
     for (int64_t b0 = 0; b0 < B_;) {
       const float* W = c_.args[e * c_.arg_stride + b0];
       int64_t b1 = b0 + 1;
@@ -297,16 +315,18 @@ class Piece {
     const BlockOperand& a = op.operands[0];
     const BlockOperand& w = op.operands[1];
     const size_t arank = operand_rank(a), wrank = operand_rank(w);
+    const analysis::RaggedOpPlan& plan = plan_.ops[k];
+    const float alpha = plan.scale >= 0 ? c_.args[plan.scale * c_.arg_stride][0] : 1.0f;
     for (int64_t b = 0; b < B_; ++b) {
       Strided A = operand(a, b), W = operand(w, b);
       Matrix ma = matrix_of(operand_dim(a, b), arank);
       const int64_t* dw = operand_dim(w, b);
       const int64_t N = dw[wrank - 1], K = ma.N;
-      float* C = val(k, b).p;
+      const Strided C = val(k, b);  // packed, or heads merged
       for (int64_t h = 0; h < ma.H; ++h) {
         k::gemm_strided(A.trans, W.trans, static_cast<int>(ma.M), static_cast<int>(N), static_cast<int>(K),
                         A.p + h * A.hs, static_cast<int>(A.ld), W.p + (wrank == 3 ? h * W.hs : 0),
-                        static_cast<int>(W.ld), C + h * ma.M * N, static_cast<int>(N), false);
+                        static_cast<int>(W.ld), C.p + h * C.hs, static_cast<int>(C.ld), false, alpha);
         ++*c_.kernel_calls;
       }
     }
@@ -479,6 +499,8 @@ class Piece {
 };
 
 }  // namespace
+
+int64_t ragged_dim(const StaticBlock& s, int64_t dim, const int64_t* sizes) { return bound(s, dim, sizes); }
 
 int64_t ragged_elements(const StaticBlock& s, size_t k, const int64_t* sizes, bool arg) {
   const std::vector<int64_t>& shape = arg ? s.args[k].shape : s.ops[k].shape;

@@ -44,5 +44,7 @@ class RaggedBlocks {
 // The element count of operator k's value (or, with `arg`, argument k's) of block `s` for an
 // instance whose size variables have the values `sizes`.
 int64_t ragged_elements(const analysis::StaticBlock& s, size_t k, const int64_t* sizes, bool arg = false);
+// The value of `dim` (a constant or a size variable of block `s`) for such an instance.
+int64_t ragged_dim(const analysis::StaticBlock& s, int64_t dim, const int64_t* sizes);
 
 }  // namespace acrobat

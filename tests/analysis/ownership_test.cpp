@@ -52,6 +52,7 @@ TEST(Ownership, GoldenListings) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"tests/golden/ownership/ownership.acr", "ownership/ownership.txt"},
       {"tests/golden/generic_pair.acr", "ownership/generic_pair.txt"},
+      {"models/berxit_padded.acr", "ownership/berxit_padded.txt"},
       {"models/berxit.acr", "ownership/berxit.txt"},
       {"models/drnn.acr", "ownership/drnn.txt"},
   };
@@ -90,7 +91,7 @@ using Names = std::vector<std::string>;
 // BERxiT: each head borrows the layer input through a dup; the accumulator dies in the add; the
 // last head drops the layer input on entry to its branch; the loop over heads moves everything.
 TEST(Ownership, BerxitHeadsReleaseTheAccumulator) {
-  auto m = compile_file(source("models/berxit.acr"));
+  auto m = compile_file(source("models/berxit_padded.acr"));
   const OwnershipPlan& own = m->plan->ownership;
   const int heads = m->find_function("head_sum"), head = m->find_function("head");
   ASSERT_GE(heads, 0);
@@ -149,7 +150,7 @@ TEST(Ownership, ConcurrentGroupsDropAfterTheJoin) {
 TEST(Ownership, OffWithTheReleaseSwitch) {
   AnalysisOptions off;
   off.release = false;
-  auto m = compile_file(source("models/berxit.acr"), off);
+  auto m = compile_file(source("models/berxit_padded.acr"), off);
   EXPECT_FALSE(m->plan->ownership.enabled);
   EXPECT_EQ(ownership_str(*m), ir::print_module(*m));
 }
@@ -387,7 +388,7 @@ TEST(Ownership, EveryReferenceIsGivenUpOnceOnEveryPath) {
 
 // The checker finds a missing drop and a premature one (it is not vacuous).
 TEST(Ownership, TheCheckerCatchesWrongPlans) {
-  auto m = compile_file(source("models/berxit.acr"));
+  auto m = compile_file(source("models/berxit_padded.acr"));
   auto broken = std::make_shared<ir::Module>(*m);
   auto plan = std::make_shared<Plan>(*m->plan);
   broken->plan = plan;

@@ -25,6 +25,7 @@ import torch  # noqa: E402
 import registry  # noqa: E402
 import safetensors_io  # noqa: E402
 from generate import load_tensors  # noqa: E402
+from torch_threads import set_threads  # noqa: E402
 
 
 def main(argv=None):
@@ -40,7 +41,7 @@ def main(argv=None):
     ap.add_argument("--params", help="load weights from this safetensors file instead of --seed")
     args = ap.parse_args(argv)
 
-    torch.set_num_threads(1)
+    set_threads(1)
     try:
         spec = registry.get(args.model)
         dims = registry.resolve_dims(spec, registry.parse_sets(args.set), args.vocab)

@@ -136,7 +136,8 @@ const ModelCase kModels[] = {
     {"nestedrnn", "random", {{"H", 32}}},
     {"stackrnn", "sst-tokens", {{"H", 32}}},
     {"drnn", "random", {{"H", 32}}},
-    {"berxit", "random", {{"D", 64}, {"NH", 1}, {"S", 16}, {"L", 3}}},
+    {"berxit_padded", "random", {{"D", 64}, {"NH", 1}, {"S", 16}, {"L", 3}}},
+    {"berxit", "sst-tokens", {{"D", 64}, {"NH", 1}, {"L", 3}}},
     {"encoder", "random", {{"D", 128}, {"NH", 2}, {"FF", 256}}},
 };
 

@@ -1,0 +1,254 @@
+// `acrobat bench --ragged`: the transformer encoder layer on variable-length sequences, CoRa's
+// benchmark. For each length file (data/lengths), batch size and thread count: acrobat's AOT and
+// interpreter engines, and side by side in the same run PyTorch 1.13's three CPU strategies
+// (bench/ragged_pytorch.py: padded to the batch's longest, sorted micro-batches each padded to
+// its own longest, the nested-tensor fast path). A cell is the first `batches` batches of
+// consecutive lines of a length file; every row of a cell runs the same lengths, and a dense
+// control cell runs as many instances of the file's mean length. Figures: useful GFLOP/s (the
+// unpadded work, counted by the PyTorch script's formula for every row), the padding FLOPs as a
+// share of them, peak memory, and each acrobat row's ratio to PyTorch's best strategy in its
+// cell. Writes ragged.json, ragged.md and ragged.png to the output directory.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench.h"
+#include "io/files.h"
+#include "io/tokens.h"
+#include "ir/pipeline.h"
+#include "runtime/aot_engine.h"
+#include "runtime/batched_engine.h"
+#include "runtime/inputs.h"
+
+namespace acrobat {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The length files to run: names in data/lengths ("mnli") or paths; all of data/lengths by default.
+std::vector<std::string> length_files(const BenchRaggedOptions& o) {
+  std::vector<std::string> out;
+  const std::string dir = o.source_dir + "/data/lengths";
+  if (o.lengths.empty()) {
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".txt") out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  for (const std::string& item : o.lengths) {
+    if (fs::exists(item)) {
+      out.push_back(item);
+      continue;
+    }
+    std::string path = dir + "/" + item + (item.size() > 4 && item.substr(item.size() - 4) == ".txt" ? "" : ".txt");
+    if (!fs::exists(path))
+      throw UserError("--lengths: no length file '" + item + "' (expected a path or a name in " + dir + ")");
+    out.push_back(path);
+  }
+  return out;
+}
+
+std::string dataset_name(const std::string& path) { return fs::path(path).stem().string(); }
+
+std::vector<int64_t> read_lengths(const std::string& path) {
+  std::vector<int64_t> out;
+  const auto lines = io::read_token_lines(path);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].size() != 1 || lines[i][0] < 1)
+      throw UserError(SourceLoc{path, static_cast<uint32_t>(i + 1), 1},
+                      "expected one length (an integer >= 1) on the line");
+    out.push_back(lines[i][0]);
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+// One cell of the sweep and what PyTorch measured in it.
+struct Cell {
+  std::string dataset;  // "mnli" or "mnli-dense"
+  std::vector<int64_t> lengths;
+  size_t batch;
+  int threads;
+  double useful_gflop = 0;  // from the PyTorch rows (their formula), else acrobat's count
+  double best_pytorch = 0;  // useful GFLOP/s of PyTorch's best strategy here
+};
+
+}  // namespace
+
+int bench_ragged_command(const BenchRaggedOptions& o) {
+  fs::create_directories(o.out_dir);
+  const std::vector<std::string> files = length_files(o);
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(dataset_name(f));
+
+  // 1. PyTorch, every cell, first (its table goes straight through).
+  json torch_rows = json::array();
+  if (o.pytorch) {
+    const std::string out = o.out_dir + "/pytorch.json";
+    std::vector<std::string> batches, threads;
+    for (size_t b : o.batches) batches.push_back(std::to_string(b));
+    for (int t : o.threads) threads.push_back(std::to_string(t));
+    const std::string cmd = fmt::format(
+        "/usr/bin/python3 '{}/bench/ragged_pytorch.py' --lengths '{}' --batch {} --threads {} --batches {} "
+        "--reps {} --seed {}{} --json '{}'",
+        o.source_dir, join(files), join(batches), join(threads), o.batches_per_cell, o.reps, o.seed,
+        o.dense ? " --dense" : "", out);
+    std::cout << "bench: PyTorch side: " << cmd << "\n" << std::flush;
+    if (std::system(cmd.c_str()) != 0)
+      throw UserError("bench --ragged: the PyTorch side failed (" + cmd + ")");
+    torch_rows = json::parse(io::read_file(out))["results"];
+  }
+
+  // 2. The cells, with the PyTorch figures they need.
+  std::vector<Cell> cells;
+  for (int threads : o.threads)
+    for (size_t f = 0; f < files.size(); ++f) {
+      const std::vector<int64_t> all = read_lengths(files[f]);
+      for (size_t batch : o.batches) {
+        const size_t nb = std::min<size_t>(o.batches_per_cell, all.size() / batch);
+        if (nb == 0) continue;
+        std::vector<int64_t> lens(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(nb * batch));
+        std::vector<Cell> here{Cell{names[f], lens, batch, threads}};
+        if (o.dense) {
+          double mean = 0;
+          for (int64_t n : all) mean += static_cast<double>(n);
+          const int64_t dense = std::max<int64_t>(1, std::llround(mean / static_cast<double>(all.size())));
+          here.push_back(Cell{names[f] + "-dense", std::vector<int64_t>(lens.size(), dense), batch, threads});
+        }
+        for (Cell& c : here) {
+          for (const auto& r : torch_rows)
+            if (r["dataset"] == c.dataset && r["batch"] == c.batch && r["threads"] == c.threads) {
+              c.useful_gflop = r["useful_gflop"].get<double>();
+              c.best_pytorch = std::max(c.best_pytorch, r["useful_gflops"].get<double>());
+            }
+          cells.push_back(std::move(c));
+        }
+      }
+    }
+
+  // 3. acrobat, every cell: one engine per kind and thread count, a warm-up run (libxsmm compiles
+  // its kernels for new sizes), then --reps runs; the median.
+  CompileOptions copts;
+  auto module = compile_model(o.model, copts);
+  auto params = std::make_shared<ParamStore>(o.params.empty() ? init_params(*module, o.seed)
+                                                              : load_params(*module, o.params));
+  const ir::Function& entry = module->functions[entry_function(*module, "main")];
+  const Type& in_type = entry.vars[entry.params[0]].type;
+  if (in_type->kind != TypeKind::Tensor || in_type->shape.empty() || !is_size_var(in_type->shape[0]))
+    throw UserError(o.model + ": bench --ragged needs a model whose main takes f32[n, ...] (n per instance), "
+                    "found " + type_str(in_type));
+  json rows = json::array();
+  for (const auto& r : torch_rows) rows.push_back(r);
+  std::cout << fmt::format("\n{:<14} {:>5} {:>3}  {:<15} {:>14} {:>8} {:>9} {:>8} {:>9}\n", "dataset", "batch",
+                           "thr", "engine", "useful GFLOP/s", "padding", "peak MiB", "seconds",
+                           "vs best");
+  std::map<std::pair<std::string, int>, std::unique_ptr<Engine>> engines;
+  for (const Cell& c : cells) {
+    std::vector<Value> inputs;
+    for (size_t i = 0; i < c.lengths.size(); ++i) inputs.push_back(random_rows(in_type, c.lengths[i], o.seed + i));
+    for (const std::string& kind : o.engines) {
+      auto& engine = engines[{kind, c.threads}];
+      if (!engine) {
+        if (kind == "aot") {
+          AotOptions ao;
+          ao.threads = c.threads;
+          engine = std::make_unique<AotEngine>(module, params, ao);
+        } else {
+          engine = std::make_unique<BatchedEngine>(module, params, Scheduler::InlineDepth, c.threads);
+        }
+      }
+      engine->run_batches(inputs, c.batch);  // warm-up
+      std::vector<double> secs;
+      RunStats stats;
+      for (int r = 0; r < o.reps; ++r) {
+        const auto t0 = Clock::now();
+        RunResult res = engine->run_batches(inputs, c.batch);
+        secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        stats = res.stats;
+      }
+      const double s = median(secs);
+      const double useful = c.useful_gflop > 0 ? c.useful_gflop : static_cast<double>(stats.flops) * 1e-9;
+      const double gflops = useful / s;
+      const std::string name = kind == "aot" ? "aot" : "interpreter";
+      const double ratio = c.best_pytorch > 0 ? gflops / c.best_pytorch : 0;
+      std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14.1f} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8}\n",
+                               c.dataset, c.batch, c.threads, name, gflops, 0.0,
+                               static_cast<double>(stats.peak_bytes) / (1 << 20), s,
+                               ratio > 0 ? fmt::format("{:.2f}x", ratio) : "-")
+                << std::flush;
+      int64_t tokens = 0;
+      for (int64_t n : c.lengths) tokens += n;
+      rows.push_back(json{{"engine", name},
+                          {"dataset", c.dataset},
+                          {"dense", c.dataset.size() > 6 && c.dataset.substr(c.dataset.size() - 6) == "-dense"},
+                          {"batch", c.batch},
+                          {"threads", c.threads},
+                          {"instances", c.lengths.size()},
+                          {"tokens", tokens},
+                          {"max_length", *std::max_element(c.lengths.begin(), c.lengths.end())},
+                          {"useful_gflop", useful},
+                          {"useful_gflops", gflops},
+                          {"padding_share", 0.0},
+                          {"seconds", s},
+                          {"seconds_reps", secs},
+                          {"instances_per_s", static_cast<double>(c.lengths.size()) / s},
+                          {"peak_bytes", stats.peak_bytes},
+                          {"ratio_to_best_pytorch", ratio}});
+    }
+  }
+
+  // 4. JSON, a Markdown table of the ratios, and the plot.
+  json doc{{"benchmark", "ragged-encoder-layer"}, {"model", o.model}, {"batches_per_cell", o.batches_per_cell},
+           {"reps", o.reps}, {"results", rows}};
+  const std::string json_path = o.json_path.empty() ? o.out_dir + "/ragged.json" : o.json_path;
+  io::write_file(json_path, doc.dump(1) + "\n");
+  std::ostringstream md;
+  md << "# Encoder layer on ragged batches\n\n`acrobat bench --ragged`: useful GFLOP/s (the unpadded "
+        "work only) and, in brackets, the ratio to PyTorch's best strategy in the cell; medians of "
+     << o.reps << " repetitions of " << o.batches_per_cell << " batches.\n\n"
+     << "| dataset | batch | threads | AOT | interpreter | PyTorch padded | PyTorch sorted | PyTorch nested |\n"
+     << "|---|---|---|---|---|---|---|---|\n";
+  for (const Cell& c : cells) {
+    auto cell = [&](const std::string& engine) -> std::string {
+      for (const auto& r : rows)
+        if (r["engine"] == engine && r["dataset"] == c.dataset && r["batch"] == c.batch && r["threads"] == c.threads) {
+          const double g = r["useful_gflops"].get<double>();
+          return c.best_pytorch > 0 ? fmt::format("{:.1f} ({:.2f}x)", g, g / c.best_pytorch) : fmt::format("{:.1f}", g);
+        }
+      return "-";
+    };
+    md << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.dataset, c.batch, c.threads, cell("aot"),
+                      cell("interpreter"), cell("pytorch-padded"), cell("pytorch-sorted"), cell("pytorch-nested"));
+  }
+  io::write_file(o.out_dir + "/ragged.md", md.str());
+  const std::string plot = fmt::format("/usr/bin/python3 '{}/bench/plot_ragged.py' '{}' '{}/ragged.png'",
+                                       o.source_dir, json_path, o.out_dir);
+  if (std::system(plot.c_str()) != 0) std::cerr << "bench: warning: the plot failed (" << plot << ")\n";
+  std::cout << "bench: wrote " << json_path << ", " << o.out_dir << "/ragged.md, ragged.png\n";
+  return 0;
+}
+
+}  // namespace acrobat
