@@ -1,6 +1,9 @@
 #include "analysis/ragged_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <optional>
 
 #include "ir/ops.h"
 
@@ -55,12 +58,17 @@ bool scalar_arg(const StaticBlock& s, const BlockOperand& o) {
   return !is_ragged(a.shape) && num_elements(a.shape) == 1 && a.known && a.mode == ArgMode::Reuse;
 }
 
-// An argument that is one row [1, N] or [N] shared by every instance.
-bool shared_row(const StaticBlock& s, const BlockOperand& o, int64_t n) {
+// An argument that is one row [1, N] or [N] for each instance (a bias: the same for all, or an
+// indexed param's row).
+bool row_arg(const StaticBlock& s, const BlockOperand& o, int64_t n) {
   if (o.local) return false;
   const BlockArg& a = s.args[o.index];
-  return !is_ragged(a.shape) && !a.shape.empty() && a.shape.back() == n && num_elements(a.shape) == n &&
-         (!a.known || a.mode == ArgMode::Reuse);
+  return !is_ragged(a.shape) && !a.shape.empty() && a.shape.back() == n && num_elements(a.shape) == n;
+}
+
+// An argument of one element for each instance.
+bool scalar_per_instance(const StaticBlock& s, const BlockOperand& o) {
+  return !o.local && !is_ragged(s.args[o.index].shape) && num_elements(s.args[o.index].shape) == 1;
 }
 
 // Fusion of the operators after matmul `k` into it (the header's 3.).
@@ -91,7 +99,7 @@ void fuse_into_matmul(const StaticBlock& s, RaggedPlan& p, const std::vector<std
     if (c < 0 || s.ops[c].rhs->op != OpId::Add) return;
     const BlockOperand* x = other_operand(s.ops[c], k);
     if (!x) return;
-    if (shared_row(s, *x, n)) {  // A @ W + b
+    if (row_arg(s, *x, n)) {  // A @ W + b
       mm.init = true;
       mm.init_row = x->index;
       fuse(c);
@@ -108,7 +116,7 @@ void fuse_into_matmul(const StaticBlock& s, RaggedPlan& p, const std::vector<std
     int c2 = sole_reader(static_cast<size_t>(c));
     if (c2 < 0 || s.ops[c2].rhs->op != OpId::Add) return;
     const BlockOperand* b = other_operand(s.ops[c2], static_cast<size_t>(c));
-    if (b && shared_row(s, *b, n)) {
+    if (b && row_arg(s, *b, n)) {
       mm.init_row = b->index;
       fuse(c2);
     }
@@ -141,6 +149,7 @@ const char* step_name(RaggedStep s) {
     case RaggedStep::RowWise: return "row-wise";
     case RaggedStep::PerInstance: return "per-instance";
     case RaggedStep::Alias: return "fused";
+    case RaggedStep::Fused: return "fused-loop";
   }
   return "?";
 }
@@ -156,6 +165,61 @@ const char* view_name(RaggedView v) {
 }
 
 }  // namespace
+
+// How operand `o` of an elementwise operator of shape `shape` could be read in a fused loop over
+// packed rows: nullopt when it cannot (a view, a broadcast other than a scalar or a last-axis row,
+// an argument not shared by every instance that is not of the result's shape).
+std::optional<FusedLoad> fused_load(const StaticBlock& s, const RaggedPlan& p, const BlockOperand& o,
+                                    const std::vector<int64_t>& shape, int group) {
+  if (o.local) {
+    const RaggedOpPlan& producer = p.ops[o.index];
+    if (producer.group == group) return FusedLoad::Register;
+    if (producer.step == RaggedStep::View) return std::nullopt;
+    return s.ops[o.index].shape == shape ? std::optional(FusedLoad::Full) : std::nullopt;
+  }
+  const auto& a = s.args[o.index].shape;
+  if (a == shape) return FusedLoad::Full;
+  if (scalar_per_instance(s, o)) return FusedLoad::Splat;
+  if (!shape.empty() && !is_size_var(shape.back()) && row_arg(s, o, shape.back()))
+    return FusedLoad::RowBroadcast;
+  return std::nullopt;
+}
+
+// Groups of elementwise operators (the header's 4.), decided after the other steps.
+void form_fused_groups(const StaticBlock& s, RaggedPlan& p, const std::vector<std::vector<int>>& readers) {
+  const size_t n = s.ops.size();
+  for (size_t k = 0; k < n;) {
+    if (p.ops[k].step != RaggedStep::Elementwise) {
+      ++k;
+      continue;
+    }
+    const int group = static_cast<int>(k);
+    const std::vector<int64_t>& shape = s.ops[k].shape;
+    size_t end = k;
+    for (; end < n && p.ops[end].step == RaggedStep::Elementwise && s.ops[end].shape == shape; ++end) {
+      std::vector<FusedLoad> loads;
+      for (const BlockOperand& o : s.ops[end].operands) {
+        auto l = fused_load(s, p, o, shape, group);
+        if (!l) break;
+        loads.push_back(*l);
+      }
+      if (loads.size() != s.ops[end].operands.size()) break;
+      p.ops[end].group = group;
+      p.ops[end].loads = std::move(loads);
+    }
+    if (end == k) {  // not even the first one: it runs alone
+      ++k;
+      continue;
+    }
+    for (size_t i = k; i < end; ++i) {
+      p.ops[i].step = RaggedStep::Fused;
+      bool outside = s.ops[i].escapes;
+      for (int r : readers[i]) outside = outside || r >= static_cast<int>(end);
+      p.ops[i].stored = outside;
+    }
+    k = end;
+  }
+}
 
 RaggedPlan plan_ragged(const StaticBlock& s) {
   RaggedPlan p;
@@ -182,6 +246,7 @@ RaggedPlan plan_ragged(const StaticBlock& s) {
       p.checks.push_back(SizeCheck{static_cast<int>(k), a.ints[1], n});
     }
   }
+  form_fused_groups(s, p, readers);
   return p;
 }
 
@@ -199,6 +264,12 @@ std::string ragged_plan_str(const StaticBlock& s, const RaggedPlan& p) {
     }
     if (o.scale >= 0) extra += fmt::format(", scaled by arg{}", o.scale);
     if (o.merged) extra += ", heads merged";
+    if (o.step == RaggedStep::Fused) {
+      std::vector<std::string> loads;
+      for (FusedLoad l : o.loads)
+        loads.push_back(l == FusedLoad::Register ? "reg" : l == FusedLoad::Full ? "load" : l == FusedLoad::Splat ? "splat" : "row");
+      extra += fmt::format(" #{} ({}){}", o.group, fmt::join(loads, ", "), o.stored ? ", stored" : "");
+    }
     if (o.store >= 0 && o.store != static_cast<int>(k)) extra += fmt::format(", writes op{}", o.store);
     out += fmt::format("  op{} {}: {}{}{}{}\n", k, op_info(s.ops[k].rhs->op).name, step_name(o.step),
                        view_name(o.view), extra, s.ops[k].escapes ? ", escapes" : "");

@@ -27,7 +27,12 @@
 //     - per instance: `S * c` (a scalar constant or param) scales the product as the GEMM's
 //       transposed operand is copied; `merge_heads(S)` is written in the merged layout [n, H * E]
 //       directly, head h at column h * E (no copy).
-//  4. Checks. What the checker could not decide is checked per instance when the host program
+//  4. Elementwise fusion: a run of elementwise operators of one shape, each operand the value of an
+//     earlier member (a register), a stored value of that shape, a shared scalar or a shared row
+//     of the last axis's size, is one loop over the piece's rows (its packed values), operator by
+//     operator over a row at a time with the SIMD expressions of ops.def; only what is read after
+//     the group, or escapes, is stored.
+//  5. Checks. What the checker could not decide is checked per instance when the host program
 //     records the block: the bounds of a slice of a size-variable axis, and a slice that ends at a
 //     size variable.
 #pragma once
@@ -37,6 +42,7 @@
 #include <vector>
 
 #include "analysis/blocks.h"
+#include "analysis/kernel_plan.h"
 
 namespace acrobat::analysis {
 
@@ -45,6 +51,7 @@ enum class RaggedStep {
   GemmShared,       // matmul by one matrix for every instance
   GemmIndexed,      // matmul by a matrix of a fixed shape chosen per instance
   GemmPerInstance,  // matmul of per-instance operands (stacks: one GEMM per matrix)
+  Fused,            // a member of a fused elementwise group (the first one runs the group)
   Elementwise,      // over packed rows, with broadcasting
   RowWise,          // softmax, log_softmax, layer_norm along the last axis
   PerInstance,      // the reference kernel, instance by instance
@@ -73,6 +80,11 @@ struct RaggedOpPlan {
   // layout.
   int scale = -1;
   bool merged = false;
+  // Fused: the group's first operator, how each operand is read (Register, Full, Splat or
+  // RowBroadcast), and whether the value is stored (read outside the group, or escaping).
+  int group = -1;
+  std::vector<FusedLoad> loads;
+  bool stored = true;
 };
 // Per instance, size `small` <= size `large` (each a constant or a size variable), or operator
 // `op` fails with the message of its shape rule.

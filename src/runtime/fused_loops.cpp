@@ -31,8 +31,6 @@ void apply(int64_t n, const float* a, const float* b, float* out, F f) {
   }
 }
 
-using TileFn = void (*)(int64_t n, const float* a, const float* b, float* out);
-
 // One entry per operator of ops.def: its fused SIMD expression over a tile (null for operators
 // that are not elementwise).
 const TileFn kTileFns[] = {
@@ -55,6 +53,8 @@ static_assert(sizeof(kTileFns) / sizeof(kTileFns[0]) == kNumOps, "one tile funct
 constexpr int64_t kTile = 512;
 
 }  // namespace
+
+TileFn fused_tile_fn(OpId op) { return kTileFns[static_cast<int>(op)]; }
 
 void run_fused_step(const analysis::StaticBlock& s, const analysis::KernelPlan& k,
                     const analysis::KernelStep& step, int64_t B, const aot::Operand* args,

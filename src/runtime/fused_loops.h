@@ -14,6 +14,11 @@
 
 namespace acrobat {
 
+// The fused SIMD expression of elementwise operator `op` (ops.def) over a tile: out[0, n) =
+// f(a[0, n), b[0, n)) (b null for a unary operator). Null for other operators.
+using TileFn = void (*)(int64_t n, const float* a, const float* b, float* out);
+TileFn fused_tile_fn(OpId op);
+
 // Runs `step` (a Fused step of plan `k` of block `s`) on instances [0, B). `values` gives each
 // operator's location (instance b at data + b * stride; the plan's ValueLoc resolved to memory),
 // `args` each block argument.

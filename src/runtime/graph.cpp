@@ -428,7 +428,8 @@ void Graph::run_ragged_batch(int block, const std::vector<int>& ids, int batch) 
   for (size_t k = 0; k < n; ++k) {
     int64_t* off = offsets.data() + k * (B + 1);
     const analysis::RaggedStep step = rp.ops[k].step;
-    const bool stored = step != analysis::RaggedStep::View && step != analysis::RaggedStep::Alias;
+    const bool stored = step != analysis::RaggedStep::View && step != analysis::RaggedStep::Alias &&
+                        (step != analysis::RaggedStep::Fused || rp.ops[k].stored);
     const bool weights = step == analysis::RaggedStep::GemmShared || step == analysis::RaggedStep::GemmIndexed;
     for (int64_t b = 0; b < B; ++b) {
       const int64_t elems = ragged_elements(s, k, sizes.data() + b * S);

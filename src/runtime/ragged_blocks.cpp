@@ -5,6 +5,7 @@
 #include <span>
 
 #include "acrobat/kernels.h"
+#include "runtime/fused_loops.h"
 #include "runtime/reference_kernels.h"
 #include "runtime/value.h"
 
@@ -211,6 +212,9 @@ class Piece {
     switch (plan_.ops[k].step) {
       case RaggedStep::View: view(k); return;
       case RaggedStep::Alias: return;  // its matmul wrote it
+      case RaggedStep::Fused:
+        if (plan_.ops[k].group == static_cast<int>(k)) fused_group(k);
+        return;
       default: break;
     }
     allocate(k);
@@ -391,6 +395,59 @@ class Piece {
     }
     per_instance(k);
   }
+
+  // A fused elementwise group (ragged_plan.h, 4.) starting at operator `first`: instance by
+  // instance, tile by tile (a row of the last axis when a row is broadcast), each member on the
+  // tile with its SIMD expression; members read after the group are stored, the others live in
+  // tiles only.
+  void fused_group(size_t first) {
+    using analysis::FusedLoad;
+    std::vector<size_t> members;
+    for (size_t i = first; i < s_.ops.size() && plan_.ops[i].group == static_cast<int>(first); ++i) members.push_back(i);
+    const size_t rank = s_.ops[first].shape.size();
+    bool rows = false;
+    for (size_t i : members)
+      for (FusedLoad l : plan_.ops[i].loads) rows = rows || l == FusedLoad::RowBroadcast;
+    for (size_t i : members)
+      if (plan_.ops[i].stored) allocate(i);
+    int64_t max_tile = 1;
+    for (int64_t b = 0; b < B_; ++b)
+      max_tile = std::max(max_tile, rows ? op_dim(first, b)[rank - 1] : std::min<int64_t>(op_elems(first, b), kFusedTile));
+    float* tiles = c_.scratch->alloc(static_cast<size_t>(3 * members.size() * max_tile));
+    std::vector<const float*> cur(s_.ops.size(), nullptr);
+    for (int64_t b = 0; b < B_; ++b) {
+      const int64_t elems = op_elems(first, b);
+      const int64_t tile = rows ? op_dim(first, b)[rank - 1] : std::min<int64_t>(elems, kFusedTile);
+      for (int64_t j0 = 0; j0 < elems; j0 += tile) {
+        const int64_t len = std::min(tile, elems - j0);
+        for (size_t t = 0; t < members.size(); ++t) {
+          const size_t i = members[t];
+          const BlockOp& op = s_.ops[i];
+          float* own = tiles + 3 * t * max_tile;
+          const float* in[2] = {nullptr, nullptr};
+          for (size_t a = 0; a < op.operands.size(); ++a) {
+            const BlockOperand& o = op.operands[a];
+            switch (plan_.ops[i].loads[a]) {
+              case FusedLoad::Register: in[a] = cur[o.index]; break;
+              case FusedLoad::Full: in[a] = operand(o, b).p + j0; break;
+              case FusedLoad::Splat: {
+                float* splat = own + (a + 1) * max_tile;
+                std::fill(splat, splat + len, operand(o, b).p[0]);
+                in[a] = splat;
+                break;
+              }
+              default: in[a] = operand(o, b).p; break;  // a row, the tile being one row
+            }
+          }
+          float* out = plan_.ops[i].stored ? val(i, b).p + j0 : own;
+          fused_tile_fn(op.rhs->op)(len, in[0], in[1], out);
+          cur[i] = out;
+        }
+      }
+    }
+    *c_.kernel_calls += 1;
+  }
+  static constexpr int64_t kFusedTile = 1024;
 
   static void unary(OpId id, const float* x, float* y, int64_t n) {
     const size_t len = static_cast<size_t>(n);
