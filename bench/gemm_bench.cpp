@@ -182,8 +182,9 @@ int main(int argc, char** argv) {
   const Timing timing =
       quick ? Timing{reps > 0 ? reps : 5, std::chrono::milliseconds(2)}
             : Timing{reps > 0 ? reps : 11, std::chrono::milliseconds(10)};
-  fmt::print("{}; single thread; median of {} runs\n\n", kernels::backend_description(),
-             timing.reps);
+  const double peak = kernels::fma_peak_gflops();
+  fmt::print("{}; single thread; median of {} runs; this core's fp32 FMA peak {:.1f} GFLOP/s\n\n",
+             kernels::backend_description(), timing.reps, peak);
 
   std::vector<std::array<int, 3>> shapes;  // M, K, N
   for (int M : {1, 8, 16, 32, 64, 128, 256, 512}) {
@@ -205,6 +206,7 @@ int main(int argc, char** argv) {
   }
 
   nlohmann::json json;
+  json["fma_peak_gflops"] = peak;
   fmt::print("GEMM GFLOP/s, C[M,N] = A[M,K] W[K,N]; paths on packed W, cblas_sgemm on plain W\n");
   fmt::print("xsmm-old: the Xsmm path before row blocking and the N <= 8 dot kernel; new/old = xsmm\n");
   fmt::print("    M     K     N |    gemv xsmm-old    xsmm new/old    blas | chosen         | "

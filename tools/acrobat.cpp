@@ -341,7 +341,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("model", run.model, "Model file (.acr)")->required();
   run_cmd->add_option("--params", run.params, "Parameters (safetensors); default: random from --seed");
   run_cmd->add_option("--seed", run_numbers.seed, "Seed for random parameters (default 0)");
-  run_cmd->add_option("--input", run.input, "KIND:FILE with KIND sst, sst-tokens, tokens or json");
+  run_cmd->add_option("--input", run.input, "KIND:FILE with KIND sst, sst-tokens, tokens, json or lengths");
   run_cmd->add_option("--vocab", run.vocab, "Vocabulary for sst inputs (default: vocab.txt beside the data)");
   const char* set_help = "Override dims: NAME=VALUE (repeatable, or comma-separated)";
   run_cmd->add_option("--set", run.sets, set_help)->delimiter(',');

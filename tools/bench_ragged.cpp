@@ -7,7 +7,9 @@
 // control cell runs as many instances of the file's mean length. Figures: useful GFLOP/s (the
 // unpadded work, counted by the PyTorch script's formula for every row), the padding FLOPs as a
 // share of them, peak memory, and each acrobat row's ratio to PyTorch's best strategy in its
-// cell. Writes ragged.json, ragged.md and ragged.png to the output directory.
+// cell. The core's FMA peak, measured at the start, bounds every row: a cell's ceiling is the
+// ratio to PyTorch's best that a run at that peak on every thread would reach. Writes ragged.json,
+// ragged.md (with the one-thread summary) and ragged.png to the output directory.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,6 +26,7 @@
 #include "bench.h"
 #include "io/files.h"
 #include "io/tokens.h"
+#include "kernels/backend.h"
 #include "ir/pipeline.h"
 #include "runtime/aot_engine.h"
 #include "runtime/batched_engine.h"
@@ -96,6 +99,35 @@ struct Cell {
   double best_pytorch = 0;  // useful GFLOP/s of PyTorch's best strategy here
 };
 
+// Per engine and thread count, over the ragged cells (not the dense controls) that have a PyTorch
+// figure: the geometric mean, minimum and maximum of the ratio to PyTorch's best, and how many cells
+// reach 1.25x; per thread count, the same for the ceiling. Markdown lines.
+std::string summary(const json& rows, const std::vector<Cell>& cells, double peak) {
+  std::map<std::pair<std::string, int>, std::vector<double>> ratios;
+  for (const auto& r : rows) {
+    if (r["engine"] != "aot" && r["engine"] != "interpreter") continue;
+    if (r["dense"].get<bool>() || r["ratio_to_best_pytorch"].get<double>() <= 0) continue;
+    ratios[{r["engine"].get<std::string>(), r["threads"].get<int>()}].push_back(r["ratio_to_best_pytorch"].get<double>());
+  }
+  for (const Cell& c : cells)
+    if (c.best_pytorch > 0 && c.dataset.find("-dense") == std::string::npos)
+      ratios[{"ceiling", c.threads}].push_back(peak * c.threads / c.best_pytorch);
+  std::string out;
+  for (const auto& [key, v] : ratios) {
+    double log_sum = 0;
+    size_t above = 0;
+    for (double x : v) {
+      log_sum += std::log(x);
+      above += x >= 1.25;
+    }
+    out += fmt::format("- {}, {} thread{}: geomean {:.2f}x PyTorch's best, min {:.2f}x, max {:.2f}x, {} of {} cells "
+                       ">= 1.25x\n",
+                       key.first, key.second, key.second == 1 ? "" : "s", std::exp(log_sum / static_cast<double>(v.size())),
+                       *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()), above, v.size());
+  }
+  return out;
+}
+
 }  // namespace
 
 int bench_ragged_command(const BenchRaggedOptions& o) {
@@ -103,6 +135,9 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
   const std::vector<std::string> files = length_files(o);
   std::vector<std::string> names;
   for (const auto& f : files) names.push_back(dataset_name(f));
+
+  const double peak = kernels::fma_peak_gflops();
+  std::cout << fmt::format("bench: this core's fp32 FMA peak: {:.1f} GFLOP/s\n", peak);
 
   // 1. PyTorch, every cell, first (its table goes straight through).
   json torch_rows = json::array();
@@ -157,14 +192,16 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
                                                               : load_params(*module, o.params));
   const ir::Function& entry = module->functions[entry_function(*module, "main")];
   const Type& in_type = entry.vars[entry.params[0]].type;
-  if (in_type->kind != TypeKind::Tensor || in_type->shape.empty() || !is_size_var(in_type->shape[0]))
-    throw UserError(o.model + ": bench --ragged needs a model whose main takes f32[n, ...] (n per instance), "
-                    "found " + type_str(in_type));
+  if (!is_rows_type(in_type)) {
+    SizeNamesScope names(module->plan->size_names);
+    throw UserError(o.model + ": bench --ragged needs a model whose main takes f32[n, ...] (n per instance, "
+                    "the rest fixed), found " + type_str(in_type));
+  }
   json rows = json::array();
   for (const auto& r : torch_rows) rows.push_back(r);
-  std::cout << fmt::format("\n{:<14} {:>5} {:>3}  {:<15} {:>14} {:>8} {:>9} {:>8} {:>9}\n", "dataset", "batch",
+  std::cout << fmt::format("\n{:<14} {:>5} {:>3}  {:<15} {:>14} {:>8} {:>9} {:>8} {:>9} {:>8}\n", "dataset", "batch",
                            "thr", "engine", "useful GFLOP/s", "padding", "peak MiB", "seconds",
-                           "vs best");
+                           "vs best", "ceiling");
   std::map<std::pair<std::string, int>, std::unique_ptr<Engine>> engines;
   for (const Cell& c : cells) {
     std::vector<Value> inputs;
@@ -194,10 +231,12 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
       const double gflops = useful / s;
       const std::string name = kind == "aot" ? "aot" : "interpreter";
       const double ratio = c.best_pytorch > 0 ? gflops / c.best_pytorch : 0;
-      std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14.1f} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8}\n",
+      const double ceiling = c.best_pytorch > 0 ? peak * c.threads / c.best_pytorch : 0;
+      std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14.1f} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8} {:>8}\n",
                                c.dataset, c.batch, c.threads, name, gflops, 0.0,
                                static_cast<double>(stats.peak_bytes) / (1 << 20), s,
-                               ratio > 0 ? fmt::format("{:.2f}x", ratio) : "-")
+                               ratio > 0 ? fmt::format("{:.2f}x", ratio) : "-",
+                               ceiling > 0 ? fmt::format("{:.2f}x", ceiling) : "-")
                 << std::flush;
       int64_t tokens = 0;
       for (int64_t n : c.lengths) tokens += n;
@@ -216,21 +255,26 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
                           {"seconds_reps", secs},
                           {"instances_per_s", static_cast<double>(c.lengths.size()) / s},
                           {"peak_bytes", stats.peak_bytes},
-                          {"ratio_to_best_pytorch", ratio}});
+                          {"ratio_to_best_pytorch", ratio},
+                          {"share_of_fma_peak", gflops / (peak * c.threads)}});
     }
   }
 
   // 4. JSON, a Markdown table of the ratios, and the plot.
   json doc{{"benchmark", "ragged-encoder-layer"}, {"model", o.model}, {"batches_per_cell", o.batches_per_cell},
-           {"reps", o.reps}, {"results", rows}};
+           {"reps", o.reps}, {"fma_peak_gflops_per_core", peak}, {"results", rows}};
   const std::string json_path = o.json_path.empty() ? o.out_dir + "/ragged.json" : o.json_path;
   io::write_file(json_path, doc.dump(1) + "\n");
   std::ostringstream md;
   md << "# Encoder layer on ragged batches\n\n`acrobat bench --ragged`: useful GFLOP/s (the unpadded "
         "work only) and, in brackets, the ratio to PyTorch's best strategy in the cell; medians of "
-     << o.reps << " repetitions of " << o.batches_per_cell << " batches.\n\n"
-     << "| dataset | batch | threads | AOT | interpreter | PyTorch padded | PyTorch sorted | PyTorch nested |\n"
-     << "|---|---|---|---|---|---|---|---|\n";
+     << o.reps << " repetitions of " << o.batches_per_cell << " batches. This core's fp32 FMA peak: "
+     << fmt::format("{:.1f}", peak)
+     << " GFLOP/s; the ceiling is the ratio to PyTorch's best that every thread running at that peak "
+        "would reach.\n\n"
+     << summary(rows, cells, peak) << "\n"
+     << "| dataset | batch | threads | AOT | interpreter | PyTorch padded | PyTorch sorted | PyTorch nested | ceiling |\n"
+     << "|---|---|---|---|---|---|---|---|---|\n";
   for (const Cell& c : cells) {
     auto cell = [&](const std::string& engine) -> std::string {
       for (const auto& r : rows)
@@ -240,8 +284,9 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
         }
       return "-";
     };
-    md << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.dataset, c.batch, c.threads, cell("aot"),
-                      cell("interpreter"), cell("pytorch-padded"), cell("pytorch-sorted"), cell("pytorch-nested"));
+    md << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.dataset, c.batch, c.threads, cell("aot"),
+                      cell("interpreter"), cell("pytorch-padded"), cell("pytorch-sorted"), cell("pytorch-nested"),
+                      c.best_pytorch > 0 ? fmt::format("{:.2f}x", peak * c.threads / c.best_pytorch) : "-");
   }
   io::write_file(o.out_dir + "/ragged.md", md.str());
   const std::string plot = fmt::format("/usr/bin/python3 '{}/bench/plot_ragged.py' '{}' '{}/ragged.png'",

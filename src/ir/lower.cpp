@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <functional>
 #include <map>
 
 #include "ir/walk.h"
@@ -322,7 +321,7 @@ class Lowering {
       std::vector<Atom> args;
       for (auto& a : c.args) args.push_back(lower(*a, b));
       if (n.ref == A::NameRef::Function) {
-        for (int64_t d : call_sizes(*n.func, n.type)) args.push_back(lower_size(d));
+        for (int64_t d : n.sizes) args.push_back(lower_size(d));  // the checker solved them
         return emit(b, make_call(func_index(n.func), args, c.type, c.span));
       }
       if (n.ref == A::NameRef::Ctor) return emit(b, make_construct(n.ctor, args, c.type, c.span));
@@ -333,32 +332,6 @@ class Lowering {
     std::vector<Atom> args;
     for (auto& a : c.args) args.push_back(lower(*a, b));
     return emit(b, make_indirect_call(callee, args, c.type, c.span));
-  }
-
-  // What a call of `f`, whose type at the call is `at` (the checker instantiated and solved it),
-  // binds f's size variables to, in the order of f's size parameters: constants or the caller's
-  // size variables.
-  static std::vector<int64_t> call_sizes(const A::FuncDecl& f, const Type& at) {
-    if (f.size_params.empty()) return {};
-    std::map<int64_t, int64_t> bound;
-    std::function<void(const Type&, const Type&)> walk = [&](const Type& decl, const Type& inst) {
-      if (decl->kind == TypeKind::Tensor && inst->kind == TypeKind::Tensor) {
-        for (size_t i = 0; i < decl->shape.size() && i < inst->shape.size(); ++i)
-          if (is_size_var(decl->shape[i])) bound.emplace(decl->shape[i], inst->shape[i]);
-        return;
-      }
-      for (size_t i = 0; i < decl->args.size() && i < inst->args.size(); ++i)
-        walk(decl->args[i], inst->args[i]);
-    };
-    for (size_t i = 0; i < f.type->args.size() && i < at->args.size(); ++i)
-      walk(f.type->args[i], at->args[i]);
-    std::vector<int64_t> out;
-    for (int64_t d : f.size_params) {
-      auto it = bound.find(d);
-      ACROBAT_ASSERT(it != bound.end(), "a call binds no value to a size variable of '" + f.name + "'");
-      out.push_back(it->second);
-    }
-    return out;
   }
 
   // split(x, n, axis) -> (slice(x, 0, k), slice(x, k, 2k), ...)

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <map>
+#include <optional>
 
 #include "ir/ops_check.h"
 #include "support/sizes.h"
@@ -350,10 +351,26 @@ const std::vector<OpInfo>& table() {
 
 const OpInfo& op_info(OpId id) { return table()[static_cast<size_t>(id)]; }
 
+OpAttrs bind_attr_sizes(const OpAttrs& attrs, const int64_t* dims, const int64_t* values, size_t n) {
+  OpAttrs out = attrs;
+  out.sizes = 0;
+  for (size_t i = 0; i < out.ints.size(); ++i)
+    if (attrs.is_size(i)) out.ints[i] = size_value(attrs.ints[i], dims, values, n);
+  return out;
+}
+
 std::string instance_shape_error(OpId op, Shapes in, const OpAttrs& attrs, const std::string& sizes) {
   ShapeResult r = op_info(op).shape(in, attrs);
-  if (r.type) return "";
   const std::string name = op_info(op).name;
+  if (r.type) {
+    if (!is_tensor(r.type)) return "";
+    // As the checker bounds every fixed shape (kMaxTensorElements: the kernels index with int).
+    std::optional<int64_t> n = checked_product<int64_t>(r.type->shape);
+    if (n && *n <= kMaxTensorElements) return "";
+    return name + ": with this instance's sizes (" + sizes + ") its result f32" + shape_str(r.type->shape) +
+           " has more than " + std::to_string(kMaxTensorElements) +
+           " elements, the most a tensor holds (the kernels index elements with int)";
+  }
   const bool named = r.error.rfind(name + " ", 0) == 0;
   return (named ? r.error : name + ": " + r.error) + " (with this instance's sizes " + sizes + ")";
 }

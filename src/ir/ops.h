@@ -78,10 +78,13 @@ const OpInfo& op_info(OpId id);
 // Looks an operator up by its name in the language; nullptr when there is none.
 const OpInfo* find_op(const std::string& name);
 
+// `attrs` with its size variables replaced by their values (size_value of types.h).
+OpAttrs bind_attr_sizes(const OpAttrs& attrs, const int64_t* dims, const int64_t* values, size_t n);
+
 // An operator whose shapes have size variables checks them again when an instance runs, on that
 // instance's shapes and attributes (size variables replaced by their values): the message a
-// user error gives when the instance breaks the shape rule, "" when it does not. `sizes` names
-// the instance's sizes, e.g. "n = 1".
+// user error gives when the instance breaks the shape rule or its result has more elements than
+// a tensor may, "" when neither. `sizes` names the instance's sizes, e.g. "n = 1".
 std::string instance_shape_error(OpId op, Shapes in, const OpAttrs& attrs, const std::string& sizes);
 
 // Normalises a possibly negative axis for a tensor of `rank`; returns -1 when out of range.

@@ -5,10 +5,14 @@
 #include <cblas.h>
 #include <libxsmm.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "kernels/simd.h"
 
 // OpenBLAS's core selection, exported by builds with DYNAMIC_ARCH (Debian's) but in no header; weak
 // so that a build without it still links and simply skips the core fix below.
@@ -68,6 +72,33 @@ std::string backend_description() {
   ensure_backend_ready();
   return fmt::format("OpenBLAS {} core, libxsmm {} target", openblas_get_corename(),
                      libxsmm_get_target_arch());
+}
+
+double fma_peak_gflops(double seconds) {
+  namespace simd = acrobat::kernels::simd;
+  // Twelve independent accumulators, each its own variable so that it lives in a register, cover
+  // the FMA latency (4 cycles) times the issue width (2 per cycle) of current cores with room to
+  // spare; the empty asm keeps every FMA and stops the compiler from reassociating the chains.
+  constexpr int kChains = 12, kRounds = 1 << 14;
+  const simd::Vec a = simd::splat(0.999999f), b = simd::splat(1e-7f);
+  simd::Vec c0 = simd::splat(1.0f), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0,
+            c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+  using Clock = std::chrono::steady_clock;
+  double best = 0;
+  const auto start = Clock::now();
+  do {
+    const auto t0 = Clock::now();
+    for (int r = 0; r < kRounds; ++r) {
+      for (simd::Vec* c : {&c0, &c1, &c2, &c3, &c4, &c5, &c6, &c7, &c8, &c9, &c10, &c11}) {
+        *c = simd::fmadd(*c, a, b);
+        asm volatile("" : "+x"(c->v));
+      }
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 2.0 * simd::kLanes * kChains * kRounds / s * 1e-9);
+  } while (std::chrono::duration<double>(Clock::now() - start).count() < seconds);
+  for (const simd::Vec& c : {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11}) asm volatile("" : : "x"(c.v));
+  return best;
 }
 
 }  // namespace acrobat::kernels

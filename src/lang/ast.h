@@ -82,6 +82,9 @@ struct Name : Expr {
   const CtorDef* ctor = nullptr;      // Ctor
   int op = -1;                        // Op (an OpId)
   std::vector<Type> type_args;        // instantiation of a generic function or constructor
+  // A call of a function with size variables: what each of its size_params is at the call (a
+  // constant or the caller's size variable), solved by the checker.
+  std::vector<int64_t> sizes;
   Name() : Expr(ExprKind::Name) {}
 };
 

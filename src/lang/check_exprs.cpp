@@ -120,7 +120,7 @@ Type Checker::infer_name(Name& n) {
                                     "instead, e.g. fn(x) { " + n.name + "(x) }");
       return error_type();
     }
-    return instantiate_sizes(t, n.func->size_params);
+    return instantiate_sizes(t, n.func->size_params, n.sizes);
   }
   if (auto it = ctors_.find(n.name); it != ctors_.end()) {
     n.ref = NameRef::Ctor;
@@ -248,8 +248,14 @@ Type Checker::gather_type(Index& ix, const ParamDecl& p) {
     return error_type();
   }
   std::string name = "len";
-  if (ix.index->kind == ExprKind::Name) name = "len(" + ix.index->as<Name>().name + ")";
-  return tensor_type({new_size(name, true), e.back()});
+  if (ix.index->kind == ExprKind::Name) {
+    name = ix.index->as<Name>().name;
+    name.insert(0, "len(");
+    name += ')';
+  }
+  const int64_t size = new_size(name, true);
+  gather_sizes_.emplace(size, ix.span.begin);
+  return tensor_type({size, e.back()});
 }
 
 Type Checker::infer_index(Index& ix) {
@@ -321,8 +327,12 @@ Type Checker::infer_unary(Unary& u) {
 Type Checker::infer_let(Let& first) {
   size_t mark = scope_.vars.size();
   std::vector<Let*> lets = let_chain(first);
+  // After a let that takes a data type apart, the rest of the sequence is the code of a match
+  // clause (lowering): a gather made there stays there.
+  size_t first_size = SIZE_MAX;
   for (Let* let : lets) {
     Type value = infer(*let->value);
+    if (let->pattern->kind == Pattern::Ctor && first_size == SIZE_MAX) first_size = sizes_.size();
     if (let->annotation) {
       Type ann = resolve_type(*let->annotation, current_func_->type_params);
       expect(ann, value, let->value->span.begin, "value of the let binding");
@@ -330,6 +340,7 @@ Type Checker::infer_let(Let& first) {
     bind_pattern(*let->pattern, value, /*refutable_ok=*/false);
   }
   Type body = infer(*lets.back()->body);
+  if (first_size != SIZE_MAX) keep_gathers_inside(first_size, body, "let that takes a data type apart");
   scope_.vars.resize(mark);
   for (Let* let : lets) let->type = body;
   return body;
@@ -377,7 +388,9 @@ Type Checker::infer_lambda(Lambda& l, const Type& expected) {
   }
   scope_.lambdas.emplace_back(&l, mark);
   for (auto& p : l.params) scope_.vars.push_back(p.var);
+  const size_t first_size = sizes_.size();
   Type body = infer(*l.body);
+  keep_gathers_inside(first_size, body, "lambda");
   if (l.ret_expr)
     expect(resolve_type(*l.ret_expr, current_func_->type_params), body, l.body->span.begin,
            "lambda body");

@@ -30,7 +30,9 @@ Type Checker::infer_match(Match& m) {
   for (auto& c : m.clauses) {
     size_t mark = scope_.vars.size();
     bind_pattern(*c.pattern, scrut, /*refutable_ok=*/true);
+    const size_t first_size = sizes_.size();
     Type body = infer(*c.body);
+    keep_gathers_inside(first_size, body, "match clause");
     expect(result, body, c.body->span.begin, "match clauses must all have the same type");
     scope_.vars.resize(mark);
   }

@@ -2,6 +2,8 @@
 // occurs check, unify and expect, instantiation of generics, and zonking a checked body.
 #include <functional>
 
+#include <set>
+
 #include "lang/checker.h"
 
 namespace acrobat::checker {
@@ -134,8 +136,9 @@ bool Checker::unify_dim(int64_t a, int64_t b) {
   return false;
 }
 
-Type Checker::instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> fresh_sizes;
+Type Checker::instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes,
+                                std::vector<int64_t>& fresh_sizes) {
+  fresh_sizes.clear();
   for (int64_t d : sizes)
     fresh_sizes.push_back(new_size(size_names_[static_cast<size_t>(size_var_index(d))], false));
   std::function<Type(const Type&)> walk = [&](const Type& x) -> Type {
@@ -156,6 +159,25 @@ Type Checker::instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes
   return walk(t);
 }
 
+void Checker::keep_gathers_inside(size_t first, const Type& t, const char* what) {
+  std::set<int64_t> seen;
+  std::function<void(const Type&)> walk = [&](const Type& x) {
+    Type z = shallow(x);
+    if (z->kind == TypeKind::Tensor)
+      for (int64_t d : resolve_shape(z->shape))
+        if (is_size_var(d) && static_cast<size_t>(size_var_index(d)) >= first && gather_sizes_.count(d) &&
+            seen.insert(d).second)
+          sink_.error(gather_sizes_.at(d),
+                      "the size " + quote(dim_str(d)) + " of this gather would leave the " + what +
+                          " that makes it, as part of its result's type " + type_str(zonk(t)) +
+                          "; the length of the list is known only inside: return something of a "
+                          "fixed size from there (a sum, a slice), or gather outside");
+    for (const auto& a : z->args) walk(a);
+    if (z->ret) walk(z->ret);
+  };
+  walk(t);
+}
+
 void Checker::zonk_expr(Expr& e) {
   if (e.type) e.type = zonk(e.type);
   std::function<void(Pattern&)> zonk_pattern = [&](Pattern& p) {
@@ -164,9 +186,21 @@ void Checker::zonk_expr(Expr& e) {
     for (auto& s : p.subs) zonk_pattern(*s);
   };
   switch (e.kind) {
-    case ExprKind::Name:
-      for (auto& t : e.as<Name>().type_args) t = zonk(t);
+    case ExprKind::Name: {
+      auto& n = e.as<Name>();
+      for (auto& t : n.type_args) t = zonk(t);
+      // A call's sizes: each must be known from the call (its arguments, or what its result
+      // must be), or lowering could not pass it.
+      for (size_t i = 0; i < n.sizes.size(); ++i) {
+        n.sizes[i] = resolve_dim(n.sizes[i]);
+        const int64_t d = n.sizes[i];
+        if (!is_size_var(d) || sizes_[static_cast<size_t>(size_var_index(d))].rigid) continue;
+        sink_.error(n.span.begin, "cannot tell size " + quote(dim_str(n.func->size_params[i])) +
+                                      " of this call of " + quote(n.name) +
+                                      " from its arguments: pass a value whose type shows it");
+      }
       break;
+    }
     case ExprKind::Call: {
       auto& c = e.as<Call>();
       zonk_expr(*c.callee);

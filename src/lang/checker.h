@@ -4,6 +4,7 @@
 // check_exprs.cpp, check_ops.cpp, check_patterns.cpp and check_recursion.cpp.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -86,8 +87,13 @@ class Checker {
   int64_t resolve_dim(int64_t d) const;  // follows the bindings of flexible size variables
   bool unify_dim(int64_t a, int64_t b);
   std::vector<int64_t> resolve_shape(std::vector<int64_t> shape) const;
-  // A function's type with its size variables replaced by fresh flexible ones.
-  Type instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes);
+  // A function's type with its size variables replaced by fresh flexible ones (`fresh_out`, in the
+  // order of `sizes`).
+  Type instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes, std::vector<int64_t>& fresh_out);
+  // Reports a gather's size (gather_type) that the type `t` of a lambda's body or of the code of a
+  // match clause would carry out of it: its value is known only inside (`what` names it). Only
+  // sizes made since size variable `first` count.
+  void keep_gathers_inside(size_t first, const Type& t, const char* what);
   void zonk_expr(Expr& e);
 
   // ---------------------------------------------------------------------------------------------
@@ -173,6 +179,7 @@ class Checker {
   };
   std::vector<SizeVar> sizes_;
   std::vector<std::string> size_names_;  // by index, for shape_str (types.h)
+  std::map<int64_t, SourceLoc> gather_sizes_;  // the sizes gathers made, and where
   // While resolve_type runs on a function's signature or body: the size variables it may name,
   // and whether an unknown lower-case name in a shape declares a new one (parameter types).
   std::vector<std::pair<std::string, int64_t>>* size_scope_ = nullptr;

@@ -99,16 +99,18 @@ int64_t num_elements(const std::vector<int64_t>& shape) {
   return checked_product<int64_t>(shape).value_or(INT64_MAX);
 }
 
+int64_t size_value(int64_t dim, const int64_t* dims, const int64_t* values, size_t n) {
+  if (!is_size_var(dim)) return dim;
+  for (size_t i = 0; i < n; ++i)
+    if (dims[i] == dim) return values[i];
+  ACROBAT_ASSERT(false, "a size variable without a value");
+  return 0;
+}
+
 std::vector<int64_t> bind_sizes(const std::vector<int64_t>& shape, const int64_t* dims,
                                 const int64_t* values, size_t n) {
   std::vector<int64_t> out = shape;
-  for (int64_t& d : out) {
-    if (!is_size_var(d)) continue;
-    size_t i = 0;
-    while (i < n && dims[i] != d) ++i;
-    ACROBAT_ASSERT(i < n, "a size variable without a value");
-    d = values[i];
-  }
+  for (int64_t& d : out) d = size_value(d, dims, values, n);
   return out;
 }
 

@@ -69,7 +69,10 @@ class SizeNamesScope {
   const std::vector<std::string>* previous_;
 };
 
-// `shape` with each size variable dims[i] replaced by values[i] (every one it has must be there).
+// The value of `dim`: itself when it is a constant, else values[i] for the size variable dims[i]
+// (it must be there).
+int64_t size_value(int64_t dim, const int64_t* dims, const int64_t* values, size_t n);
+// `shape` with each size variable replaced by its value (size_value).
 std::vector<int64_t> bind_sizes(const std::vector<int64_t>& shape, const int64_t* dims,
                                 const int64_t* values, size_t n);
 

@@ -41,10 +41,37 @@ int entry_function(const ir::Module& module, const std::string& entry) {
 }
 
 namespace {
-// Binds the size variables of `type` from value `v` (its tensors' shapes) into `sizes`.
+bool mentions_sizes(const Type& t) {
+  if (t->kind == TypeKind::Tensor) return is_ragged(t->shape);
+  for (const auto& a : t->args)
+    if (mentions_sizes(a)) return true;
+  return false;
+}
+
+// Binds the size variables of `type` from value `v` (its tensors' shapes) into `sizes`, and checks
+// every tensor of `v` against them: the batched engines read each instance's data by these sizes.
 void bind_entry_sizes(const Type& type, const Value& v, std::map<int64_t, int64_t>& sizes) {
+  if (!mentions_sizes(type)) return;
   if (type->kind == TypeKind::Tuple) {
     for (size_t i = 0; i < type->args.size(); ++i) bind_entry_sizes(type->args[i], v.agg->fields[i], sizes);
+    return;
+  }
+  if (type->kind == TypeKind::Adt) {
+    // A list's spine by a loop; another data type's fields at their types.
+    const AdtDef* adt = type->adt;
+    for (const Value* cur = &v; cur;) {
+      const CtorDef* ctor = cur->agg->ctor;
+      const Value* next = nullptr;
+      for (size_t i = 0; i < ctor->fields.size(); ++i) {
+        Type field = substitute_params(ctor->fields[i], adt->type_params, type->args);
+        if (adt->is_list() && i + 1 == ctor->fields.size()) {
+          next = &cur->agg->fields[i];
+          continue;
+        }
+        bind_entry_sizes(field, cur->agg->fields[i], sizes);
+      }
+      cur = next;
+    }
     return;
   }
   if (type->kind != TypeKind::Tensor) return;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "runtime/batched_kernels.h"
+#include "support/sizes.h"
 
 namespace acrobat {
 
@@ -180,42 +181,44 @@ int32_t Graph::record(int32_t block, const aot::Val* args) {
   nodes_.push_back(n);
   if (scheduler_ == Scheduler::InlineDepth) add_to_bucket(buckets_, n.phase, n.depth, block, id);
   stats_->tensor_ops += static_cast<int64_t>(s.ops.size());
-  stats_->flops += s.flops;  // a ragged block's are counted per instance when its batch runs
+  if (!s.ragged()) stats_->flops += s.flops;  // a ragged block's are counted per instance when its batch runs
   num_nodes_ = id + 1;
   return id;
 }
 
 void Graph::check_sizes(const analysis::StaticBlock& s, const aot::Val* sizes) const {
-  auto value = [&](int64_t dim) {
-    if (!is_size_var(dim)) return dim;
-    for (size_t z = 0; z < s.sizes.size(); ++z)
-      if (s.sizes[z] == dim) return sizes[z].i;
-    ACROBAT_ASSERT(false, "a size check of a size the block has no value of");
-    return int64_t{0};
-  };
-  for (const analysis::SizeCheck& c : plan_.ragged[s.id].checks) {
-    const int64_t small = value(c.small), large = value(c.large);
-    if (small <= large) continue;
-    // The message of the operator's shape rule on this instance's shapes, as the reference
-    // engine gives it.
+  const size_t S = s.sizes.size();
+  int64_t values[16];
+  std::vector<int64_t> many;
+  int64_t* v = values;
+  if (S > std::size(values)) {
+    many.resize(S);
+    v = many.data();
+  }
+  for (size_t z = 0; z < S; ++z) v[z] = sizes[z].i;
+  // The shape rule of operator `op` on this instance's shapes: its message, as the reference
+  // engine gives it.
+  auto fail = [&](const analysis::BlockOp& op) {
     SizeNamesScope names(plan_.size_names);
-    const analysis::BlockOp& op = s.ops[c.op];
-    std::vector<int64_t> values(s.sizes.size());
     std::string named;
-    for (size_t z = 0; z < s.sizes.size(); ++z) {
-      values[z] = sizes[z].i;
-      if (std::any_of(op.rhs->sizes.begin(), op.rhs->sizes.end(), [&](const ir::SizeArg& a) { return a.dim == s.sizes[z]; }))
-        named += (named.empty() ? "" : ", ") + dim_str(s.sizes[z]) + " = " + std::to_string(values[z]);
-    }
+    for (const ir::SizeArg& a : op.rhs->sizes)
+      named += (named.empty() ? "" : ", ") + dim_str(a.dim) + " = " +
+               std::to_string(size_value(a.dim, s.sizes.data(), v, S));
     std::vector<std::vector<int64_t>> in;
     for (const analysis::BlockOperand& o : op.operands)
-      in.push_back(bind_sizes(o.local ? s.ops[o.index].shape : s.args[o.index].shape, s.sizes.data(),
-                              values.data(), values.size()));
-    OpAttrs attrs = op.rhs->attrs;
-    attrs.sizes = 0;
-    for (size_t i = 0; i < attrs.ints.size(); ++i)
-      if (op.rhs->attrs.is_size(i)) attrs.ints[i] = value(attrs.ints[i]);
-    throw UserError(op.rhs->span.begin, instance_shape_error(op.rhs->op, in, attrs, named));
+      in.push_back(bind_sizes(o.local ? s.ops[o.index].shape : s.args[o.index].shape, s.sizes.data(), v, S));
+    throw UserError(op.rhs->span.begin,
+                    instance_shape_error(op.rhs->op, in, bind_attr_sizes(op.rhs->attrs, s.sizes.data(), v, S), named));
+  };
+  for (const analysis::SizeCheck& c : plan_.ragged[s.id].checks)
+    if (size_value(c.small, s.sizes.data(), v, S) > size_value(c.large, s.sizes.data(), v, S)) fail(s.ops[c.op]);
+  // No value may hold more elements than a tensor may (the checker bounds the fixed shapes).
+  for (const analysis::BlockOp& op : s.ops) {
+    if (op.size > 0) continue;
+    int64_t n = 1;
+    for (int64_t d : op.shape)
+      if (__builtin_mul_overflow(n, size_value(d, s.sizes.data(), v, S), &n)) n = INT64_MAX;
+    if (n > kMaxTensorElements) fail(op);
   }
 }
 

@@ -147,7 +147,7 @@ void HostRuntime::dup(aot::AotContext* ctx, Val v) { of(ctx).graph_.dup(v); }
 const float* HostRuntime::gather(aot::AotContext* ctx, int32_t site, Val list, int64_t length) {
   HostRuntime& rt = of(ctx);
   const ir::Rhs& r = *rt.sites_[site];
-  if (length == 0) rt.fail(ctx, site, -1, 0);
+  if (length == 0) rt.fail(ctx, site, 0, -1);  // no entry: the list is empty
   const int64_t row = rt.param_rows_[r.index], count = rt.param_counts_[r.index];
   float* out = rt.gathered_.alloc(static_cast<size_t>(length * row));
   int64_t k = 0;
@@ -182,14 +182,9 @@ void HostRuntime::fail(aot::AotContext* ctx, int32_t site, int64_t a, int64_t b)
   const ir::Rhs& r = *rt.sites_[site];
   switch (r.kind) {
     case ir::RhsKind::ParamGather:
-      if (a < 0)
-        throw UserError(r.span.begin, "param '" + rt.module_.params[r.index].name +
-                                          "' gathered by an empty list: a tensor needs at least "
-                                          "one row");
-      throw UserError(r.span.begin, "index " + std::to_string(a) + " (entry " + std::to_string(b) +
-                                        " of the list) is out of range for param '" +
-                                        rt.module_.params[r.index].name + "' of " +
-                                        std::to_string(rt.param_counts_[r.index]) + " entries");
+      if (b < 0) throw UserError(r.span.begin, gather_empty_message(rt.module_.params[r.index].name));
+      throw UserError(r.span.begin, gather_index_message(rt.module_.params[r.index].name, a, b,
+                                                         rt.param_counts_[r.index]));
     case ir::RhsKind::ParamIndex:
       throw UserError(r.span.begin, "index " + std::to_string(a) + " is out of range for param '" +
                                         rt.module_.params[r.index].name + "' of " +

@@ -140,10 +140,7 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
       break;
     }
     case InputKind::Lengths: {
-      // f32[n, d2, ...]: the line gives n; every other dimension is fixed.
-      bool fits = type->kind == TypeKind::Tensor && !type->shape.empty() && is_size_var(type->shape[0]);
-      for (size_t d = 1; fits && d < type->shape.size(); ++d) fits = !is_size_var(type->shape[d]);
-      if (!fits) type_mismatch(spec, type, "tensors f32[n, ...] with n from the file and the rest fixed");
+      if (!is_rows_type(type)) type_mismatch(spec, type, "tensors f32[n, ...] with n from the file and the rest fixed");
       const std::vector<int64_t> rest(type->shape.begin() + 1, type->shape.end());
       const int64_t row = num_elements(rest);
       const auto lines = io::read_token_lines(spec.path);
@@ -177,6 +174,12 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
                                                           : "one Penn-Treebank tree per line") +
                         ")");
   return out;
+}
+
+bool is_rows_type(const Type& type) {
+  bool fits = type->kind == TypeKind::Tensor && !type->shape.empty() && is_size_var(type->shape[0]);
+  for (size_t d = 1; fits && d < type->shape.size(); ++d) fits = !is_size_var(type->shape[d]);
+  return fits;
 }
 
 Value random_rows(const Type& type, int64_t n, uint64_t seed) {

@@ -34,8 +34,10 @@ const char* input_kind_name(InputKind kind);
 std::vector<Value> load_inputs(const InputSpec& spec, const Type& type, const std::string& vocab_path,
                                size_t limit);
 
-// The instance the `lengths:` input makes of length n for an entry parameter of type `type`
-// (f32[n, ...], the rest fixed; the caller checks that): numbers uniform in [-1, 1] seeded by `seed`.
+// Whether `type` is what the `lengths:` input makes: f32[n, ...], n a size variable, the rest fixed.
+bool is_rows_type(const Type& type);
+// The instance the `lengths:` input makes of length n for an entry parameter of such a type:
+// numbers uniform in [-1, 1] seeded by `seed`.
 Value random_rows(const Type& type, int64_t n, uint64_t seed);
 
 // JSON encoding of values, shared by inputs and outputs: int/float/bool as JSON scalars; a tensor as

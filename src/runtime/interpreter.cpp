@@ -6,8 +6,18 @@
 #include "analysis/plan.h"
 #include "ir/host_ops.h"
 #include "runtime/reference_kernels.h"
+#include "support/sizes.h"
 
 namespace acrobat {
+
+std::string gather_index_message(const std::string& param, int64_t index, int64_t entry, int64_t count) {
+  return "index " + std::to_string(index) + " (entry " + std::to_string(entry) +
+         " of the list) is out of range for param '" + param + "' of " + std::to_string(count) + " entries";
+}
+
+std::string gather_empty_message(const std::string& param) {
+  return "param '" + param + "' gathered by an empty list: a tensor needs at least one row";
+}
 
 UserError for_instance(const UserError& e, size_t i) {
   std::vector<Diagnostic> ds = e.diagnostics();
@@ -125,19 +135,13 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int
     case ir::RhsKind::ParamGather: {
       const auto& p = params_.params[r.index];
       const int64_t n = atom(r.sizes[0].value, frame).i, row = num_elements(p.elem_shape);
-      if (n == 0)
-        throw UserError(r.span.begin, "param '" + m_.params[r.index].name +
-                                          "' gathered by an empty list: a tensor needs at least "
-                                          "one row");
+      if (n == 0) throw UserError(r.span.begin, gather_empty_message(m_.params[r.index].name));
       Tensor out = Tensor::allocate({n, row});
       const Value* cur = &frame[r.args[0].var];
       for (int64_t k = 0; k < n; ++k, cur = &cur->agg->fields[1]) {
         const int64_t i = cur->agg->fields[0].i;
         if (i < 0 || i >= p.count)
-          throw UserError(r.span.begin, "index " + std::to_string(i) + " (entry " + std::to_string(k) +
-                                            " of the list) is out of range for param '" +
-                                            m_.params[r.index].name + "' of " +
-                                            std::to_string(p.count) + " entries");
+          throw UserError(r.span.begin, gather_index_message(m_.params[r.index].name, i, k, p.count));
         std::copy_n(p.tensor.data.get() + i * row, row, out.data.get() + k * row);
       }
       return Value::of_tensor(std::move(out));
@@ -248,25 +252,23 @@ Value Interpreter::run_op(const ir::Rhs& r, const std::vector<Value>& frame) {
 // shape and FLOPs.
 Value Interpreter::run_sized_op(const ir::Rhs& r, const std::vector<Value>& frame,
                                 std::span<const Tensor* const> inputs) {
-  OpAttrs attrs = r.attrs;
-  attrs.sizes = 0;
-  std::string sizes;
-  auto value = [&](int64_t dim) {
-    for (const ir::SizeArg& z : r.sizes)
-      if (z.dim == dim) return atom(z.value, frame).i;
-    ACROBAT_ASSERT(false, "an operator without the value of one of its sizes");
-    return int64_t{0};
-  };
-  for (size_t i = 0; i < attrs.ints.size(); ++i)
-    if (r.attrs.is_size(i)) attrs.ints[i] = value(attrs.ints[i]);
+  std::vector<int64_t> dims, values;
+  for (const ir::SizeArg& z : r.sizes) {
+    dims.push_back(z.dim);
+    values.push_back(atom(z.value, frame).i);
+  }
+  const OpAttrs attrs = bind_attr_sizes(r.attrs, dims.data(), values.data(), dims.size());
   std::vector<std::vector<int64_t>> shapes;
   for (const Tensor* t : inputs) shapes.push_back(t->shape);
   ShapeResult res = op_info(r.op).shape(shapes, attrs);
-  if (!res.type) {
+  const bool fits = res.type && (!is_tensor(res.type) ||
+                                 checked_product<int64_t>(res.type->shape).value_or(INT64_MAX) <= kMaxTensorElements);
+  if (!fits) {
     static const std::vector<std::string> none;
     SizeNamesScope names(m_.plan ? m_.plan->size_names : none);
-    for (const ir::SizeArg& z : r.sizes)
-      sizes += (sizes.empty() ? "" : ", ") + dim_str(z.dim) + " = " + std::to_string(value(z.dim));
+    std::string sizes;
+    for (size_t i = 0; i < dims.size(); ++i)
+      sizes += (sizes.empty() ? "" : ", ") + dim_str(dims[i]) + " = " + std::to_string(values[i]);
     throw UserError(r.span.begin, instance_shape_error(r.op, shapes, attrs, sizes));
   }
   Tensor out = Tensor::allocate(is_tensor(res.type) ? res.type->shape : std::vector<int64_t>{1});

@@ -67,6 +67,11 @@ class Interpreter {
   std::vector<Value> tail_args_;
 };
 
+// The user errors of a gather (ir::RhsKind::ParamGather) of param `param`, on every engine: an
+// index out of range (entry `entry` of the list), and an empty list.
+std::string gather_index_message(const std::string& param, int64_t index, int64_t entry, int64_t count);
+std::string gather_empty_message(const std::string& param);
+
 // Marks a UserError as belonging to instance `i` ("instance 7: ...").
 UserError for_instance(const UserError& e, size_t i);
 

@@ -22,11 +22,7 @@ namespace {
 
 // The value of `dim` (a constant or one of the block's size variables) for an instance.
 int64_t bound(const StaticBlock& s, int64_t dim, const int64_t* sizes) {
-  if (!is_size_var(dim)) return dim;
-  for (size_t i = 0; i < s.sizes.size(); ++i)
-    if (s.sizes[i] == dim) return sizes[i];
-  ACROBAT_ASSERT(false, "a ragged block without the value of one of its sizes");
-  return 0;
+  return size_value(dim, s.sizes.data(), sizes, s.sizes.size());
 }
 
 // One instance's value of an operator or argument, as a stack of matrices [H, M, N] (a matrix has
@@ -496,15 +492,12 @@ class Piece {
   // The reference kernel, instance by instance, on packed copies of the operands.
   void per_instance(size_t k) {
     const BlockOp& op = s_.ops[k];
-    OpAttrs attrs = op.rhs->attrs;
-    attrs.sizes = 0;
     std::vector<Tensor> in(op.operands.size());
     std::vector<const Tensor*> ptrs(in.size());
     Tensor out;
     for (int64_t b = 0; b < B_; ++b) {
       const int64_t* sizes = c_.sizes + b * s_.sizes.size();
-      for (size_t i = 0; i < attrs.ints.size(); ++i)
-        if (op.rhs->attrs.is_size(i)) attrs.ints[i] = bound(s_, op.rhs->attrs.ints[i], sizes);
+      const OpAttrs attrs = bind_attr_sizes(op.rhs->attrs, s_.sizes.data(), sizes, s_.sizes.size());
       for (size_t i = 0; i < in.size(); ++i) {
         const BlockOperand& o = op.operands[i];
         const int64_t* d = operand_dim(o, b);
@@ -523,17 +516,13 @@ class Piece {
   void count_flops() {
     std::vector<std::vector<int64_t>> in;
     std::vector<int64_t> out;
-    OpAttrs attrs;
     for (size_t k = 0; k < s_.ops.size(); ++k) {
       const BlockOp& op = s_.ops[k];
       const OpInfo& info = op_info(op.rhs->op);
       in.resize(op.operands.size());
-      attrs = op.rhs->attrs;
-      attrs.sizes = 0;
       for (int64_t b = 0; b < B_; ++b) {
         const int64_t* sizes = c_.sizes + b * s_.sizes.size();
-        for (size_t i = 0; i < attrs.ints.size(); ++i)
-          if (op.rhs->attrs.is_size(i)) attrs.ints[i] = bound(s_, op.rhs->attrs.ints[i], sizes);
+        const OpAttrs attrs = bind_attr_sizes(op.rhs->attrs, s_.sizes.data(), sizes, s_.sizes.size());
         for (size_t i = 0; i < in.size(); ++i) {
           const int64_t* d = operand_dim(op.operands[i], b);
           in[i].assign(d, d + operand_rank(op.operands[i]));

@@ -1,6 +1,6 @@
 // What a run is given and what it writes, end to end through the command line: empty and missing
 // input files, comma-separated --set, the entry function, honest messages about JSON inputs,
-// non-finite outputs, and inputs nested as deep as the engines recurse.
+// non-finite outputs, inputs nested as deep as the engines recurse, and ragged inputs.
 #include "cli_util.h"
 
 namespace acrobat::test {
@@ -153,6 +153,42 @@ TEST(CliInputs, DeepInputsRun) {
     EXPECT_EQ(r.status, 0) << engine << ": " << r.err;
     EXPECT_TRUE(contains(r.out, "#0     2491\n")) << r.out;
   }
+}
+
+// The lengths: input makes one [n, D] instance per line; a bad line is an error at its place, the
+// JSON reader takes tensors of any length where the type has a size variable and names it when
+// an instance's tensors disagree, and the entry's sizes must be where the instance gives them.
+TEST(CliInputs, RaggedInputs) {
+  TempDir dir;
+  std::string model = dir.write("r.acr", "def main(x: f32[n, 4]) -> f32[1, 4] { sum(x, axis=0) }\n");
+  std::string lengths = dir.write("lengths.txt", "3\n1\n5\n");
+  CliResult r = run_cli({"run", model, "--input", "lengths:" + lengths, "--output", dir.path("o.json")});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "3 instances in")) << r.out;
+  std::string bad = dir.write("bad.txt", "3\n0\n");
+  r = run_cli({"run", model, "--input", "lengths:" + bad});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, bad + ":2:1: error: expected one length (an integer >= 1) on the line")) << r.err;
+  // lengths: needs a tensor f32[n, ...] with the rest fixed.
+  std::string scalar = dir.write("s.acr", "def main(x: f32[4, 4]) -> f32[4, 4] { x }\n");
+  r = run_cli({"run", scalar, "--input", "lengths:" + lengths});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, "produces tensors f32[n, ...] with n from the file and the rest fixed")) << r.err;
+
+  std::string pair = dir.write("p.acr", "def main(p: (f32[n, 2], f32[n, 2])) -> f32[n, 2] { p.0 + p.1 }\n");
+  std::string in = dir.write("in.jsonl", "[[[1, 2]], [[3, 4]]]\n[[[1, 2], [3, 4]], [[1, 2]]]\n");
+  r = run_cli({"run", pair, "--input", "json:" + in});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, in + ":2:1: error: at $[1]: expected an array of 2 elements (dimension 0 of a "
+                                   "tensor [n, 2] (with n = 2; a size variable is at least 1)), found array"))
+      << r.err;
+
+  std::string listy = dir.write("l.acr", "def main(xs: List[f32[n, 2]]) -> int { length(xs) }\n");
+  r = run_cli({"check", listy});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, listy + ":1:10: error: entry function 'main': its size 'n' must be a dimension "
+                                      "of a tensor of its parameter (directly or in a tuple)"))
+      << r.err;
 }
 
 }  // namespace

@@ -23,6 +23,8 @@ dropped after each layer (bench/berxit_ragged.py times it).
 """
 
 import math
+import os
+import random
 
 import torch
 import torch.nn.functional as F
@@ -180,6 +182,35 @@ def init_params(model, seed):
         for l in range(model.L):
             model.Wc[l] *= _wc_gain(l, model.L)
     return model
+
+
+# Lengths of the synthetic instances: the extremes first (1 and P = 512 tokens, two length-1
+# instances side by side), then lengths drawn from 1..512 favouring short ones.
+FIXED_LENGTHS = [1, 512, 1, 2, 3, 64, 65, 127, 255, 17]
+
+
+def _balanced(words, lo, hi):
+    """A balanced binary PTB tree over words[lo:hi] (its leaves, left to right)."""
+    if hi - lo == 1:
+        return "(2 %s)" % words[lo]
+    mid = (lo + hi) // 2
+    return "(2 %s %s)" % (_balanced(words, lo, mid), _balanced(words, mid, hi))
+
+
+def make_data(path, count, seed, dims):
+    """`count` sentences as PTB trees (what sst-tokens reads): FIXED_LENGTHS, then lengths from
+    1..P, words drawn from data/sst/vocab.txt (the repository's, beside this module), balanced trees
+    so that no tree is deep."""
+    d = _dims(dims)
+    vocab_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "sst", "vocab.txt")
+    words = [w for w in sst.load_vocab(vocab_path)[0] if w != "<unk>" and "(" not in w and ")" not in w]
+    rng = random.Random(seed)
+    lengths = FIXED_LENGTHS[:count]
+    while len(lengths) < count:
+        lengths.append(min(d["P"], max(1, int(rng.expovariate(1.0 / 40.0)) + 1)))
+    with open(path, "w", encoding="utf-8") as f:
+        for n in lengths:
+            f.write(_balanced([rng.choice(words) for _ in range(n)], 0, n) + "\n")
 
 
 def load_instances(path, vocab_path, limit, dims):
