@@ -32,15 +32,15 @@
 
 namespace acrobat {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // GFLOP/s of a 1024^3 single-thread GEMM on this machine now: OpenBLAS cblas_sgemm (`packed`
 // false; the yardstick for useful GFLOP/s) or acrobat's dispatcher on pre-packed weights.

@@ -29,6 +29,9 @@ struct BenchOptions {
   size_t pytorch_limit = 300;
 };
 
+// The median of the figures of repeated measurements (the mean of the middle two when even).
+double median(std::vector<double> v);
+
 // One compilation of the model to measure (the ablation compiles it once per set of analyses).
 struct BenchConfig {
   std::string name;

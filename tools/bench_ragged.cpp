@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "bench.h"
@@ -39,12 +40,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // The length files to run: names in data/lengths ("mnli") or paths; all of data/lengths by default.
 std::vector<std::string> length_files(const BenchRaggedOptions& o) {
@@ -83,20 +78,19 @@ std::vector<int64_t> read_lengths(const std::string& path) {
   return out;
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-
 // One cell of the sweep and what PyTorch measured in it.
 struct Cell {
   std::string dataset;  // "mnli" or "mnli-dense"
   std::vector<int64_t> lengths;
   size_t batch;
   int threads;
+  bool dense = false;       // the control: every instance at the file's mean length
   double useful_gflop = 0;  // from the PyTorch rows (their formula), else acrobat's count
   double best_pytorch = 0;  // useful GFLOP/s of PyTorch's best strategy here
+
+  // The ratio to PyTorch's best that every thread running at `peak` GFLOP/s would reach; 0 without
+  // a PyTorch figure.
+  double ceiling(double peak) const { return best_pytorch > 0 ? peak * threads / best_pytorch : 0; }
 };
 
 // Per engine and thread count, over the ragged cells (not the dense controls) that have a PyTorch
@@ -110,8 +104,7 @@ std::string summary(const json& rows, const std::vector<Cell>& cells, double pea
     ratios[{r["engine"].get<std::string>(), r["threads"].get<int>()}].push_back(r["ratio_to_best_pytorch"].get<double>());
   }
   for (const Cell& c : cells)
-    if (c.best_pytorch > 0 && c.dataset.find("-dense") == std::string::npos)
-      ratios[{"ceiling", c.threads}].push_back(peak * c.threads / c.best_pytorch);
+    if (c.best_pytorch > 0 && !c.dense) ratios[{"ceiling", c.threads}].push_back(c.ceiling(peak));
   std::string out;
   for (const auto& [key, v] : ratios) {
     double log_sum = 0;
@@ -143,14 +136,11 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
   json torch_rows = json::array();
   if (o.pytorch) {
     const std::string out = o.out_dir + "/pytorch.json";
-    std::vector<std::string> batches, threads;
-    for (size_t b : o.batches) batches.push_back(std::to_string(b));
-    for (int t : o.threads) threads.push_back(std::to_string(t));
     const std::string cmd = fmt::format(
-        "/usr/bin/python3 '{}/bench/ragged_pytorch.py' --lengths '{}' --batch {} --threads {} --batches {} "
-        "--reps {} --seed {}{} --json '{}'",
-        o.source_dir, join(files), join(batches), join(threads), o.batches_per_cell, o.reps, o.seed,
-        o.dense ? " --dense" : "", out);
+        "/usr/bin/python3 {} --lengths {} --batch {} --threads {} --batches {} --reps {} --seed {}{} --json {}",
+        io::shell_quote(o.source_dir + "/bench/ragged_pytorch.py"), io::shell_quote(fmt::format("{}", fmt::join(files, ","))),
+        fmt::join(o.batches, ","), fmt::join(o.threads, ","), o.batches_per_cell, o.reps, o.seed,
+        o.dense ? " --dense" : "", io::shell_quote(out));
     std::cout << "bench: PyTorch side: " << cmd << "\n" << std::flush;
     if (std::system(cmd.c_str()) != 0)
       throw UserError("bench --ragged: the PyTorch side failed (" + cmd + ")");
@@ -171,7 +161,7 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
           double mean = 0;
           for (int64_t n : all) mean += static_cast<double>(n);
           const int64_t dense = std::max<int64_t>(1, std::llround(mean / static_cast<double>(all.size())));
-          here.push_back(Cell{names[f] + "-dense", std::vector<int64_t>(lens.size(), dense), batch, threads});
+          here.push_back(Cell{names[f] + "-dense", std::vector<int64_t>(lens.size(), dense), batch, threads, true});
         }
         for (Cell& c : here) {
           for (const auto& r : torch_rows)
@@ -231,7 +221,7 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
       const double gflops = useful / s;
       const std::string name = kind == "aot" ? "aot" : "interpreter";
       const double ratio = c.best_pytorch > 0 ? gflops / c.best_pytorch : 0;
-      const double ceiling = c.best_pytorch > 0 ? peak * c.threads / c.best_pytorch : 0;
+      const double ceiling = c.ceiling(peak);
       std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14.1f} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8} {:>8}\n",
                                c.dataset, c.batch, c.threads, name, gflops, 0.0,
                                static_cast<double>(stats.peak_bytes) / (1 << 20), s,
@@ -242,7 +232,7 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
       for (int64_t n : c.lengths) tokens += n;
       rows.push_back(json{{"engine", name},
                           {"dataset", c.dataset},
-                          {"dense", c.dataset.size() > 6 && c.dataset.substr(c.dataset.size() - 6) == "-dense"},
+                          {"dense", c.dense},
                           {"batch", c.batch},
                           {"threads", c.threads},
                           {"instances", c.lengths.size()},
@@ -286,11 +276,11 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
     };
     md << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.dataset, c.batch, c.threads, cell("aot"),
                       cell("interpreter"), cell("pytorch-padded"), cell("pytorch-sorted"), cell("pytorch-nested"),
-                      c.best_pytorch > 0 ? fmt::format("{:.2f}x", peak * c.threads / c.best_pytorch) : "-");
+                      c.best_pytorch > 0 ? fmt::format("{:.2f}x", c.ceiling(peak)) : "-");
   }
   io::write_file(o.out_dir + "/ragged.md", md.str());
-  const std::string plot = fmt::format("/usr/bin/python3 '{}/bench/plot_ragged.py' '{}' '{}/ragged.png'",
-                                       o.source_dir, json_path, o.out_dir);
+  const std::string plot = fmt::format("/usr/bin/python3 {} {} {}", io::shell_quote(o.source_dir + "/bench/plot_ragged.py"),
+                                       io::shell_quote(json_path), io::shell_quote(o.out_dir + "/ragged.png"));
   if (std::system(plot.c_str()) != 0) std::cerr << "bench: warning: the plot failed (" << plot << ")\n";
   std::cout << "bench: wrote " << json_path << ", " << o.out_dir << "/ragged.md, ragged.png\n";
   return 0;

@@ -99,24 +99,17 @@ void HostRuntime::begin_run(int func, const std::vector<Value>& inputs, RunStats
 void HostRuntime::run_instance(size_t i) {
   const ir::Function& fn = module_.functions[func_];
   const size_t S = fn.size_params.size();
-  Val few[4];
-  std::vector<Val> many;
-  Val* args = few;
-  if (1 + S > std::size(few)) {
-    many.resize(1 + S);
-    args = many.data();
-  }
+  std::vector<Val> args(1 + S);
   args[0] = from_value((*inputs_)[i], in_layout_);
   if (S > 0) {
     std::vector<Value> full = entry_arguments(module_, func_, (*inputs_)[i]);
     for (size_t z = 0; z < S; ++z) {
       entry_sizes_[i * S + z] = full[1 + z].i;
-      args[1 + z] = Val{};
       args[1 + z].i = full[1 + z].i;
       args[1 + z].node = -1;
     }
   }
-  outputs_[i] = enter(&contexts_[i], func_, args);
+  outputs_[i] = enter(&contexts_[i], func_, args.data());
 }
 
 Value HostRuntime::output(size_t i) {

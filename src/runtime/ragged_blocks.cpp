@@ -20,11 +20,6 @@ using analysis::StaticBlock;
 
 namespace {
 
-// The value of `dim` (a constant or one of the block's size variables) for an instance.
-int64_t bound(const StaticBlock& s, int64_t dim, const int64_t* sizes) {
-  return size_value(dim, s.sizes.data(), sizes, s.sizes.size());
-}
-
 // One instance's value of an operator or argument, as a stack of matrices [H, M, N] (a matrix has
 // H = 1; a lower rank is one row): element (h, i, j) at p + h * hs + i * ld + j, or at
 // p + h * hs + j * ld + i when transposed. A packed value has hs = M * N and ld = N.
@@ -107,7 +102,7 @@ class Piece {
       for (int64_t b = 0; b < B_; ++b) {
         int64_t count = 1;
         for (int64_t d : shape) {
-          dims.push_back(bound(s_, d, c_.sizes + b * S));
+          dims.push_back(ragged_dim(s_, d, c_.sizes + b * S));
           count *= dims.back();
         }
         elems[k * B_ + b] = count;
@@ -445,18 +440,8 @@ class Piece {
   }
   static constexpr int64_t kFusedTile = 1024;
 
-  static void unary(OpId id, const float* x, float* y, int64_t n) {
-    const size_t len = static_cast<size_t>(n);
-    switch (id) {
-      case OpId::Neg: k::neg(x, y, len); break;
-      case OpId::Sigmoid: k::sigmoid(x, y, len); break;
-      case OpId::Tanh: k::tanh(x, y, len); break;
-      case OpId::Relu: k::relu(x, y, len); break;
-      case OpId::Exp: k::exp(x, y, len); break;
-      case OpId::Log: k::log(x, y, len); break;
-      default: ACROBAT_ASSERT(false, "not a unary elementwise operator");
-    }
-  }
+  // A unary elementwise operator over n floats: its SIMD expression of ops.def.
+  static void unary(OpId id, const float* x, float* y, int64_t n) { fused_tile_fn(id)(n, x, nullptr, y); }
 
   void row_wise(size_t k) {
     const BlockOp& op = s_.ops[k];
@@ -546,12 +531,14 @@ class Piece {
 
 }  // namespace
 
-int64_t ragged_dim(const StaticBlock& s, int64_t dim, const int64_t* sizes) { return bound(s, dim, sizes); }
+int64_t ragged_dim(const StaticBlock& s, int64_t dim, const int64_t* sizes) {
+  return size_value(dim, s.sizes.data(), sizes, s.sizes.size());
+}
 
 int64_t ragged_elements(const StaticBlock& s, size_t k, const int64_t* sizes, bool arg) {
   const std::vector<int64_t>& shape = arg ? s.args[k].shape : s.ops[k].shape;
   int64_t n = 1;
-  for (int64_t d : shape) n *= bound(s, d, sizes);
+  for (int64_t d : shape) n *= ragged_dim(s, d, sizes);
   return n;
 }
 
