@@ -38,12 +38,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// GFLOP/s of a 1024^3 single-thread GEMM on this machine now: OpenBLAS cblas_sgemm (`packed`
-// false; the yardstick for useful GFLOP/s) or acrobat's dispatcher on pre-packed weights.
 double gemm_gflops(int reps, bool packed) {
   const int n = 1024;
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
@@ -57,13 +51,17 @@ double gemm_gflops(int reps, bool packed) {
   once();  // warm up (and JIT)
   std::vector<double> rates;
   for (int r = 0; r < std::max(reps, 3); ++r) {
-    auto t0 = Clock::now();
+    auto t0 = std::chrono::steady_clock::now();
     once();
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rates.push_back(2.0 * n * n * n / s * 1e-9);
   }
   return median(rates);
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 struct Row {
   Row(std::string engine, size_t batch, RunStats stats, int threads, std::string config)

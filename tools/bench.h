@@ -32,6 +32,11 @@ struct BenchOptions {
 // The median of the figures of repeated measurements (the mean of the middle two when even).
 double median(std::vector<double> v);
 
+// GFLOP/s of a 1024^3 single-thread GEMM on this machine now (median of `reps`, at least 3):
+// OpenBLAS cblas_sgemm (`packed` false; the yardstick for useful GFLOP/s) or acrobat's dispatcher on
+// pre-packed weights (the yardstick for the linear layers of ragged blocks).
+double gemm_gflops(int reps, bool packed);
+
 // One compilation of the model to measure (the ablation compiles it once per set of analyses).
 struct BenchConfig {
   std::string name;

@@ -8,7 +8,8 @@
 // unpadded work, counted by the PyTorch script's formula for every row), the padding FLOPs as a
 // share of them, peak memory, and each acrobat row's ratio to PyTorch's best strategy in its
 // cell. The core's FMA peak, measured at the start, bounds every row: a cell's ceiling is the
-// ratio to PyTorch's best that a run at that peak on every thread would reach. Writes ragged.json,
+// ratio to PyTorch's best that a run at that peak on every thread would reach. The linear layers
+// (matmuls by weights) are timed inside the run and compared with a packed GEMM. Writes ragged.json,
 // ragged.md (with the one-thread summary) and ragged.png to the output directory.
 #include <algorithm>
 #include <chrono>
@@ -118,6 +119,16 @@ std::string summary(const json& rows, const std::vector<Cell>& cells, double pea
                        key.first, key.second, key.second == 1 ? "" : "s", std::exp(log_sum / static_cast<double>(v.size())),
                        *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()), above, v.size());
   }
+  // The linear layers' share of the packed-GEMM yardstick, per engine and thread count.
+  std::map<std::pair<std::string, int>, std::vector<double>> linear;
+  for (const auto& r : rows)
+    if (r.contains("linear_share_of_packed_gemm"))
+      linear[{r["engine"].get<std::string>(), r["threads"].get<int>()}].push_back(r["linear_share_of_packed_gemm"].get<double>());
+  for (const auto& [key, v] : linear)
+    out += fmt::format("- {}, {} thread{}: linear layers at {:.0f}% of the packed GEMM per thread (median; min {:.0f}%, "
+                       "max {:.0f}%)\n",
+                       key.first, key.second, key.second == 1 ? "" : "s", 100 * median(v),
+                       100 * *std::min_element(v.begin(), v.end()), 100 * *std::max_element(v.begin(), v.end()));
   return out;
 }
 
@@ -130,7 +141,9 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
   for (const auto& f : files) names.push_back(dataset_name(f));
 
   const double peak = kernels::fma_peak_gflops();
-  std::cout << fmt::format("bench: this core's fp32 FMA peak: {:.1f} GFLOP/s\n", peak);
+  const double packed_gemm = gemm_gflops(9, true);
+  std::cout << fmt::format("bench: this core's fp32 FMA peak: {:.1f} GFLOP/s; packed GEMM 1024^3, one thread: "
+                           "{:.1f} GFLOP/s (the linear layers' yardstick)\n", peak, packed_gemm);
 
   // 1. PyTorch, every cell, first (its table goes straight through).
   json torch_rows = json::array();
@@ -189,9 +202,9 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
   }
   json rows = json::array();
   for (const auto& r : torch_rows) rows.push_back(r);
-  std::cout << fmt::format("\n{:<14} {:>5} {:>3}  {:<15} {:>14} {:>8} {:>9} {:>8} {:>9} {:>8}\n", "dataset", "batch",
+  std::cout << fmt::format("\n{:<14} {:>5} {:>3}  {:<15} {:>14} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}\n", "dataset", "batch",
                            "thr", "engine", "useful GFLOP/s", "padding", "peak MiB", "seconds",
-                           "vs best", "ceiling");
+                           "vs best", "ceiling", "linear");
   std::map<std::pair<std::string, int>, std::unique_ptr<Engine>> engines;
   for (const Cell& c : cells) {
     std::vector<Value> inputs;
@@ -222,11 +235,13 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
       const std::string name = kind == "aot" ? "aot" : "interpreter";
       const double ratio = c.best_pytorch > 0 ? gflops / c.best_pytorch : 0;
       const double ceiling = c.ceiling(peak);
-      std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14.1f} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8} {:>8}\n",
+      // The linear layers (matmuls by the weights) per thread, as a share of the packed GEMM.
+      const double linear = stats.weight_gemm_gflops() / packed_gemm;
+      std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14.1f} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8} {:>8} {:>7.1f}%\n",
                                c.dataset, c.batch, c.threads, name, gflops, 0.0,
                                static_cast<double>(stats.peak_bytes) / (1 << 20), s,
                                ratio > 0 ? fmt::format("{:.2f}x", ratio) : "-",
-                               ceiling > 0 ? fmt::format("{:.2f}x", ceiling) : "-")
+                               ceiling > 0 ? fmt::format("{:.2f}x", ceiling) : "-", 100 * linear)
                 << std::flush;
       int64_t tokens = 0;
       for (int64_t n : c.lengths) tokens += n;
@@ -246,13 +261,16 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
                           {"instances_per_s", static_cast<double>(c.lengths.size()) / s},
                           {"peak_bytes", stats.peak_bytes},
                           {"ratio_to_best_pytorch", ratio},
-                          {"share_of_fma_peak", gflops / (peak * c.threads)}});
+                          {"share_of_fma_peak", gflops / (peak * c.threads)},
+                          {"linear_gflops_per_thread", stats.weight_gemm_gflops()},
+                          {"linear_share_of_packed_gemm", linear}});
     }
   }
 
   // 4. JSON, a Markdown table of the ratios, and the plot.
   json doc{{"benchmark", "ragged-encoder-layer"}, {"model", o.model}, {"batches_per_cell", o.batches_per_cell},
-           {"reps", o.reps}, {"fma_peak_gflops_per_core", peak}, {"results", rows}};
+           {"reps", o.reps}, {"fma_peak_gflops_per_core", peak}, {"packed_gemm_gflops", packed_gemm},
+           {"results", rows}};
   const std::string json_path = o.json_path.empty() ? o.out_dir + "/ragged.json" : o.json_path;
   io::write_file(json_path, doc.dump(1) + "\n");
   std::ostringstream md;
@@ -261,7 +279,9 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
      << o.reps << " repetitions of " << o.batches_per_cell << " batches. This core's fp32 FMA peak: "
      << fmt::format("{:.1f}", peak)
      << " GFLOP/s; the ceiling is the ratio to PyTorch's best that every thread running at that peak "
-        "would reach.\n\n"
+        "would reach. The linear layers (the matmuls by weights, with their gathers and fused addends) "
+        "are compared with a 1024^3 GEMM on packed weights, one thread: "
+     << fmt::format("{:.1f}", packed_gemm) << " GFLOP/s.\n\n"
      << summary(rows, cells, peak) << "\n"
      << "| dataset | batch | threads | AOT | interpreter | PyTorch padded | PyTorch sorted | PyTorch nested | ceiling |\n"
      << "|---|---|---|---|---|---|---|---|---|\n";

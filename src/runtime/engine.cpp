@@ -24,6 +24,8 @@ void RunStats::add(const RunStats& o) {
   host_seconds += o.host_seconds;
   schedule_seconds += o.schedule_seconds;
   kernel_seconds += o.kernel_seconds;
+  weight_gemm_flops += o.weight_gemm_flops;
+  weight_gemm_seconds += o.weight_gemm_seconds;
 }
 
 int entry_function(const ir::Module& module, const std::string& entry) {

@@ -28,10 +28,17 @@ struct RunStats {
   double host_seconds = 0;      // host program and graph construction
   double schedule_seconds = 0;  // forming batches
   double kernel_seconds = 0;    // executing batches, gathers included
+  // Ragged blocks: the matmuls by parameter weights (the linear layers, one GEMM over every
+  // instance's rows, with their gathers and fused addends), their FLOPs and time.
+  int64_t weight_gemm_flops = 0;
+  double weight_gemm_seconds = 0;
 
   double instances_per_second() const { return wall_seconds > 0 ? instances / wall_seconds : 0; }
   double useful_gflops() const { return wall_seconds > 0 ? flops / wall_seconds * 1e-9 : 0; }
   double mean_batch_size() const { return batches > 0 ? double(nodes) / double(batches) : 0; }
+  double weight_gemm_gflops() const {
+    return weight_gemm_seconds > 0 ? weight_gemm_flops / weight_gemm_seconds * 1e-9 : 0;
+  }
   double overhead_fraction() const {
     return wall_seconds > 0 ? (host_seconds + schedule_seconds) / wall_seconds : 0;
   }
@@ -45,6 +52,21 @@ struct RunStats {
 
   // Sums counters and times of consecutive runs (peak memory: the largest).
   void add(const RunStats& other);
+};
+
+// What one thread adds up while it runs a batch's kernels; folded into RunStats after the batch.
+struct KernelCounters {
+  int64_t kernel_calls = 0;
+  int64_t flops = 0;  // ragged blocks count their FLOPs as they run (others from the graph)
+  int64_t weight_gemm_flops = 0;
+  double weight_gemm_seconds = 0;
+  void fold_into(RunStats& s) {
+    s.kernel_calls += kernel_calls;
+    s.flops += flops;
+    s.weight_gemm_flops += weight_gemm_flops;
+    s.weight_gemm_seconds += weight_gemm_seconds;
+    *this = KernelCounters{};
+  }
 };
 
 struct RunResult {

@@ -94,8 +94,7 @@ Graph::Graph(const analysis::Plan& plan, std::shared_ptr<const PackedIndex> pack
       ragged_(plan, *packed_) {
   const int threads = this->threads();
   scratch_ = std::vector<Arena>(static_cast<size_t>(threads));
-  thread_calls_.assign(static_cast<size_t>(threads), 0);
-  thread_flops_.assign(static_cast<size_t>(threads), 0);
+  counters_.assign(static_cast<size_t>(threads), KernelCounters{});
   const char* poison = std::getenv("ACROBAT_POISON_RELEASED");
   poison_ = poison && std::string(poison) == "1";
 }
@@ -406,7 +405,7 @@ void Graph::run_static_batch(BlockExecutor& exec, int block, const std::vector<i
       for (size_t k = 0; k < outs.size(); ++k)
         if (outs[k]) outs[k] += b0 * s.ops[k].size;
     }
-    exec.run(BatchCall{&s, b1 - b0, part.data(), outs.data(), t, &scratch_[t], &thread_calls_[t]});
+    exec.run(BatchCall{&s, b1 - b0, part.data(), outs.data(), t, &scratch_[t], &counters_[t].kernel_calls});
   });
 }
 
@@ -472,7 +471,7 @@ void Graph::run_ragged_batch(int block, const std::vector<int>& ids, int batch) 
     for (size_t k = 0; k < n; ++k)
       if (float* o = batch_outputs_[batch][k]) outs[k] = o + offsets[k * (B + 1) + b0];
     ragged_.run(RaggedCall{&s, b1 - b0, sizes.data() + b0 * S, args.data() + b0, B, outs.data(),
-                           &scratch_[t], &thread_calls_[t], &thread_flops_[t]});
+                           &scratch_[t], &counters_[t]});
   });
 }
 
@@ -525,10 +524,7 @@ void Graph::finish_batch(int block, const std::vector<int>& ids, int batch) {
   stats_->batches++;
   int64_t scratch_peak = 0;
   for (size_t t = 0; t < scratch_.size(); ++t) {
-    stats_->kernel_calls += thread_calls_[t];
-    thread_calls_[t] = 0;
-    stats_->flops += thread_flops_[t];
-    thread_flops_[t] = 0;
+    counters_[t].fold_into(*stats_);
     scratch_peak += static_cast<int64_t>(scratch_[t].peak_bytes());
   }
   auto& counts = stats_->blocks[s.name];

@@ -201,7 +201,7 @@ class Graph {
   std::shared_ptr<const PackedIndex> packed_;
   std::shared_ptr<ThreadPool> pool_;  // null: one thread
   std::vector<Arena> scratch_;        // per thread
-  std::vector<int64_t> thread_calls_;
+  std::vector<KernelCounters> counters_;  // per thread
   BufferPool buffers_;  // escaping outputs
   bool release_;        // the plan's ownership analysis ran: outputs are released during the run
   bool poison_ = false;  // ACROBAT_POISON_RELEASED: released buffers NaN-filled and held back
@@ -218,7 +218,6 @@ class Graph {
   // the total after the last row ((B + 1) entries per operator); empty for any other batch.
   std::vector<std::vector<int64_t>> batch_offsets_;
   RaggedBlocks ragged_;
-  std::vector<int64_t> thread_flops_;
   std::vector<std::vector<int32_t>> live_rows_;     // [batch][operator]: rows with owners
   std::vector<std::pair<float*, size_t>> poisoned_;  // released, held back until the run ends
   int32_t num_nodes_ = 0;

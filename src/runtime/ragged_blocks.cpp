@@ -1,6 +1,7 @@
 #include "runtime/ragged_blocks.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <span>
 
@@ -83,7 +84,7 @@ class Piece {
         copy_out(val(k, b), op_dim(k, b), s_.ops[k].shape.size(), out);
         out += op_elems(k, b);
       }
-      ++*c_.kernel_calls;
+      ++c_.counters->kernel_calls;
     }
     count_flops();
   }
@@ -211,7 +212,13 @@ class Piece {
     allocate(k);
     switch (plan_.ops[k].step) {
       case RaggedStep::GemmShared:
-      case RaggedStep::GemmIndexed: gemm_weights(k); break;
+      case RaggedStep::GemmIndexed: {
+        const auto start = std::chrono::steady_clock::now();
+        gemm_weights(k);
+        c_.counters->weight_gemm_seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        break;
+      }
       case RaggedStep::GemmPerInstance: gemm_per_instance(k); break;
       case RaggedStep::Elementwise: elementwise(k); break;
       case RaggedStep::RowWise: row_wise(k); break;
@@ -262,7 +269,7 @@ class Piece {
       float* g = c_.scratch->alloc(static_cast<size_t>(first_row[B_] * K));
       for (int64_t b = 0; b < B_; ++b) copy_out(operand(a, b), operand_dim(a, b), arank, g + first_row[b] * K);
       A = g;
-      ++*c_.kernel_calls;
+      ++c_.counters->kernel_calls;
     }
     float* C = val(k, 0).p;
     // The result starts as the fused addend (an operand of the result's shape, a shared row, or
@@ -283,7 +290,7 @@ class Piece {
           for (int64_t r = 0; r < rows; ++r) std::memcpy(Cb + r * N, row, static_cast<size_t>(N) * sizeof(float));
         }
       }
-      ++*c_.kernel_calls;
+      ++c_.counters->kernel_calls;
     }
     const bool accumulate = plan.init;
     for (int64_t b0 = 0; b0 < B_;) {
@@ -298,9 +305,10 @@ class Piece {
       else
         k::gemm(M, static_cast<int>(N), static_cast<int>(K), Ab, static_cast<int>(lda), W,
                 static_cast<int>(N), Cb, static_cast<int>(N), accumulate);
-      ++*c_.kernel_calls;
+      ++c_.counters->kernel_calls;
       b0 = b1;
     }
+    c_.counters->weight_gemm_flops += 2 * first_row[B_] * N * K;
   }
 
   // Per instance and matrix of a stack: op(A) @ op(B), reading views (column slices, heads,
@@ -322,7 +330,7 @@ class Piece {
         k::gemm_strided(A.trans, W.trans, static_cast<int>(ma.M), static_cast<int>(N), static_cast<int>(K),
                         A.p + h * A.hs, static_cast<int>(A.ld), W.p + (wrank == 3 ? h * W.hs : 0),
                         static_cast<int>(W.ld), C.p + h * C.hs, static_cast<int>(C.ld), false, alpha);
-        ++*c_.kernel_calls;
+        ++c_.counters->kernel_calls;
       }
     }
   }
@@ -336,11 +344,11 @@ class Piece {
         int64_t total = 0;
         for (int64_t b = 0; b < B_; ++b) total += op_elems(k, b);
         unary(id, operand(op.operands[0], 0).p, val(k, 0).p, total);
-        ++*c_.kernel_calls;
+        ++c_.counters->kernel_calls;
         return;
       }
       for (int64_t b = 0; b < B_; ++b) unary(id, contiguous(op.operands[0], b), val(k, b).p, op_elems(k, b));
-      *c_.kernel_calls += B_;
+      c_.counters->kernel_calls += B_;
       return;
     }
     // The piece at once as [rows, N] when each operand is the result's shape with the instances
@@ -381,7 +389,7 @@ class Piece {
       const int64_t dims[2] = {total / N, N};
       k::binary_broadcast(binary_op(id), 2, dims, operand(op.operands[0], 0).p, strides[0],
                           operand(op.operands[1], 0).p, strides[1], val(k, 0).p);
-      ++*c_.kernel_calls;
+      ++c_.counters->kernel_calls;
       return;
     }
     per_instance(k);
@@ -436,7 +444,7 @@ class Piece {
         }
       }
     }
-    *c_.kernel_calls += 1;
+    c_.counters->kernel_calls += 1;
   }
   static constexpr int64_t kFusedTile = 1024;
 
@@ -457,7 +465,7 @@ class Piece {
         case OpId::LogSoftmax: k::log_softmax(x, y, r, n); break;
         default: k::layer_norm(x, gamma, beta, 1e-5f, y, r, n); break;
       }
-      ++*c_.kernel_calls;
+      ++c_.counters->kernel_calls;
     };
     const bool norm = op.rhs->op == OpId::LayerNorm;
     if (whole) {
@@ -494,7 +502,7 @@ class Piece {
       out.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), val(k, b).p);
       reference_kernel(op.rhs->op)(attrs, std::span<const Tensor* const>(ptrs.data(), ptrs.size()), out);
     }
-    *c_.kernel_calls += B_;
+    c_.counters->kernel_calls += B_;
   }
 
   // The registry's FLOP count of every operator, on each instance's shapes.
@@ -513,7 +521,7 @@ class Piece {
           in[i].assign(d, d + operand_rank(op.operands[i]));
         }
         out.assign(op_dim(k, b), op_dim(k, b) + op.shape.size());
-        *c_.flops += info.flops(in, out, attrs);
+        c_.counters->flops += info.flops(in, out, attrs);
       }
     }
   }

@@ -11,6 +11,7 @@
 #include "analysis/plan.h"
 #include "runtime/arena.h"
 #include "runtime/batch_operands.h"
+#include "runtime/engine.h"
 
 namespace acrobat {
 
@@ -27,8 +28,7 @@ struct RaggedCall {
   // instance, each ragged_elements() floats), null for the others.
   float* const* outputs;
   Arena* scratch;          // reset by the caller
-  int64_t* kernel_calls;   // kernel launches, added to
-  int64_t* flops;          // useful FLOPs of the instances, added to
+  KernelCounters* counters;  // kernel launches, useful FLOPs and weight GEMMs, added to
 };
 
 class RaggedBlocks {
