@@ -1,5 +1,6 @@
 // The acrobat command line: run, check and emit models.
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include "cli_options.h"
 #include "io/files.h"
+#include "io/safetensors.h"
 #include "analysis/explain.h"
 #include "codegen/build.h"
 #include "codegen/emit_cpp.h"
@@ -188,22 +190,15 @@ int compile_command(const std::string& model, const std::vector<std::string>& se
   return 0;
 }
 
-int run_command(const RunOptions& o) {
-  if (!o.emit.empty()) return emit(o.model, o.sets, o.emit, o.disable);
-  Prepared p = prepare(o);
-  const auto& module = p.module;
-  const auto& params = p.params;
-  const auto& inputs = p.inputs;
-  const Type& output_type = p.output_type;
-  std::unique_ptr<Engine> engine;
-  if (o.engine == "reference") {
-    engine = std::make_unique<ReferenceEngine>(module, params);
-  } else if (o.engine == "aot") {
+// The engine --engine names, on the prepared model.
+std::unique_ptr<Engine> make_engine(const RunOptions& o, const Prepared& p) {
+  if (o.engine == "reference") return std::make_unique<ReferenceEngine>(p.module, p.params);
+  if (o.engine == "aot") {
     AotOptions ao;
     ao.object = o.object;
     ao.threads = o.threads > 0 ? o.threads : default_threads();
     ao.scheduler = parse_scheduler(o.scheduler);
-    auto aot = std::make_unique<AotEngine>(module, params, ao);
+    auto aot = std::make_unique<AotEngine>(p.module, p.params, ao);
     const AotBuildInfo& info = aot->build_info();
     std::cerr << fmt::format("note: compiled model {} ({}, loaded in {:.3f} s; {} threads)\n",
                              info.object_path,
@@ -211,11 +206,20 @@ int run_command(const RunOptions& o) {
                              : info.cached     ? "from the cache"
                                                : fmt::format("built in {:.1f} s", info.compile_seconds),
                              info.generate_seconds + info.load_seconds, ao.threads);
-    engine = std::move(aot);
-  } else {
-    engine = std::make_unique<BatchedEngine>(module, params, parse_scheduler(o.scheduler),
-                                             o.threads > 0 ? o.threads : default_threads());
+    return aot;
   }
+  return std::make_unique<BatchedEngine>(p.module, p.params, parse_scheduler(o.scheduler),
+                                         o.threads > 0 ? o.threads : default_threads());
+}
+
+int run_command(const RunOptions& o) {
+  if (!o.emit.empty()) return emit(o.model, o.sets, o.emit, o.disable);
+  Prepared p = prepare(o);
+  const auto& module = p.module;
+  const auto& params = p.params;
+  const auto& inputs = p.inputs;
+  const Type& output_type = p.output_type;
+  std::unique_ptr<Engine> engine = make_engine(o, p);
   // Batches of --batch instances, one engine run each; the reference engine takes them all.
   RunResult result =
       engine->run_batches(inputs, o.engine == "reference" ? 0 : o.batch, o.entry);
@@ -247,6 +251,34 @@ int run_command(const RunOptions& o) {
     for (const auto& [name, c] : s.blocks)
       std::cout << fmt::format("  block at {}: {} nodes in {} batches (mean batch size {:.1f})\n", name,
                                c.nodes, c.batches, double(c.nodes) / double(c.batches));
+  return 0;
+}
+
+// `acrobat grad`: the gradient of the summed loss of every instance, written as safetensors under
+// the params' names (the file --params reads), and the loss.
+int grad_command(const RunOptions& o, const std::string& out_path) {
+  Prepared p = prepare(o);
+  loss_function(*p.module, o.entry);
+  std::unique_ptr<Engine> engine = make_engine(o, p);
+  GradResult g = engine->gradients(p.inputs, o.entry);
+  double total = 0;
+  for (const Value& v : g.outputs) total += v.tensor->data[0];
+  std::vector<io::NamedTensor> tensors;
+  double norm = 0;
+  for (size_t k = 0; k < g.grads.size(); ++k) {
+    const Tensor& t = g.grads[k];
+    io::NamedTensor nt{p.module->params[k].name, t.shape, std::vector<float>(t.data.get(), t.data.get() + t.size())};
+    for (float x : nt.data) norm += double(x) * double(x);
+    tensors.push_back(std::move(nt));
+  }
+  if (!out_path.empty())
+    io::write_safetensors(out_path, tensors, {{"loss_sum", fmt::format("{:.9g}", total)},
+                                              {"instances", std::to_string(g.outputs.size())}});
+  std::cout << fmt::format("{} instances: loss sum {:.6g} (mean {:.6g}); gradient norm {:.6g} ({} engine, "
+                           "{:.3f} s){}\n",
+                           g.outputs.size(), total, total / double(std::max<size_t>(1, g.outputs.size())),
+                           std::sqrt(norm), engine->name(), g.stats.wall_seconds,
+                           out_path.empty() ? "" : "; wrote " + out_path);
   return 0;
 }
 
@@ -368,6 +400,26 @@ int main(int argc, char** argv) {
       "release (comma-separated)";
   run_cmd->add_option("--disable", run.disable, disable_help)->delimiter(',');
 
+  RunOptions grad;
+  grad.entry = "loss";
+  NumberArgs grad_numbers;
+  std::string grad_out;
+  auto* grad_cmd = app.add_subcommand(
+      "grad", "Gradient of the summed loss (the entry's output, one number per instance) with respect to "
+              "every param, all instances in one batch; written as safetensors under the params' names");
+  grad_cmd->add_option("model", grad.model, "Model file (.acr)")->required();
+  grad_cmd->add_option("--params", grad.params, "Parameters (safetensors); default: random from --seed");
+  grad_cmd->add_option("--seed", grad_numbers.seed, "Seed for random parameters (default 0)");
+  grad_cmd->add_option("--input", grad.input, "KIND:FILE, as for run (sst gives LabelledTree to a loss on them)");
+  grad_cmd->add_option("--vocab", grad.vocab, "Vocabulary for sst inputs (default: vocab.txt beside the data)");
+  grad_cmd->add_option("--set", grad.sets, set_help)->delimiter(',');
+  grad_cmd->add_option("--limit", grad_numbers.limit, "Use only the first N instances (N >= 1)");
+  grad_cmd->add_option("--entry", grad.entry, "The loss function (default loss)");
+  grad_cmd->add_option("--out", grad_out, "Write the gradients to this safetensors file");
+  grad_cmd->add_option("--engine", grad.engine, "batched (default), aot or reference")
+      ->check(CLI::IsMember({"batched", "aot", "reference"}));
+  grad_cmd->add_option("--threads", grad_numbers.threads, "Threads of the forward run, 1 to 1024 (default: all cores)");
+
   std::string emit_stage, emit_model;
   std::vector<std::string> emit_sets;
   std::vector<std::string> emit_disable;
@@ -478,6 +530,10 @@ int main(int argc, char** argv) {
     if (*run_cmd) {
       read_numbers(run_numbers, run);
       return run_command(run);
+    }
+    if (*grad_cmd) {
+      read_numbers(grad_numbers, grad);
+      return grad_command(grad, grad_out);
     }
     read_numbers(bench_numbers, bench_opts);
     if (*bench_cmd && bench_all) {

@@ -42,6 +42,25 @@ int entry_function(const ir::Module& module, const std::string& entry) {
   return index;
 }
 
+int loss_function(const ir::Module& module, const std::string& entry) {
+  const int index = entry_function(module, entry);
+  const ir::Function& f = module.functions[index];
+  if (f.ret->kind != TypeKind::Tensor || is_ragged(f.ret->shape) || num_elements(f.ret->shape) != 1)
+    throw UserError(f.span.begin, "the loss entry '" + entry + "' returns " + type_str(f.ret) +
+                                      "; gradients need one number per instance (f32[], f32[1] or f32[1, 1])");
+  return index;
+}
+
+std::vector<Tensor> zero_grads(const ParamStore& params) {
+  std::vector<Tensor> out;
+  for (const ParamValue& p : params.params) {
+    Tensor t = Tensor::allocate(p.tensor.shape);
+    std::fill_n(t.data.get(), t.size(), 0.0f);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 namespace {
 bool mentions_sizes(const Type& t) {
   if (t->kind == TypeKind::Tensor) return is_ragged(t->shape);

@@ -74,6 +74,16 @@ struct RunResult {
   RunStats stats;
 };
 
+// A gradient run: each instance's loss (the entry's output, one number) and, for every param of the
+// module in its order, d(sum of the instances' losses)/d(param) with the param's full shape (an
+// indexed param: all its tensors, [count, ...]). Decisions taken from tensor values (argmax, item)
+// are those of the forward run and are not differentiated.
+struct GradResult {
+  std::vector<Value> outputs;
+  std::vector<Tensor> grads;
+  RunStats stats;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -88,11 +98,20 @@ class Engine {
   // batched engines run consecutive batches side by side where they can (graph_engine.h).
   virtual RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
                                 const std::string& entry = "main");
+  // Runs the loss function `entry` (loss_function) on each input as run() does and differentiates
+  // the sum of the instances' losses with respect to every param (GradResult).
+  virtual GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
+                               size_t first_instance = 0) = 0;
 };
 
 
 // Checks that `entry` exists and takes exactly one parameter; returns its index.
 int entry_function(const ir::Module& module, const std::string& entry);
+// The same for an entry whose output is differentiated: it must also return one number (f32[],
+// f32[1], f32[1, 1], ...); a positioned UserError otherwise.
+int loss_function(const ir::Module& module, const std::string& entry);
+// Zero gradients, one per param of `params` with its full shape.
+std::vector<Tensor> zero_grads(const ParamStore& params);
 
 // The arguments of entry function `func` for one instance: the instance, then the values of the
 // function's size variables (ir::Function::size_params), read from the instance's tensor shapes.

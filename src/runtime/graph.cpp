@@ -119,8 +119,9 @@ void Graph::release_all() {
   poisoned_.clear();
 }
 
-void Graph::reset(RunStats& stats) {
+void Graph::reset(RunStats& stats, bool keep_outputs) {
   stats_ = &stats;
+  release_ = plan_.ownership.enabled && !keep_outputs;
   release_all();
   nodes_.clear();
   args_.clear();

@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -117,8 +118,13 @@ class Graph {
   const analysis::Plan& plan() const { return plan_; }
   const PackedIndex& packed() const { return *packed_; }
 
-  // Forgets the previous run's nodes and memory; counters of the new run go to `stats`.
-  void reset(RunStats& stats);
+  // Forgets the previous run's nodes and memory; counters of the new run go to `stats`. With
+  // `keep_outputs` nothing is released before the next reset: what backward() needs.
+  void reset(RunStats& stats, bool keep_outputs = false);
+  // Reverse mode over what the run executed (graph_backward.cpp): adds to `grads` (one per param of
+  // `params`, full shape) d(sum of the tensors `losses` refer to)/d(param). The run was reset with
+  // keep_outputs and everything has run.
+  void backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads);
   // Records one execution of `block` reading `args` (one per block argument, then the values of
   // the block's size variables as ints); returns the node. A ragged block's instance whose sizes
   // break what only the run can check (analysis/ragged_plan.h) is a UserError at the operator.

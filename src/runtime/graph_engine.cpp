@@ -56,9 +56,9 @@ GraphEngine::Lane& GraphEngine::lane() {
 }
 
 void GraphEngine::start(Lane& l, int func, const std::vector<Value>& inputs, size_t first_instance,
-                        RunStats& stats) {
+                        RunStats& stats, bool keep_outputs) {
   const analysis::Plan& plan = *module_->plan;
-  l.graph.reset(stats);
+  l.graph.reset(stats, keep_outputs);
   l.program->begin_run(func, inputs, stats);
   Program* program = l.program.get();
   Lane* lp = &l;
@@ -87,6 +87,22 @@ RunResult GraphEngine::run(const std::vector<Value>& inputs, const std::string& 
   Lane& l = lane();
   start(l, func, inputs, first_instance, result.stats);
   result.outputs = finish(l, inputs.size(), result.stats);
+  result.stats.wall_seconds = seconds_since(t0);
+  return result;
+}
+
+GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::string& entry,
+                                  size_t first_instance) {
+  const int func = loss_function(*module_, entry);
+  GradResult result;
+  auto t0 = Clock::now();
+  Lane& l = lane();
+  start(l, func, inputs, first_instance, result.stats, true);
+  result.outputs = finish(l, inputs.size(), result.stats);
+  std::vector<aot::Val> losses;
+  for (size_t i = 0; i < inputs.size(); ++i) losses.push_back(l.program->output_val(i));
+  result.grads = zero_grads(*params_);
+  l.graph.backward(losses, *params_, result.grads);
   result.stats.wall_seconds = seconds_since(t0);
   return result;
 }

@@ -35,6 +35,9 @@ class GraphEngine : public Engine {
   // and batches as one run() per batch, and the error of the earliest failing instance.
   RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
                         const std::string& entry = "main") final;
+  // All inputs form one batch; the run keeps its outputs and Graph::backward differentiates it.
+  GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
+                       size_t first_instance = 0) final;
 
   class Program {
    public:
@@ -45,6 +48,8 @@ class GraphEngine : public Engine {
     virtual void run_instance(size_t i) = 0;
     // Instance i's output, once everything has run.
     virtual Value output(size_t i) = 0;
+    // The same as the runtime holds it: for a tensor, its reference into the graph.
+    virtual aot::Val output_val(size_t i) const = 0;
     virtual BlockExecutor& executor() = 0;
   };
 
@@ -76,7 +81,7 @@ class GraphEngine : public Engine {
                   RunResult& result);
   // Starts the host programs of `inputs` (instances numbered from `first_instance`) on `lane`.
   void start(Lane& lane, int func, const std::vector<Value>& inputs, size_t first_instance,
-             RunStats& stats);
+             RunStats& stats, bool keep_outputs = false);
   // Waits for them, runs what is pending and returns the outputs.
   std::vector<Value> finish(Lane& lane, size_t n, RunStats& stats);
 

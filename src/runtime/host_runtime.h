@@ -43,6 +43,7 @@ class HostRuntime : public GraphEngine::Program {
   void begin_run(int func, const std::vector<Value>& inputs, RunStats& stats) override;
   void run_instance(size_t i) override;
   Value output(size_t i) override;
+  aot::Val output_val(size_t i) const override { return outputs_[i]; }
 
  protected:
   // Runs entry function `func` of the host program for one instance: args are its parameters,

@@ -63,15 +63,27 @@ Value int_list(const AdtDef* list, const std::vector<int64_t>& ids) {
 }
 
 // The reader bounds a tree's depth (io::kMaxPtbDepth), which keeps this recursion within the stack.
-Value tree_value(const io::PtbTree& t, const AdtDef* tree, const io::Vocabulary& vocab, size_t depth) {
+// A Tree, or with `labelled` a LabelledTree (each node's label one-hot, first).
+Value tree_value(const io::PtbTree& t, const AdtDef* tree, const io::Vocabulary& vocab, size_t depth, bool labelled) {
   if (depth > io::kMaxPtbDepth)
     throw UserError(t.loc, "tree deeper than " + std::to_string(io::kMaxPtbDepth) + " levels");
-  if (t.children.empty()) return Value::adt(ctor_named(tree, "Leaf"), {Value::of_int(vocab.id(t.word))});
+  std::vector<Value> fields;
+  if (labelled) {
+    Tensor one_hot = Tensor::allocate({1, 5});
+    std::fill_n(one_hot.data.get(), 5, 0.0f);
+    one_hot.data[t.label] = 1.0f;  // the reader checked 0 <= label <= 4
+    fields.push_back(Value::of_tensor(std::move(one_hot)));
+  }
+  if (t.children.empty()) {
+    fields.push_back(Value::of_int(vocab.id(t.word)));
+    return Value::adt(ctor_named(tree, labelled ? "LabelledLeaf" : "Leaf"), std::move(fields));
+  }
   if (t.children.size() != 2)
     throw UserError(t.loc, "expected a binary tree (a leaf or a node with 2 children), found a node "
                            "with " + std::to_string(t.children.size()) + " children");
-  return Value::adt(ctor_named(tree, "Node"), {tree_value(t.children[0], tree, vocab, depth + 1),
-                                               tree_value(t.children[1], tree, vocab, depth + 1)});
+  fields.push_back(tree_value(t.children[0], tree, vocab, depth + 1, labelled));
+  fields.push_back(tree_value(t.children[1], tree, vocab, depth + 1, labelled));
+  return Value::adt(ctor_named(tree, labelled ? "LabelledNode" : "Node"), std::move(fields));
 }
 
 [[noreturn]] void type_mismatch(const InputSpec& spec, const Type& type, const char* needs) {
@@ -114,15 +126,16 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
     case InputKind::Sst:
     case InputKind::SstTokens: {
       bool tree = spec.kind == InputKind::Sst;
-      if (tree ? !is_prelude_adt(type, "Tree") : !is_int_list(type))
-        type_mismatch(spec, type, tree ? "Tree values" : "List[int] values");
+      const bool labelled = tree && is_prelude_adt(type, "LabelledTree");
+      if (tree ? !is_prelude_adt(type, "Tree") && !labelled : !is_int_list(type))
+        type_mismatch(spec, type, tree ? "Tree (or LabelledTree) values" : "List[int] values");
       // The trees first: a missing data file is reported as such, not as a missing vocabulary.
       std::vector<io::PtbTree> trees = io::read_ptb_file(spec.path);
       io::Vocabulary vocab = load_vocab(vocab_path, spec);
       for (const auto& t : trees) {
         if (full()) break;
         if (tree) {
-          out.push_back(tree_value(t, type->adt, vocab, 0));
+          out.push_back(tree_value(t, type->adt, vocab, 0, labelled));
         } else {
           std::vector<int64_t> ids;
           for (const auto& w : io::ptb_leaves(t)) ids.push_back(vocab.id(w));

@@ -12,7 +12,8 @@
 namespace acrobat {
 
 enum class InputKind {
-  Sst,        // Penn-Treebank trees -> the prelude's Tree (word ids from a vocabulary)
+  Sst,        // Penn-Treebank trees -> the prelude's Tree (word ids from a vocabulary), or its
+              // LabelledTree (each node's sentiment label too) for an entry that takes that
   SstTokens,  // Penn-Treebank trees -> List[int] of the leaves' word ids, left to right
   Tokens,     // lines of whitespace-separated ids -> List[int]
   Json,       // one JSON value per line -> any type (see value_from_json)

@@ -121,7 +121,11 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int
     case ir::RhsKind::Construct: return Value::adt(r.ctor, atoms(r.args, frame));
     case ir::RhsKind::MakeTuple: return Value::tuple(atoms(r.args, frame));
     case ir::RhsKind::Proj: return atom(r.args[0], frame).agg->fields[r.index];
-    case ir::RhsKind::ParamLoad: return params_.params[r.index].value;
+    case ir::RhsKind::ParamLoad: {
+      const Value& v = params_.params[r.index].value;
+      param_read(r.index, v, {});
+      return v;
+    }
     case ir::RhsKind::ParamIndex: {
       int64_t i = atom(r.args[0], frame).i;
       const auto& p = params_.params[r.index];
@@ -130,21 +134,26 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int
                                           " is out of range for param '" +
                                           m_.params[r.index].name + "' of " +
                                           std::to_string(p.count) + " entries");
-      return Value::of_tensor(p.row(i));
+      Value v = Value::of_tensor(p.row(i));
+      param_read(r.index, v, std::span<const int64_t>(&i, 1));
+      return v;
     }
     case ir::RhsKind::ParamGather: {
       const auto& p = params_.params[r.index];
       const int64_t n = atom(r.sizes[0].value, frame).i, row = num_elements(p.elem_shape);
       if (n == 0) throw UserError(r.span.begin, gather_empty_message(m_.params[r.index].name));
       Tensor out = Tensor::allocate({n, row});
+      std::vector<int64_t> rows(static_cast<size_t>(n));
       const Value* cur = &frame[r.args[0].var];
       for (int64_t k = 0; k < n; ++k, cur = &cur->agg->fields[1]) {
-        const int64_t i = cur->agg->fields[0].i;
+        const int64_t i = rows[k] = cur->agg->fields[0].i;
         if (i < 0 || i >= p.count)
           throw UserError(r.span.begin, gather_index_message(m_.params[r.index].name, i, k, p.count));
         std::copy_n(p.tensor.data.get() + i * row, row, out.data.get() + k * row);
       }
-      return Value::of_tensor(std::move(out));
+      Value v = Value::of_tensor(std::move(out));
+      param_read(r.index, v, rows);
+      return v;
     }
     case ir::RhsKind::MakeClosure: return Value::closure(r.callee_func, atoms(r.args, frame));
     case ir::RhsKind::If: {
@@ -229,6 +238,21 @@ Value Interpreter::host_read(const ir::Rhs& r, const std::vector<Value>& frame) 
   return Value::of_float(out.data[0]);
 }
 
+void Interpreter::instance_sizes(const ir::Rhs& r, const std::vector<Value>& frame, std::vector<int64_t>& dims,
+                                 std::vector<int64_t>& values) {
+  for (const ir::SizeArg& z : r.sizes) {
+    dims.push_back(z.dim);
+    values.push_back(atom(z.value, frame).i);
+  }
+}
+
+OpAttrs Interpreter::instance_attrs(const ir::Rhs& r, const std::vector<Value>& frame) {
+  if (r.sizes.empty()) return r.attrs;
+  std::vector<int64_t> dims, values;
+  instance_sizes(r, frame, dims, values);
+  return bind_attr_sizes(r.attrs, dims.data(), values.data(), dims.size());
+}
+
 Value Interpreter::run_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   const Tensor* small[8];
   std::vector<const Tensor*> many;
@@ -253,10 +277,7 @@ Value Interpreter::run_op(const ir::Rhs& r, const std::vector<Value>& frame) {
 Value Interpreter::run_sized_op(const ir::Rhs& r, const std::vector<Value>& frame,
                                 std::span<const Tensor* const> inputs) {
   std::vector<int64_t> dims, values;
-  for (const ir::SizeArg& z : r.sizes) {
-    dims.push_back(z.dim);
-    values.push_back(atom(z.value, frame).i);
-  }
+  instance_sizes(r, frame, dims, values);
   const OpAttrs attrs = bind_attr_sizes(r.attrs, dims.data(), values.data(), dims.size());
   std::vector<std::vector<int64_t>> shapes;
   for (const Tensor* t : inputs) shapes.push_back(t->shape);

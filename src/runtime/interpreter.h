@@ -45,6 +45,11 @@ class Interpreter {
   Value run_op(const ir::Rhs& r, const std::vector<Value>& frame);
   Value run_sized_op(const ir::Rhs& r, const std::vector<Value>& frame,
                      std::span<const Tensor* const> inputs);
+  // An operator's attributes with its size variables bound to the instance's sizes.
+  static OpAttrs instance_attrs(const ir::Rhs& r, const std::vector<Value>& frame);
+  // Called with the value of every read of param `param`: the whole param (`rows` empty), one
+  // tensor of an indexed param, or the rows a gather stacked, in order.
+  virtual void param_read(int /*param*/, const Value& /*v*/, std::span<const int64_t> /*rows*/) {}
 
   const ir::Module& m_;
   const ParamStore& params_;
@@ -60,6 +65,8 @@ class Interpreter {
   Value host_op(const ir::Rhs& r, const std::vector<Value>& frame);
   Value int_op(const ir::Rhs& r, int64_t x, int64_t y);
   Value host_read(const ir::Rhs& r, const std::vector<Value>& frame);
+  static void instance_sizes(const ir::Rhs& r, const std::vector<Value>& frame, std::vector<int64_t>& dims,
+                             std::vector<int64_t>& values);
 
   std::vector<std::vector<Value>> frame_pool_;
   const std::vector<uint8_t>* tail_calls_ = nullptr;  // by site (analysis/tail_calls.h), if planned

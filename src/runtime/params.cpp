@@ -97,6 +97,17 @@ ParamStore load_params(const ir::Module& module, const std::string& path,
   return store;
 }
 
+ParamStore make_params(const ir::Module& module, std::vector<Tensor> tensors, std::string source) {
+  ACROBAT_ASSERT(tensors.size() == module.params.size(), "one tensor per param");
+  ParamStore store;
+  store.source = std::move(source);
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    ACROBAT_ASSERT(tensors[k].shape == full_shape(module.params[k]), "a param tensor of another shape");
+    store.params.push_back(make_value(module.params[k], std::move(tensors[k])));
+  }
+  return store;
+}
+
 ParamStore init_params(const ir::Module& module, uint64_t seed) {
   ParamStore store;
   store.source = "seed " + std::to_string(seed);

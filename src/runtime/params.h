@@ -37,6 +37,10 @@ struct ParamStore {
 ParamStore load_params(const ir::Module& module, const std::string& path,
                        std::vector<std::string>* unused = nullptr);
 
+// Params from one tensor per param of `module` in its order, each of the param's full shape
+// (an indexed param: [count, ...]), prepared for the kernels as loaded ones are; `source` names them.
+ParamStore make_params(const ir::Module& module, std::vector<Tensor> tensors, std::string source);
+
 // Deterministic initialisation: every element uniform in [-s, s] with s = 1/sqrt(fan_in) for
 // matrices (fan_in = the first dimension of the element shape) and s = 0.1 for vectors.
 ParamStore init_params(const ir::Module& module, uint64_t seed);

@@ -99,11 +99,14 @@ RunStats::BlockCounts counts_at(const RunStats& s, int line) {
 
 TEST(StaticBlocks, TreeLstmHasOneBlockPerStraightLineRegion) {
   auto m = compile_file(source("models/treelstm.acr"));
-  auto cell = blocks_of(*m, "cell");
-  ASSERT_EQ(cell.size(), 2u);  // the leaf and the internal-node computations
-  ASSERT_EQ(blocks_of(*m, "main").size(), 1u);
-  const StaticBlock& leaf = *cell[0];
-  const StaticBlock& node = *cell[1];
+  // The leaf and the internal-node computations, and the classifier.
+  ASSERT_EQ(blocks_of(*m, "leaf_cell").size(), 1u);
+  ASSERT_EQ(blocks_of(*m, "node_cell").size(), 1u);
+  ASSERT_EQ(blocks_of(*m, "classify").size(), 1u);
+  EXPECT_TRUE(blocks_of(*m, "cell").empty());
+  EXPECT_TRUE(blocks_of(*m, "main").empty());
+  const StaticBlock& leaf = *blocks_of(*m, "leaf_cell")[0];
+  const StaticBlock& node = *blocks_of(*m, "node_cell")[0];
   EXPECT_EQ(param_modes(*m, leaf),
             (std::set<std::string>{"emb:indexed", "W_leaf:reuse", "b_leaf:reuse"}));
   EXPECT_EQ(param_modes(*m, node), (std::set<std::string>{"U_node:reuse", "b_node:reuse"}));
@@ -150,12 +153,13 @@ TEST(Phases, TheClassifierAfterATreeRecursionRunsAsOneBatch) {
     AnalysisOptions a;
     a.phases = phases;
     auto m = compile_file(source("models/treelstm.acr"), a);
-    EXPECT_EQ(m->plan->depth.phase_ends.size(), phases ? 1u : 0u);
+    // One phase end in main (after the tree's recursion) and one in loss.
+    EXPECT_EQ(m->plan->depth.phase_ends.size(), phases ? 2u : 0u);
     const ir::Function& f = m->functions[entry_function(*m, "main")];
     auto inputs = load_inputs(InputSpec{InputKind::Sst, source("data/sst/test.txt")},
                               f.vars[f.params[0]].type, source("data/sst/vocab.txt"), 64);
     Runs r = run_both(m, inputs);
-    auto main_block = blocks_of(*m, "main")[0];
+    auto main_block = blocks_of(*m, "classify")[0];  // the classifier of main
     const auto& c = r.batched.stats.blocks.at(main_block->name);
     EXPECT_EQ(c.nodes, 64);
     if (phases) {

@@ -508,11 +508,11 @@ TEST(Reuse, TreeLstm) {
   auto a = analyse_model("models/treelstm.acr");
   EXPECT_TRUE(a.info.clones.empty());
   expect_param_operands_classified(a);
-  EXPECT_EQ(right_operands(a, "cell"),
-            (std::vector<std::string>{"reuse @W_leaf", "reuse @U_node"}));
-  EXPECT_EQ(right_operands(a, "main"), (std::vector<std::string>{"reuse @W_out"}));
-  EXPECT_EQ(a.mode("cell", "hl"), "scatter");
-  EXPECT_EQ(a.mode("cell", "c"), "scatter");
+  EXPECT_EQ(right_operands(a, "leaf_cell"), (std::vector<std::string>{"reuse @W_leaf"}));
+  EXPECT_EQ(right_operands(a, "node_cell"), (std::vector<std::string>{"reuse @U_node"}));
+  EXPECT_EQ(right_operands(a, "classify"), (std::vector<std::string>{"reuse @W_out"}));
+  EXPECT_EQ(a.mode("node_cell", "hl"), "scatter");
+  EXPECT_EQ(a.mode("node_cell", "cl"), "scatter");
   a.expect_same_outputs({kTrees[0], kTrees[2]});
 }
 

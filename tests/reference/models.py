@@ -36,8 +36,10 @@ class TreeLSTM(nn.Module):
         self.W_out = nn.Parameter(torch.empty(H, C))
         self.b_out = nn.Parameter(torch.empty(C))
 
-    def leaf(self, wid):
-        x = self.emb[wid : wid + 1]  # [1, E]
+    def leaf(self, wid, rows=None):
+        # rows: the embedding's rows as separate tensors (torch.unbind), so that differentiating
+        # many lookups builds one [V, E] gradient instead of one per lookup.
+        x = self.emb[wid : wid + 1] if rows is None else rows[wid].unsqueeze(0)  # [1, E]
         i, o, u = torch.split(x @ self.W_leaf + self.b_leaf, self.H, dim=1)
         c = torch.sigmoid(i) * torch.tanh(u)
         h = torch.sigmoid(o) * torch.tanh(c)
@@ -60,6 +62,19 @@ class TreeLSTM(nn.Module):
     def forward(self, tree):
         h, _ = self.rec(tree)
         return F.log_softmax(h @ self.W_out + self.b_out, dim=1)
+
+    def loss(self, tree, rows=None):
+        """The training loss (acrobat's `loss` entry): the cross-entropy of the classifier at every
+        node against the node's sentiment label, summed over the nodes. `rows`: as for leaf."""
+        terms = []
+
+        def rec(t):
+            h, c = self.leaf(t.wid, rows) if t.is_leaf else self.node(rec(t.left), rec(t.right))
+            terms.append(-F.log_softmax(h @ self.W_out + self.b_out, dim=1)[0, t.label])
+            return h, c
+
+        rec(tree)
+        return torch.stack(terms).sum()
 
 
 class MVRNN(nn.Module):

@@ -1,0 +1,305 @@
+// Reverse mode on the executed schedule (Graph::backward, graph.h).
+//
+// The forward run kept every batch output (reset with keep_outputs). The batches run in reverse
+// order of execution; a batch whose outputs received no adjoint is skipped. For one batch:
+//  1. Its arguments as batch values: an argument whose instances all read one tensor (a reused
+//     weight, a constant, a value every instance shares) is that tensor, shared; the others are
+//     stacked, instance after instance ([B, ...] of the per-instance shape).
+//  2. Its operators' values again, from those arguments (recomputed rather than kept: only the
+//     block outputs outlive a batch). An operator whose per-instance values are rows ([1, ...])
+//     and that acts along the other axes runs once on the stack, as the forward kernels do
+//     (one GEMM for a matmul by a shared weight, elementwise and row-wise operators on [B, ...]);
+//     any other runs instance by instance. An operator of shared values only is shared.
+//  3. The adjoints of the block's outputs (what the batches that read them added, and the loss
+//     seeds) and then, operator by operator in reverse, the adjoints of their operands
+//     (runtime/adjoints.h). On the stack the adjoint of a shared operand is summed over the
+//     instances by the broadcast rule: a shared weight's gradient is one GEMM per batch.
+//  4. Each argument's adjoint goes where the argument came from: a lazy value to the adjoint of
+//     the producing node's output row, a row or whole tensor of a param to that param's gradient
+//     at the same place, anything else (inputs, constants) nowhere.
+// Everything runs on the calling thread, in an order fixed by the schedule: the same gradients,
+// bit for bit, whatever the thread count.
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/adjoints.h"
+#include "runtime/graph.h"
+#include "runtime/reference_kernels.h"
+
+namespace acrobat {
+
+namespace {
+
+// A value of the batch being differentiated: one tensor for all instances (shared) or the
+// instances' values one after another (stacked); `shape` is the per-instance shape.
+struct BatchValue {
+  bool shared = true;
+  std::vector<int64_t> shape;
+  float* data = nullptr;
+  int64_t size = 0;  // per-instance elements
+};
+
+// Where the tensors of the params live, to send an argument's adjoint to a param's gradient.
+class ParamRanges {
+ public:
+  explicit ParamRanges(const ParamStore& params) {
+    for (size_t p = 0; p < params.params.size(); ++p) {
+      const Tensor& t = params.params[p].tensor;
+      ranges_.push_back({t.data.get(), t.data.get() + t.size(), static_cast<int>(p)});
+    }
+    std::sort(ranges_.begin(), ranges_.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  }
+  // The param whose storage holds `p` and the offset of `p` in it; {-1, 0} for none.
+  std::pair<int, int64_t> find(const float* p) const {
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), p,
+                               [](const float* x, const Range& r) { return x < r.begin; });
+    if (it == ranges_.begin()) return {-1, 0};
+    --it;
+    if (p >= it->end) return {-1, 0};
+    return {it->param, p - it->begin};
+  }
+
+ private:
+  struct Range {
+    const float* begin;
+    const float* end;
+    int param;
+  };
+  std::vector<Range> ranges_;
+};
+
+void add(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// Whether operator `op` computes its stacked result by running once on the stacked operands: every
+// stacked operand and the result are rows ([1, ...], rank >= 2, so that the stack is [B, ...]), and
+// it does not act along the first axis.
+bool stackable(const analysis::BlockOp& op, const std::vector<const BatchValue*>& in) {
+  const size_t rank = op.shape.size();
+  if (rank < 2 || op.shape[0] != 1) return false;
+  for (const BatchValue* v : in)
+    if (!v->shared && (v->shape.size() != rank || v->shape[0] != 1)) return false;
+  auto axis_ok = [&](int64_t axis) { return normalize_axis(axis, rank) != 0; };
+  switch (op_info(op.rhs->op).op_class) {
+    case OpClass::Elementwise:
+      // A shared operand broadcasts along the stack: it must be a row too (or have lower rank).
+      for (const BatchValue* v : in)
+        if (v->shared && v->shape.size() == rank && v->shape[0] != 1) return false;
+      return true;
+    case OpClass::RowWise:  // layer_norm's gamma and beta: one for all
+      for (size_t i = 1; i < in.size(); ++i)
+        if (!in[i]->shared) return false;
+      return !in[0]->shared;
+    case OpClass::Reduce: return !in[0]->shared && axis_ok(op.rhs->attrs.ints[0]);
+    case OpClass::Gemm: return !in[0]->shared && in[1]->shared && in[1]->shape.size() == 2;
+    case OpClass::DataMovement:
+      if (op.rhs->op == OpId::Concat) {
+        for (const BatchValue* v : in)
+          if (v->shared) return false;
+        return axis_ok(op.rhs->attrs.ints[0]);
+      }
+      if (op.rhs->op == OpId::Slice) return !in[0]->shared && axis_ok(op.rhs->attrs.ints[2]);
+      return false;
+    default: return false;
+  }
+}
+
+// The shape a stacked value has as one tensor: the per-instance shape with B for its leading 1.
+std::vector<int64_t> stacked_shape(const BatchValue& v, int64_t B) {
+  std::vector<int64_t> s = v.shape;
+  if (!v.shared) s[0] = B;
+  return s;
+}
+
+}  // namespace
+
+void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads) {
+  const size_t num_batches = batch_sizes_.size();
+  ACROBAT_ASSERT(!release_, "backward needs the outputs of a run reset with keep_outputs");
+  // The nodes of each batch by row, and the adjoints of the batch outputs (allocated when first
+  // reached, same layout as batch_outputs_).
+  std::vector<std::vector<int>> members(num_batches);
+  for (size_t b = 0; b < num_batches; ++b) members[b].assign(static_cast<size_t>(batch_sizes_[b]), -1);
+  for (int32_t id = 0; id < num_nodes_; ++id) {
+    const Node& n = nodes_[id];
+    ACROBAT_ASSERT(n.batch >= 0, "backward over a graph with pending nodes");
+    members[n.batch][n.row] = id;
+  }
+  std::vector<std::vector<std::vector<float>>> adj(num_batches);
+  auto output_adjoint = [&](int batch, int slot) -> float* {
+    auto& per_op = adj[batch];
+    if (per_op.empty()) per_op.resize(plan_.blocks[batch_blocks_[batch]].ops.size());
+    std::vector<float>& a = per_op[slot];
+    if (a.empty()) a.assign(output_floats(batch, slot), 0.0f);
+    return a.data();
+  };
+  const ParamRanges ranges(params);
+  // Sends the adjoint `g` (n floats) of the tensor `v` refers to where it came from.
+  auto send = [&](const aot::Val& v, const float* g, int64_t n) {
+    if (v.node >= 0) {
+      const Node& src = nodes_[v.node];
+      const int64_t size = plan_.blocks[src.block].ops[v.lazy.slot].size;
+      add(output_adjoint(src.batch, v.lazy.slot) + src.row * size, g, n);
+      return;
+    }
+    const auto [param, offset] = ranges.find(v.data);
+    if (param >= 0) add(grads[param].data.get() + offset, g, n);
+  };
+  for (const aot::Val& loss : losses) {
+    const float one = 1.0f;
+    send(loss, &one, 1);
+  }
+
+  std::vector<BatchValue> vals, args;
+  std::vector<std::vector<float>> storage;  // of the batch's values and adjoints
+  auto alloc = [&](int64_t n) {
+    storage.emplace_back(static_cast<size_t>(std::max<int64_t>(n, 1)), 0.0f);
+    return storage.back().data();
+  };
+  for (size_t bi = num_batches; bi-- > 0;) {
+    const int b = static_cast<int>(bi);
+    if (adj[b].empty()) continue;
+    const analysis::StaticBlock& s = plan_.blocks[batch_blocks_[b]];
+    if (s.ragged())
+      throw UserError("gradients: the block at " + s.name +
+                      " has tensors whose shapes vary per instance (size variables); their gradients "
+                      "are not implemented yet");
+    const std::vector<int>& ids = members[b];
+    const int64_t B = static_cast<int64_t>(ids.size());
+    storage.clear();
+
+    // 1. Arguments.
+    args.assign(s.args.size(), BatchValue{});
+    for (size_t e = 0; e < s.args.size(); ++e) {
+      BatchValue& a = args[e];
+      a.shape = s.args[e].shape;
+      a.size = num_elements(a.shape);
+      const float* first = data(args_[nodes_[ids[0]].arg_begin + e]);
+      a.shared = true;
+      for (int64_t i = 1; i < B && a.shared; ++i) a.shared = data(args_[nodes_[ids[i]].arg_begin + e]) == first;
+      if (a.shared) {
+        a.data = const_cast<float*>(first);
+        continue;
+      }
+      a.data = alloc(B * a.size);
+      for (int64_t i = 0; i < B; ++i)
+        std::memcpy(a.data + i * a.size, data(args_[nodes_[ids[i]].arg_begin + e]),
+                    static_cast<size_t>(a.size) * sizeof(float));
+    }
+
+    // 2. Values.
+    vals.assign(s.ops.size(), BatchValue{});
+    std::vector<uint8_t> stacked_op(s.ops.size(), 0);
+    auto operand = [&](const analysis::BlockOperand& o) -> BatchValue& {
+      return o.local ? vals[o.index] : args[o.index];
+    };
+    std::vector<Tensor> in_t;
+    std::vector<const Tensor*> in_p;
+    auto view = [](const std::vector<int64_t>& shape, float* p) {
+      Tensor t;
+      t.shape = shape;
+      t.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), p);
+      return t;
+    };
+    for (size_t k = 0; k < s.ops.size(); ++k) {
+      const analysis::BlockOp& op = s.ops[k];
+      std::vector<const BatchValue*> in;
+      bool any_stacked = false;
+      for (const auto& o : op.operands) {
+        in.push_back(&operand(o));
+        any_stacked = any_stacked || !in.back()->shared;
+      }
+      BatchValue& v = vals[k];
+      v.shape = op.shape;
+      v.size = num_elements(op.shape);
+      v.shared = !any_stacked;
+      const OpAttrs& attrs = op.rhs->attrs;
+      const ReferenceKernel kernel = reference_kernel(op.rhs->op);
+      if (v.shared || stackable(op, in)) {
+        stacked_op[k] = 1;
+        v.data = alloc(v.shared ? v.size : B * v.size);
+        in_t.clear();
+        for (const BatchValue* x : in) in_t.push_back(view(stacked_shape(*x, B), x->data));
+        in_p.clear();
+        for (const Tensor& t : in_t) in_p.push_back(&t);
+        Tensor out = view(stacked_shape(v, B), v.data);
+        kernel(attrs, in_p, out);
+        continue;
+      }
+      v.data = alloc(B * v.size);
+      for (int64_t i = 0; i < B; ++i) {
+        in_t.clear();
+        for (const BatchValue* x : in) in_t.push_back(view(x->shape, x->shared ? x->data : x->data + i * x->size));
+        in_p.clear();
+        for (const Tensor& t : in_t) in_p.push_back(&t);
+        Tensor out = view(v.shape, v.data + i * v.size);
+        kernel(attrs, in_p, out);
+      }
+    }
+
+    // 3. Adjoints: the outputs', then back through the operators.
+    std::vector<float*> dval(s.ops.size(), nullptr), darg(s.args.size(), nullptr);
+    auto adjoint_of = [&](const analysis::BlockOperand& o) -> float* {
+      float*& d = o.local ? dval[o.index] : darg[o.index];
+      const BatchValue& x = operand(o);
+      if (!d) d = alloc(x.shared ? x.size : B * x.size);
+      return d;
+    };
+    for (size_t k = 0; k < s.ops.size(); ++k) {
+      if (!s.ops[k].escapes || static_cast<size_t>(k) >= adj[b].size() || adj[b][k].empty()) continue;
+      const BatchValue& v = vals[k];
+      float* d = dval[k] = alloc(v.shared ? v.size : B * v.size);
+      const float* g = adj[b][k].data();
+      if (v.shared)
+        for (int64_t i = 0; i < B; ++i) add(d, g + i * v.size, v.size);  // a shared value's: summed
+      else
+        add(d, g, B * v.size);
+    }
+    std::vector<TensorArg<float>> targs;
+    std::vector<std::vector<int64_t>> tshapes;
+    std::vector<float*> dins;
+    for (size_t k = s.ops.size(); k-- > 0;) {
+      const analysis::BlockOp& op = s.ops[k];
+      if (!dval[k] || !differentiable(op.rhs->op)) continue;
+      const BatchValue& v = vals[k];
+      std::vector<float*> din;
+      for (const auto& o : op.operands) din.push_back(adjoint_of(o));
+      if (stacked_op[k] && !v.shared) {
+        tshapes.clear();
+        for (const auto& o : op.operands) tshapes.push_back(stacked_shape(operand(o), B));
+        targs.clear();
+        for (size_t i = 0; i < op.operands.size(); ++i) targs.push_back({tshapes[i], operand(op.operands[i]).data});
+        const std::vector<int64_t> out_shape = stacked_shape(v, B);
+        adjoint<float>(op.rhs->op, op.rhs->attrs, targs, out_shape, v.data, dval[k], din);
+        continue;
+      }
+      // Instance by instance (a shared value: once).
+      const int64_t n = v.shared ? 1 : B;
+      for (int64_t i = 0; i < n; ++i) {
+        targs.clear();
+        dins.clear();
+        for (size_t j = 0; j < op.operands.size(); ++j) {
+          const BatchValue& x = operand(op.operands[j]);
+          const int64_t off = x.shared ? 0 : i * x.size;
+          targs.push_back({x.shape, x.data + off});
+          dins.push_back(din[j] + off);
+        }
+        adjoint<float>(op.rhs->op, op.rhs->attrs, targs, v.shape, v.data + i * v.size, dval[k] + i * v.size, dins);
+      }
+    }
+
+    // 4. The arguments' adjoints to their sources.
+    for (size_t e = 0; e < s.args.size(); ++e) {
+      if (!darg[e]) continue;
+      const BatchValue& a = args[e];
+      if (a.shared) {
+        send(args_[nodes_[ids[0]].arg_begin + e], darg[e], a.size);
+        continue;
+      }
+      for (int64_t i = 0; i < B; ++i) send(args_[nodes_[ids[i]].arg_begin + e], darg[e] + i * a.size, a.size);
+    }
+  }
+}
+
+}  // namespace acrobat

@@ -1,0 +1,210 @@
+// Every differentiable operator's adjoint (runtime/adjoints.h) against central finite differences of
+// its forward in double precision, on shapes that exercise broadcasting, stacks and every axis; the
+// float adjoint against the double one; and the double forward against the engines' float kernels
+// (runtime/reference_kernels.h), so the rule checked and the operator run are one operator.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/ops.h"
+#include "runtime/adjoints.h"
+#include "runtime/reference_kernels.h"
+#include "runtime/value.h"
+
+namespace acrobat {
+namespace {
+
+struct Case {
+  OpId op;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> ints;  // attributes
+  // Inputs drawn away from where the operator has no derivative (log, div: positive; relu, max:
+  // away from ties and kinks).
+  bool positive = false;
+};
+
+std::vector<Case> cases() {
+  using V = std::vector<std::vector<int64_t>>;
+  std::vector<Case> c = {
+      {OpId::MatMul, V{{3, 4}, {4, 5}}, {}},
+      {OpId::MatMul, V{{2, 3, 4}, {4, 5}}, {}},
+      {OpId::MatMul, V{{2, 3, 4}, {2, 4, 5}}, {}},
+      {OpId::MatMul, V{{1, 6}, {6, 1}}, {}},
+      {OpId::Add, V{{3, 4}, {3, 4}}, {}},
+      {OpId::Add, V{{3, 4}, {1, 4}}, {}},
+      {OpId::Add, V{{2, 3, 4}, {4}}, {}},
+      {OpId::Sub, V{{3, 4}, {3, 1}}, {}},
+      {OpId::Sub, V{{1, 4}, {3, 4}}, {}},
+      {OpId::Mul, V{{3, 4}, {3, 4}}, {}},
+      {OpId::Mul, V{{3, 4}, {1, 1}}, {}},
+      {OpId::Div, V{{3, 4}, {1, 4}}, {}, true},
+      {OpId::Div, V{{3, 4}, {3, 4}}, {}, true},
+      {OpId::Neg, V{{3, 5}}, {}},
+      {OpId::Sigmoid, V{{3, 5}}, {}},
+      {OpId::Tanh, V{{3, 5}}, {}},
+      {OpId::Relu, V{{3, 5}}, {}},
+      {OpId::Exp, V{{3, 5}}, {}},
+      {OpId::Log, V{{3, 5}}, {}, true},
+      {OpId::Softmax, V{{3, 6}}, {}},
+      {OpId::Softmax, V{{2, 2, 5}}, {}},
+      {OpId::LogSoftmax, V{{3, 6}}, {}},
+      {OpId::LayerNorm, V{{3, 8}, {1, 8}, {8}}, {}},
+      {OpId::LayerNorm, V{{2, 2, 5}, {5}, {1, 5}}, {}},
+      {OpId::Sum, V{{3, 4, 5}}, {0}},
+      {OpId::Sum, V{{3, 4, 5}}, {1}},
+      {OpId::Sum, V{{3, 4, 5}}, {-1}},
+      {OpId::Mean, V{{3, 4, 5}}, {1}},
+      {OpId::Mean, V{{3, 4}}, {-1}},
+      {OpId::Max, V{{3, 4, 5}}, {0}},
+      {OpId::Max, V{{3, 4, 5}}, {-1}},
+      {OpId::Concat, V{{2, 3}, {2, 4}}, {-1}},
+      {OpId::Concat, V{{1, 3}, {2, 3}, {1, 3}}, {0}},
+      {OpId::Slice, V{{4, 6}}, {1, 4, -1}},
+      {OpId::Slice, V{{4, 6}}, {0, 2, 0}},
+      {OpId::Slice, V{{2, 5, 3}}, {2, 5, 1}},
+      {OpId::Transpose, V{{3, 5}}, {}},
+      {OpId::Transpose, V{{2, 3, 5}}, {}},
+      {OpId::Heads, V{{4, 6}}, {2}},
+      {OpId::MergeHeads, V{{2, 4, 3}}, {}},
+  };
+  return c;
+}
+
+std::string describe(const Case& c) {
+  std::string s = op_info(c.op).name;
+  for (const auto& shape : c.shapes) {
+    s += " [";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+    s += "]";
+  }
+  for (int64_t a : c.ints) s += " " + std::to_string(a);
+  return s;
+}
+
+template <class T>
+std::vector<TensorArg<T>> args(const Case& c, const std::vector<std::vector<T>>& data) {
+  std::vector<TensorArg<T>> out;
+  for (size_t i = 0; i < c.shapes.size(); ++i) out.push_back({c.shapes[i], data[i].data()});
+  return out;
+}
+
+template <class T>
+std::vector<T> run_forward(const Case& c, const std::vector<std::vector<T>>& data, const std::vector<int64_t>& out_shape) {
+  std::vector<T> out(static_cast<size_t>(num_elements(out_shape)));
+  const auto a = args(c, data);
+  forward<T>(c.op, OpAttrs{c.ints}, a, out_shape, out.data());
+  return out;
+}
+
+TEST(Adjoints, EveryDifferentiableOperatorHasACheck) {
+  std::set<OpId> checked;
+  for (const Case& c : cases()) checked.insert(c.op);
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpId op = static_cast<OpId>(i);
+    EXPECT_EQ(differentiable(op), checked.count(op) == 1) << op_info(op).name;
+  }
+}
+
+TEST(Adjoints, MatchFiniteDifferencesInDoublePrecision) {
+  std::mt19937_64 rng(7);
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(describe(c));
+    const ShapeResult shape = op_info(c.op).shape(c.shapes, OpAttrs{c.ints});
+    ASSERT_TRUE(shape.error.empty()) << shape.error;
+    const std::vector<int64_t> out_shape = shape.type->shape;
+    std::uniform_real_distribution<double> value(c.positive ? 0.5 : -1.5, 1.5);
+    std::vector<std::vector<double>> x;
+    for (const auto& s : c.shapes) {
+      std::vector<double> v(static_cast<size_t>(num_elements(s)));
+      for (double& e : v) {
+        e = value(rng);
+        // Away from relu's kink and from ties of max: no entry within 0.05 of 0 or of another.
+        if (c.op == OpId::Relu && std::abs(e) < 0.05) e = 0.3;
+      }
+      if (c.op == OpId::Max)
+        for (size_t j = 0; j < v.size(); ++j) v[j] = double(j % 7) * 0.25 + double((j * 37) % 11) * 0.01 + value(rng) * 1e-3;
+      x.push_back(v);
+    }
+    const std::vector<double> y = run_forward(c, x, out_shape);
+    std::vector<double> dy(y.size());
+    for (double& e : dy) e = value(rng);
+
+    // The adjoint in double, accumulated onto a nonzero start (adjoints add).
+    std::vector<std::vector<double>> din;
+    std::vector<double*> din_ptr;
+    for (const auto& v : x) din.emplace_back(v.size(), 0.5);
+    for (auto& v : din) din_ptr.push_back(v.data());
+    const auto a = args(c, x);
+    adjoint<double>(c.op, OpAttrs{c.ints}, a, out_shape, y.data(), dy.data(), din_ptr);
+
+    // L(x) = <dy, op(x)>; central differences, one entry at a time.
+    const double h = 1e-6;
+    for (size_t i = 0; i < x.size(); ++i)
+      for (size_t j = 0; j < x[i].size(); ++j) {
+        auto loss = [&](double delta) {
+          std::vector<std::vector<double>> xp = x;
+          xp[i][j] += delta;
+          const std::vector<double> yp = run_forward(c, xp, out_shape);
+          double l = 0;
+          for (size_t k = 0; k < yp.size(); ++k) l += dy[k] * yp[k];
+          return l;
+        };
+        const double numeric = (loss(h) - loss(-h)) / (2 * h);
+        const double analytic = din[i][j] - 0.5;
+        EXPECT_NEAR(analytic, numeric, 1e-6 * (1 + std::abs(numeric))) << "operand " << i << ", entry " << j;
+      }
+
+    // The float adjoint equals the double one.
+    std::vector<std::vector<float>> xf, dinf;
+    for (const auto& v : x) xf.emplace_back(v.begin(), v.end());
+    const std::vector<float> yf = run_forward(c, xf, out_shape);
+    const std::vector<float> dyf(dy.begin(), dy.end());
+    std::vector<float*> dinf_ptr;
+    for (const auto& v : x) dinf.emplace_back(v.size(), 0.0f);
+    for (auto& v : dinf) dinf_ptr.push_back(v.data());
+    const auto af = args(c, xf);
+    adjoint<float>(c.op, OpAttrs{c.ints}, af, out_shape, yf.data(), dyf.data(), dinf_ptr);
+    for (size_t i = 0; i < x.size(); ++i)
+      for (size_t j = 0; j < x[i].size(); ++j)
+        EXPECT_NEAR(dinf[i][j], din[i][j] - 0.5, 1e-4 * (1 + std::abs(din[i][j]))) << "float, operand " << i;
+  }
+}
+
+// The double forward is the operator the engines run: the float reference kernels agree with it.
+TEST(Adjoints, DoubleForwardIsTheEnginesOperator) {
+  std::mt19937_64 rng(11);
+  std::vector<Case> all = cases();
+  all.push_back({OpId::Zeros, {}, {2, 3}});
+  all.push_back({OpId::Ones, {}, {2, 3}});
+  all.push_back({OpId::Argmax, {{2, 3}}, {}});
+  for (const Case& c : all) {
+    SCOPED_TRACE(describe(c));
+    const ShapeResult shape = op_info(c.op).shape(c.shapes, OpAttrs{c.ints});
+    ASSERT_TRUE(shape.error.empty()) << shape.error;
+    std::uniform_real_distribution<double> value(c.positive ? 0.5 : -1.5, 1.5);
+    std::vector<std::vector<double>> x;
+    std::vector<Tensor> tensors;
+    for (const auto& s : c.shapes) {
+      Tensor t = Tensor::allocate(s);
+      std::vector<double> v(static_cast<size_t>(t.size()));
+      for (size_t j = 0; j < v.size(); ++j) t.data[j] = static_cast<float>(v[j] = value(rng));
+      // Exactly representable in float, so both sides see the same input.
+      for (size_t j = 0; j < v.size(); ++j) v[j] = t.data[j];
+      x.push_back(v);
+      tensors.push_back(std::move(t));
+    }
+    std::vector<const Tensor*> ptrs;
+    for (const Tensor& t : tensors) ptrs.push_back(&t);
+    Tensor out = Tensor::allocate(shape.type->shape);
+    reference_kernel(c.op)(OpAttrs{c.ints}, ptrs, out);
+    const std::vector<double> y = run_forward(c, x, shape.type->shape);
+    for (size_t j = 0; j < y.size(); ++j) EXPECT_NEAR(out.data[j], y[j], 2e-5 * (1 + std::abs(y[j]))) << j;
+  }
+}
+
+}  // namespace
+}  // namespace acrobat
