@@ -11,6 +11,8 @@
 #include <sstream>
 #include <system_error>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -28,6 +30,8 @@
 #include "runtime/batched_engine.h"
 #include "runtime/thread_pool.h"
 #include "runtime/reference_engine.h"
+#include "runtime/train.h"
+#include "io/ptb.h"
 
 namespace {
 
@@ -263,22 +267,156 @@ int grad_command(const RunOptions& o, const std::string& out_path) {
   GradResult g = engine->gradients(p.inputs, o.entry);
   double total = 0;
   for (const Value& v : g.outputs) total += v.tensor->data[0];
-  std::vector<io::NamedTensor> tensors;
+  std::vector<const Tensor*> tensors;
   double norm = 0;
-  for (size_t k = 0; k < g.grads.size(); ++k) {
-    const Tensor& t = g.grads[k];
-    io::NamedTensor nt{p.module->params[k].name, t.shape, std::vector<float>(t.data.get(), t.data.get() + t.size())};
-    for (float x : nt.data) norm += double(x) * double(x);
-    tensors.push_back(std::move(nt));
+  for (const Tensor& t : g.grads) {
+    for (int64_t j = 0; j < t.size(); ++j) norm += double(t.data[j]) * double(t.data[j]);
+    tensors.push_back(&t);
   }
   if (!out_path.empty())
-    io::write_safetensors(out_path, tensors, {{"loss_sum", fmt::format("{:.9g}", total)},
-                                              {"instances", std::to_string(g.outputs.size())}});
+    write_param_tensors(*p.module, tensors, out_path,
+                        {{"loss_sum", fmt::format("{:.9g}", total)}, {"instances", std::to_string(g.outputs.size())}});
   std::cout << fmt::format("{} instances: loss sum {:.6g} (mean {:.6g}); gradient norm {:.6g} ({} engine, "
                            "{:.3f} s){}\n",
                            g.outputs.size(), total, total / double(std::max<size_t>(1, g.outputs.size())),
                            std::sqrt(norm), engine->name(), g.stats.wall_seconds,
                            out_path.empty() ? "" : "; wrote " + out_path);
+  return 0;
+}
+
+// `acrobat train`: epochs of batched gradients and optimiser steps on the loss entry, the dev set's
+// accuracy (SST: the root's label against the argmax of the predicting entry) and mean loss after
+// each epoch, a checkpoint after each epoch, the test set at the end; a JSON log and a PNG of the
+// curves.
+struct TrainCommand {
+  RunOptions run;  // model, --input (the training set), params, engine, threads, sets, limit, seed
+  std::string dev, test, out, log, plot, predict = "main";
+  std::string epochs = "1", dev_limit;
+  OptimizerOptions opt;
+  bool quiet = false;
+};
+
+int train_command(TrainCommand& t) {
+  RunOptions& o = t.run;
+  const int epochs = static_cast<int>(cli::parse_number("--epochs", t.epochs, 1, 100000));
+  const size_t dev_limit = t.dev_limit.empty() ? 0 : cli::parse_number("--dev-limit", t.dev_limit, 1, cli::kMaxCount);
+  check_optimizer(t.opt);
+  if (o.batch == 0) throw UserError("--batch: training needs batches of at least one instance");
+  Prepared p = prepare(o);  // the training set, read for the loss entry
+  loss_function(*p.module, o.entry);
+  // Trained in place: the engine computes with the params the optimiser updates.
+  std::shared_ptr<ParamStore> params;
+  {
+    std::vector<Tensor> copies;
+    for (const ParamValue& v : p.params->params) {
+      Tensor c = Tensor::allocate(v.tensor.shape);
+      std::copy_n(v.tensor.data.get(), c.size(), c.data.get());
+      copies.push_back(std::move(c));
+    }
+    params = std::make_shared<ParamStore>(make_params(*p.module, std::move(copies), p.params->source));
+  }
+  p.params = params;
+  std::unique_ptr<Engine> engine = make_engine(o, p);
+
+  // A held-out set: the predicting entry's inputs and labels (SST roots) for accuracy, and the loss
+  // entry's inputs for the mean loss.
+  struct Held {
+    std::string name;
+    std::vector<Value> predict, loss;
+    std::vector<int> labels;
+  };
+  auto read_held = [&](const std::string& name, const std::string& spec_text, size_t limit) {
+    Held h{name, {}, {}, {}};
+    if (spec_text.empty()) return h;
+    const InputSpec spec = parse_input_spec(spec_text);
+    const std::string vocab = o.vocab.empty() ? default_vocab(spec) : o.vocab;
+    auto type_of = [&](const std::string& entry) {
+      const ir::Function& f = p.module->functions[entry_function(*p.module, entry)];
+      return f.vars[f.params[0]].type;
+    };
+    SizeNamesScope names(p.module->plan->size_names);
+    h.loss = load_inputs(spec, type_of(o.entry), vocab, limit);
+    if (spec.kind == InputKind::Sst) {
+      h.predict = load_inputs(spec, type_of(t.predict), vocab, limit);
+      for (const io::PtbTree& tree : io::read_ptb_file(spec.path)) {
+        if (h.labels.size() == h.predict.size()) break;
+        h.labels.push_back(tree.label);
+      }
+    }
+    return h;
+  };
+  const Held dev = read_held("dev", t.dev, dev_limit), test = read_held("test", t.test, 0);
+  auto evaluate = [&](const Held& h, nlohmann::json& row) {
+    if (h.loss.empty()) return std::string();
+    double sum = 0;
+    for (const Value& v : engine->run_batches(h.loss, o.batch, o.entry).outputs) sum += v.tensor->data[0];
+    const double loss = sum / double(h.loss.size());
+    row[h.name + "_loss"] = loss;
+    std::string out = fmt::format("{} loss {:.4f}", h.name, loss);
+    if (!h.predict.empty()) {
+      const double acc = accuracy(*engine, h.predict, h.labels, t.predict, o.batch);
+      row[h.name + "_accuracy"] = acc;
+      out += fmt::format(", {} accuracy {:.2f}% ({} trees)", h.name, 100 * acc, h.predict.size());
+    }
+    return out;
+  };
+
+  nlohmann::json log{{"model", o.model},
+                     {"engine", engine->name()},
+                     {"train", o.input},
+                     {"instances", p.inputs.size()},
+                     {"batch", o.batch},
+                     {"seed", o.seed},
+                     {"optimizer", {{"kind", t.opt.kind}, {"lr", t.opt.lr}, {"momentum", t.opt.momentum},
+                                    {"weight_decay", t.opt.weight_decay}, {"clip", t.opt.clip_norm}}},
+                     {"epochs", nlohmann::json::array()},
+                     {"batch_losses", nlohmann::json::array()}};
+  Optimizer optimizer(t.opt, *params);
+  std::mt19937_64 rng(o.seed);
+  nlohmann::json start_row = nlohmann::json::object();
+  if (!dev.loss.empty()) std::cout << "before training: " << evaluate(dev, start_row) << "\n" << std::flush;
+  const bool bar = !t.quiet && isatty(2);
+  for (int e = 1; e <= epochs; ++e) {
+    // The bar redraws itself on a terminal, at most every 0.2 s.
+    double drawn = -1;
+    auto progress = [&](size_t done, double loss, double seconds) {
+      if (!bar || (seconds - drawn < 0.2 && done < p.inputs.size())) return;
+      drawn = seconds;
+      const size_t n = p.inputs.size(), width = 30, filled = n ? width * done / n : width;
+      std::cerr << fmt::format("\repoch {}/{} [{}{}] {}/{} {:.1f} inst/s, loss {:.4f}", e, epochs,
+                               std::string(filled, '#'), std::string(width - filled, '.'), done, n,
+                               seconds > 0 ? double(done) / seconds : 0.0, loss)
+                << std::flush;
+    };
+    EpochResult r = train_epoch(*engine, optimizer, *params, p.inputs, o.batch, rng, o.entry, progress);
+    if (bar) std::cerr << "\n";
+    nlohmann::json row{{"epoch", e}, {"train_loss", r.mean_loss}, {"seconds", r.seconds},
+                       {"instances_per_s", double(r.instances) / r.seconds}};
+    for (double l : r.batch_losses) log["batch_losses"].push_back(l);
+    std::string line = fmt::format("epoch {}/{}: train loss {:.4f} ({} instances, {:.1f} s, {:.1f} inst/s)", e,
+                                   epochs, r.mean_loss, r.instances, r.seconds, double(r.instances) / r.seconds);
+    const std::string d = evaluate(dev, row);
+    if (!d.empty()) line += "; " + d;
+    if (!t.out.empty()) {
+      write_checkpoint(*p.module, *params, t.out, {{"epoch", std::to_string(e)}, {"model", o.model}});
+      line += "; wrote " + t.out;
+    }
+    std::cout << line << "\n" << std::flush;
+    log["epochs"].push_back(row);
+  }
+  nlohmann::json test_row = nlohmann::json::object();
+  const std::string te = evaluate(test, test_row);
+  if (!te.empty()) {
+    std::cout << "final: " << te << "\n";
+    log["test"] = test_row;
+  }
+  if (!t.log.empty()) io::write_file(t.log, log.dump(1) + "\n");
+  if (!t.plot.empty()) {
+    if (t.log.empty()) throw UserError("--plot draws the --log file: give --log too");
+    const std::string cmd = fmt::format("/usr/bin/python3 {} {} {}", io::shell_quote(std::string(ACROBAT_SOURCE_DIR) + "/scripts/plot_train.py"),
+                                        io::shell_quote(t.log), io::shell_quote(t.plot));
+    if (std::system(cmd.c_str()) != 0) std::cerr << "train: warning: the plot failed (" << cmd << ")\n";
+  }
   return 0;
 }
 
@@ -420,6 +558,40 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"batched", "aot", "reference"}));
   grad_cmd->add_option("--threads", grad_numbers.threads, "Threads of the forward run, 1 to 1024 (default: all cores)");
 
+  TrainCommand train;
+  train.run.entry = "loss";
+  train.run.batch = 25;
+  NumberArgs train_numbers;
+  auto* train_cmd = app.add_subcommand(
+      "train", "Train a model: batched gradients of its loss entry, an optimiser step per batch, the dev set "
+               "after each epoch, a checkpoint, the test set at the end");
+  train_cmd->add_option("model", train.run.model, "Model file (.acr)")->required();
+  train_cmd->add_option("--input", train.run.input, "KIND:FILE, the training set (sst gives LabelledTree values)");
+  train_cmd->add_option("--dev", train.dev, "KIND:FILE evaluated after each epoch (sst: accuracy of the root)");
+  train_cmd->add_option("--test", train.test, "KIND:FILE evaluated at the end");
+  train_cmd->add_option("--vocab", train.run.vocab, "Vocabulary for sst inputs (default: vocab.txt beside the data)");
+  train_cmd->add_option("--params", train.run.params, "Initial parameters (safetensors); default: random from --seed");
+  train_cmd->add_option("--seed", train_numbers.seed, "Seed of the initial parameters and of the order of the instances");
+  train_cmd->add_option("--set", train.run.sets, set_help)->delimiter(',');
+  train_cmd->add_option("--limit", train_numbers.limit, "Train on the first N instances only");
+  train_cmd->add_option("--dev-limit", train.dev_limit, "Evaluate the first N dev instances only");
+  train_cmd->add_option("--epochs", train.epochs, "Epochs (default 1)");
+  train_cmd->add_option("--batch", train_numbers.batch, "Instances per gradient step (default 25)");
+  train_cmd->add_option("--loss", train.run.entry, "The loss function (default loss)");
+  train_cmd->add_option("--predict", train.predict, "The function whose argmax is compared with the labels (default main)");
+  train_cmd->add_option("--optimizer", train.opt.kind, "adam (default) or sgd");
+  train_cmd->add_option("--lr", train.opt.lr, "Learning rate (default 1e-3)");
+  train_cmd->add_option("--momentum", train.opt.momentum, "SGD momentum (default 0.9)");
+  train_cmd->add_option("--weight-decay", train.opt.weight_decay, "L2 weight decay added to the gradient (default 0)");
+  train_cmd->add_option("--clip", train.opt.clip_norm, "Clip the gradient to this global norm (default 0: none)");
+  train_cmd->add_option("--engine", train.run.engine, "batched (default), aot or reference")
+      ->check(CLI::IsMember({"batched", "aot", "reference"}));
+  train_cmd->add_option("--threads", train_numbers.threads, "Threads of the forward runs, 1 to 1024 (default: all cores)");
+  train_cmd->add_option("--out", train.out, "Checkpoint (safetensors, the names --params reads) after each epoch");
+  train_cmd->add_option("--log", train.log, "Write the losses and accuracies as JSON");
+  train_cmd->add_option("--plot", train.plot, "Draw the --log curves as a PNG");
+  train_cmd->add_flag("--quiet", train.quiet, "No progress bar");
+
   std::string emit_stage, emit_model;
   std::vector<std::string> emit_sets;
   std::vector<std::string> emit_disable;
@@ -530,6 +702,10 @@ int main(int argc, char** argv) {
     if (*run_cmd) {
       read_numbers(run_numbers, run);
       return run_command(run);
+    }
+    if (*train_cmd) {
+      read_numbers(train_numbers, train.run);
+      return train_command(train);
     }
     if (*grad_cmd) {
       read_numbers(grad_numbers, grad);

@@ -48,8 +48,11 @@ class PackedWeights {
   virtual ~PackedWeights() = default;
   virtual int K() const = 0;
   virtual int N() const = 0;
+  // Packs B (of the same K x N) again into the same storage: the weights changed in place
+  // (training), and every kernel holding this object reads the new values. Not while a kernel runs.
+  virtual void repack(const float* B, int ldb) = 0;
 };
-std::shared_ptr<const PackedWeights> pack_weights(int K, int N, const float* B, int ldb);
+std::shared_ptr<PackedWeights> pack_weights(int K, int N, const float* B, int ldb);
 
 // C[M,N] = A[M,K] * W (+ C). Uses choose_gemm_path(M, N, K). The first Xsmm call for a new
 // (min(M, 64) or M % 64, N, K, lda, ldc, accumulate) on a thread JIT-compiles its kernels and

@@ -65,10 +65,17 @@ class CpuPackedWeights final : public PackedWeights {
         row_major_(allocate_aligned(size_t(K) * N)),
         panels_(allocate_aligned(size_t(K) * N)) {
     if (N <= kDotMaxN) {
-      // W^T, N rows of K zero-padded to a whole number of vectors (the dot-product kernel).
       transposed_ld_ = (K + kDotKStep - 1) / kDotKStep * kDotKStep;
       transposed_ = allocate_aligned(size_t(N) * transposed_ld_);
       std::fill_n(transposed_.get(), size_t(N) * transposed_ld_, 0.0f);
+    }
+    repack(B, ldb);
+  }
+
+  void repack(const float* B, int ldb) override {
+    const int K = k_, N = n_;
+    if (transposed_) {
+      // W^T, N rows of K zero-padded to a whole number of vectors (the dot-product kernel).
       for (int k = 0; k < K; ++k) {
         for (int n = 0; n < N; ++n) transposed_[size_t(n) * transposed_ld_ + k] = B[size_t(k) * ldb + n];
       }
@@ -434,6 +441,8 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
   gemm_via(choose_plain_gemm_path(M, N, K), M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
+constexpr int64_t kStridedBlasMinMNK = int64_t{1} << 21;  // 128^3
+
 // A transposed operand is copied into a row-major buffer of the thread first (it is the small
 // one: K x N of QK^T is 64 x n against 2 n^2 64 FLOPs), so that every product takes gemm's JIT
 // kernels, which beat sgemm with a transposed operand on these sizes (1.5x at M, K, N =
@@ -441,6 +450,18 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
 // not transposed).
 void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
                   const float* B, int ldb, float* C, int ldc, bool accumulate, float alpha) {
+  // A large product (a weight's gradient, or a gradient through a weight: K or N of hundreds)
+  // goes to sgemm with its transposes: it packs its panels anyway, and a copy of a transposed
+  // weight for every batch cost more than the product saved (TreeLSTM H=256 backward).
+  if ((trans_a || trans_b) && int64_t{M} * N * K >= kStridedBlasMinMNK) {
+    ACROBAT_ASSERT(M >= 0 && N >= 0 && K >= 0, "negative GEMM dimension");
+    ACROBAT_ASSERT(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N,
+                   "GEMM leading dimension smaller than the row");
+    ensure_backend_ready();
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+    return;
+  }
   thread_local std::vector<float> a_copy, b_copy;
   if (trans_a) {  // A is stored [K, M]
     a_copy.resize(static_cast<size_t>(M) * K);
@@ -489,9 +510,9 @@ void gemm_packed_xsmm_unblocked_for_bench(int M, const float* A, int lda, const 
   gemm_xsmm_unblocked(M, A, lda, w, C, ldc, accumulate);
 }
 
-std::shared_ptr<const PackedWeights> pack_weights(int K, int N, const float* B, int ldb) {
+std::shared_ptr<PackedWeights> pack_weights(int K, int N, const float* B, int ldb) {
   ACROBAT_ASSERT(K >= 0 && N >= 0 && ldb >= N, "bad weight matrix shape");
-  return std::make_shared<const CpuPackedWeights>(K, N, B, ldb);
+  return std::make_shared<CpuPackedWeights>(K, N, B, ldb);
 }
 
 void gemm_packed(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,

@@ -235,6 +235,7 @@ class Graph {
   std::vector<std::vector<const float*>> rows_;  // per argument of the batch being run
   std::vector<int64_t> piece_ends_;              // of the batch being run (run_batch)
   SplitGuard split_guard_;                       // kept across runs, as the machine's load is
+  Arena grad_outputs_, grad_values_;  // backward(): the outputs' adjoints, one batch's values and adjoints
   double flush_seconds_ = 0;
 };
 

@@ -126,13 +126,18 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     ACROBAT_ASSERT(n.batch >= 0, "backward over a graph with pending nodes");
     members[n.batch][n.row] = id;
   }
-  std::vector<std::vector<std::vector<float>>> adj(num_batches);
+  std::vector<std::vector<float*>> adj(num_batches);
+  grad_outputs_.reset();
   auto output_adjoint = [&](int batch, int slot) -> float* {
     auto& per_op = adj[batch];
-    if (per_op.empty()) per_op.resize(plan_.blocks[batch_blocks_[batch]].ops.size());
-    std::vector<float>& a = per_op[slot];
-    if (a.empty()) a.assign(output_floats(batch, slot), 0.0f);
-    return a.data();
+    if (per_op.empty()) per_op.assign(plan_.blocks[batch_blocks_[batch]].ops.size(), nullptr);
+    float*& a = per_op[slot];
+    if (!a) {
+      const size_t n = output_floats(batch, slot);
+      a = grad_outputs_.alloc(n);
+      std::fill_n(a, n, 0.0f);
+    }
+    return a;
   };
   const ParamRanges ranges(params);
   // Sends the adjoint `g` (n floats) of the tensor `v` refers to where it came from.
@@ -152,10 +157,12 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   }
 
   std::vector<BatchValue> vals, args;
-  std::vector<std::vector<float>> storage;  // of the batch's values and adjoints
+  // The batch's values and adjoints, zeroed; the memory is reused from batch to batch and run to run.
   auto alloc = [&](int64_t n) {
-    storage.emplace_back(static_cast<size_t>(std::max<int64_t>(n, 1)), 0.0f);
-    return storage.back().data();
+    const size_t count = static_cast<size_t>(std::max<int64_t>(n, 1));
+    float* p = grad_values_.alloc(count);
+    std::fill_n(p, count, 0.0f);
+    return p;
   };
   for (size_t bi = num_batches; bi-- > 0;) {
     const int b = static_cast<int>(bi);
@@ -167,7 +174,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
                       "are not implemented yet");
     const std::vector<int>& ids = members[b];
     const int64_t B = static_cast<int64_t>(ids.size());
-    storage.clear();
+    grad_values_.reset();
 
     // 1. Arguments.
     args.assign(s.args.size(), BatchValue{});
@@ -196,10 +203,14 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     };
     std::vector<Tensor> in_t;
     std::vector<const Tensor*> in_p;
-    auto view = [](const std::vector<int64_t>& shape, float* p) {
+    // A tensor over `p` (not owned), with a weight's packed copy when it has one.
+    auto view = [&](const std::vector<int64_t>& shape, float* p) {
       Tensor t;
       t.shape = shape;
       t.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), p);
+      if (shape.size() == 2)
+        if (const kernels::PackedWeights* w = packed_->find(p))
+          t.packed = std::shared_ptr<const kernels::PackedWeights>(std::shared_ptr<const kernels::PackedWeights>(), w);
       return t;
     };
     for (size_t k = 0; k < s.ops.size(); ++k) {
@@ -247,10 +258,10 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       return d;
     };
     for (size_t k = 0; k < s.ops.size(); ++k) {
-      if (!s.ops[k].escapes || static_cast<size_t>(k) >= adj[b].size() || adj[b][k].empty()) continue;
+      if (!s.ops[k].escapes || !adj[b][k]) continue;
       const BatchValue& v = vals[k];
       float* d = dval[k] = alloc(v.shared ? v.size : B * v.size);
-      const float* g = adj[b][k].data();
+      const float* g = adj[b][k];
       if (v.shared)
         for (int64_t i = 0; i < B; ++i) add(d, g + i * v.size, v.size);  // a shared value's: summed
       else

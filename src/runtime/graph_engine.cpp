@@ -96,7 +96,10 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   const int func = loss_function(*module_, entry);
   GradResult result;
   auto t0 = Clock::now();
-  Lane& l = lane();
+  // On a lane of its own thread: pieces of a batch split across threads would change the GEMMs'
+  // row blocking, and so the rounding; this way a gradient has the same bits whatever the threads.
+  if (!gradient_lane_) gradient_lane_ = make_lane(nullptr);
+  Lane& l = *gradient_lane_;
   start(l, func, inputs, first_instance, result.stats, true);
   result.outputs = finish(l, inputs.size(), result.stats);
   std::vector<aot::Val> losses;

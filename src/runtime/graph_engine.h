@@ -36,6 +36,7 @@ class GraphEngine : public Engine {
   RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
                         const std::string& entry = "main") final;
   // All inputs form one batch; the run keeps its outputs and Graph::backward differentiates it.
+  // It runs on one thread (the same bits whatever the engine's threads).
   GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
                        size_t first_instance = 0) final;
 
@@ -92,6 +93,7 @@ class GraphEngine : public Engine {
   std::shared_ptr<ThreadPool> pool_;           // the pooled lane's threads
   std::unique_ptr<Lane> pooled_;
   std::vector<std::unique_ptr<Lane>> solo_;
+  std::unique_ptr<Lane> gradient_lane_;  // gradients(): one thread
 };
 
 }  // namespace acrobat

@@ -97,6 +97,19 @@ ParamStore load_params(const ir::Module& module, const std::string& path,
   return store;
 }
 
+void refresh_packed(const ParamStore& params) {
+  for (const ParamValue& v : params.params) {
+    if (v.elem_shape.size() != 2) continue;
+    const int64_t K = v.elem_shape[0], N = v.elem_shape[1];
+    // pack_weights made these objects mutable; the params share them as const with the kernels.
+    if (v.tensor.packed)
+      const_cast<kernels::PackedWeights&>(*v.tensor.packed).repack(v.tensor.data.get(), static_cast<int>(N));
+    for (size_t i = 0; i < v.packed_rows.size(); ++i)
+      const_cast<kernels::PackedWeights&>(*v.packed_rows[i]).repack(v.tensor.data.get() + int64_t(i) * K * N,
+                                                                   static_cast<int>(N));
+  }
+}
+
 ParamStore make_params(const ir::Module& module, std::vector<Tensor> tensors, std::string source) {
   ACROBAT_ASSERT(tensors.size() == module.params.size(), "one tensor per param");
   ParamStore store;

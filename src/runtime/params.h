@@ -41,6 +41,11 @@ ParamStore load_params(const ir::Module& module, const std::string& path,
 // (an indexed param: [count, ...]), prepared for the kernels as loaded ones are; `source` names them.
 ParamStore make_params(const ir::Module& module, std::vector<Tensor> tensors, std::string source);
 
+// After the tensors of `params` changed in place (an optimiser's step): their copies prepared for
+// GEMM again, in the same storage, so that engines built on `params` compute with the new values.
+// Not while an engine runs.
+void refresh_packed(const ParamStore& params);
+
 // Deterministic initialisation: every element uniform in [-s, s] with s = 1/sqrt(fan_in) for
 // matrices (fan_in = the first dimension of the element shape) and s = 0.1 for vectors.
 ParamStore init_params(const ir::Module& module, uint64_t seed);

@@ -16,16 +16,13 @@ so an entry that is a sum of terms of either sign is held to the precision of it
 
 import argparse
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
-import models  # noqa: E402
 import registry  # noqa: E402
-import safetensors_io  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,16 +41,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)
-    os.makedirs(args.workdir, exist_ok=True)
-    spec = registry.get(args.model)
     sets = registry.parse_sets(args.set)
-    dims = registry.resolve_dims(spec, sets, args.vocab)
-    instances = spec.load_instances(args.data, args.vocab, args.limit, dict(dims))
-    model = spec.init_params(spec.Model(**dims), 0)
-    params_path = os.path.join(args.workdir, "params.safetensors")
-    safetensors_io.save_file(models.state_tensors(model), params_path, {"model": args.model})
-    tensors, _ = safetensors_io.load_file(params_path)
-    model = models.load_tensors(spec.Model(**dims), tensors).double()
+    spec, dims, instances, model, params_path = registry.setup_run(args.model, sets, args.data, args.vocab,
+                                                                   args.limit, args.workdir)
+    model = model.double()
 
     grads_path = os.path.join(args.workdir, "grads.safetensors")
     cmd = [args.acrobat, "grad", os.path.join(ROOT, "models", args.model + ".acr"), "--params", params_path,
@@ -63,13 +54,10 @@ def main(argv=None):
         cmd += ["--set", "%s=%d" % (k, v)]
     if args.engine != "reference":
         cmd += ["--engine", args.engine]
-    print("check_grad.py: " + " ".join(cmd), file=sys.stderr)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stderr.write(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        print("check_grad.py: acrobat grad failed (exit %d)" % proc.returncode, file=sys.stderr)
+    result = registry.acrobat_tensors(cmd, grads_path, "check_grad.py")
+    if result is None:
         return 1
-    got, meta = safetensors_io.load_file(grads_path)
+    got, meta = result
 
     rows = torch.unbind(model.emb) if hasattr(model, "emb") else None
     total = sum(model.loss(inst, rows) for inst in instances)

@@ -149,3 +149,37 @@ def resolve_dims(spec, overrides, vocab_path=None):
 
 
 parse_sets = models.parse_sets
+
+
+def setup_run(model_name, sets, data, vocab, limit, workdir, seed=0):
+    """What the end-to-end checks start from: (spec, dims, instances, model, weights path). The model
+    is initialised from `seed`, written to WORKDIR/params.safetensors and read back, so that it holds
+    exactly the weights acrobat reads; the instances are the first `limit` of `data`."""
+    import models
+    import safetensors_io
+
+    spec = get(model_name)
+    dims = resolve_dims(spec, sets, vocab)
+    instances = spec.load_instances(data, vocab, limit, dict(dims))
+    os.makedirs(workdir, exist_ok=True)
+    path = os.path.join(workdir, "params.safetensors")
+    safetensors_io.save_file(models.state_tensors(spec.init_params(spec.Model(**dims), seed)), path,
+                             {"model": model_name})
+    tensors, _ = safetensors_io.load_file(path)
+    return spec, dims, instances, models.load_tensors(spec.Model(**dims), tensors), path
+
+
+def acrobat_tensors(cmd, path, who):
+    """Runs the acrobat command line `cmd` (echoing it and its output to stderr) and reads the
+    safetensors file it writes at `path`: (tensors, metadata), or None when it failed."""
+    import subprocess
+
+    import safetensors_io
+
+    print("%s: %s" % (who, " ".join(cmd)), file=sys.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        print("%s: %s failed (exit %d)" % (who, " ".join(cmd[:2]), proc.returncode), file=sys.stderr)
+        return None
+    return safetensors_io.load_file(path)

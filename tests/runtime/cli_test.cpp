@@ -133,6 +133,50 @@ TEST(Cli, CompiledObjectRunsAndOtherDimsAreRefused) {
       << wrong.out;
 }
 
+
+// `acrobat train`: the loss falls, the dev accuracy and a checkpoint after each epoch, the same
+// weights bit for bit with 1 and 2 threads and on both batched engines, a checkpoint `run --params`
+// reads, a log with every epoch; bad options are one clear error.
+TEST(Cli, TrainLowersTheLossAndWritesTheSameWeightsOnAnyThreads) {
+  auto dir = std::filesystem::temp_directory_path() / "acrobat_cli_train";
+  std::filesystem::create_directories(dir);
+  const std::string data = std::string(ACROBAT_SOURCE_DIR) + "/data/sst/";
+  const std::string common = "train " + kModel + " --set H=16 --input sst:" + data + "train.txt --dev sst:" + data +
+                             "dev.txt --dev-limit 50 --limit 200 --epochs 3 --batch 10 --lr 0.01 --quiet";
+  std::vector<std::string> weights;
+  for (const char* engine_threads : {"aot --threads 1", "aot --threads 2", "batched --threads 2"}) {
+    const std::string w = (dir / ("w" + std::to_string(weights.size()) + ".safetensors")).string();
+    const std::string log = (dir / "log.json").string();
+    Result r = run(common + " --engine " + engine_threads + " --out " + w + " --log " + log);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("epoch 3/3: train loss"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("dev accuracy"), std::string::npos) << r.out;
+    auto doc = nlohmann::json::parse(read(log));
+    ASSERT_EQ(doc["epochs"].size(), 3u);
+    EXPECT_LT(doc["epochs"][2]["train_loss"].get<double>(), 0.8 * doc["epochs"][0]["train_loss"].get<double>()) << doc.dump();
+    EXPECT_EQ(doc["batch_losses"].size(), 60u);
+    weights.push_back(read(w));
+  }
+  EXPECT_EQ(weights[0], weights[1]) << "1 and 2 threads trained different weights";
+  EXPECT_EQ(weights[0], weights[2]) << "the batched and the AOT engine trained different weights";
+  Result trained = run("run " + kModel + " --set H=16 --params " + (dir / "w0.safetensors").string() + " --input sst:" +
+                       data + "test.txt --limit 5");
+  ASSERT_EQ(trained.exit_code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("params from " + (dir / "w0.safetensors").string()), std::string::npos) << trained.out;
+
+  Result bad = run(common + " --optimizer adagrad");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("--optimizer 'adagrad': expected adam or sgd"), std::string::npos) << bad.out;
+  Result momentum = run(common + " --momentum=-0.5");
+  EXPECT_EQ(momentum.exit_code, 1);
+  EXPECT_NE(momentum.out.find("--momentum: expected a number >= 0"), std::string::npos) << momentum.out;
+  Result entry = run("train " + kModel + " --input sst:" + data + "train.txt --loss main --limit 5");
+  EXPECT_EQ(entry.exit_code, 1);
+  EXPECT_NE(entry.out.find("the loss entry 'main' returns f32[1, 5]; gradients need one number per instance"),
+            std::string::npos)
+      << entry.out;
+}
+
 TEST(Cli, ExplainShowsBlocksModesAndPhases) {
   Result r = run("explain " + kModel);
   ASSERT_EQ(r.exit_code, 0) << r.out;

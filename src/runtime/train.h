@@ -1,0 +1,78 @@
+// Training a model with an engine's gradients (Engine::gradients): the optimisers, checkpoints and
+// the epoch loop `acrobat train` runs. The params are updated in place, so the engine that computes
+// the gradients keeps its pointers (and, after refresh_packed, its packed weights) across steps.
+//
+// The update follows PyTorch's definitions, so that a model trained here and one trained by PyTorch
+// from the same weights, order and settings follow each other: the batch's loss is the mean of its
+// instances' losses; clipping scales the whole gradient to a global L2 norm of at most `clip_norm`
+// (torch.nn.utils.clip_grad_norm_, with its 1e-6); weight decay adds weight_decay * param to the
+// gradient; SGD keeps a momentum buffer b = momentum * b + g (b = g at the first step) and steps by
+// lr * b; Adam steps by lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace acrobat {
+
+struct OptimizerOptions {
+  std::string kind = "adam";  // "adam" or "sgd"
+  double lr = 1e-3;
+  double momentum = 0.9;  // sgd (0: plain SGD)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
+  double weight_decay = 0;
+  double clip_norm = 0;  // 0: no clipping
+};
+
+// Checks the options (a UserError naming the option for an unknown kind or a value out of range).
+void check_optimizer(const OptimizerOptions& o);
+
+class Optimizer {
+ public:
+  Optimizer(OptimizerOptions options, const ParamStore& params);
+  // One step on `params` (in place, packed copies refreshed) with `grads`, the gradient of the
+  // batch's mean loss (clipped and decayed here, in place). Returns the gradient's norm before
+  // clipping.
+  double step(const ParamStore& params, std::vector<Tensor>& grads);
+  int64_t steps() const { return t_; }
+
+ private:
+  OptimizerOptions o_;
+  int64_t t_ = 0;
+  std::vector<std::vector<float>> m_, v_;  // per param: momentum / Adam's moments
+};
+
+// One tensor per param of `module` (the params themselves, or their gradients) as safetensors under
+// the params' names, with the shapes --params reads back.
+void write_param_tensors(const ir::Module& module, const std::vector<const Tensor*>& tensors,
+                         const std::string& path, const std::map<std::string, std::string>& metadata = {});
+// The params' current values so.
+void write_checkpoint(const ir::Module& module, const ParamStore& params, const std::string& path,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// One epoch: `train` in a random order drawn from `rng` (Fisher-Yates, the same order for the same
+// seed on any machine), in batches of `batch`, one gradient and one step per batch.
+// `progress(done, mean_loss_so_far, seconds)` after each batch.
+struct EpochResult {
+  double mean_loss = 0;  // over the epoch's instances
+  double seconds = 0;
+  size_t instances = 0;
+  std::vector<double> batch_losses;  // mean loss of each batch, in order
+};
+EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& params,
+                        const std::vector<Value>& train, size_t batch, std::mt19937_64& rng,
+                        const std::string& loss_entry,
+                        const std::function<void(size_t, double, double)>& progress = {});
+
+// The share of `inputs` whose output of `entry` (a [1, C] or [C] tensor of scores) has its largest
+// score at `labels[i]` (ties: the first).
+double accuracy(Engine& engine, const std::vector<Value>& inputs, const std::vector<int>& labels,
+                const std::string& entry, size_t batch);
+
+}  // namespace acrobat
