@@ -140,10 +140,16 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     return a;
   };
   const ParamRanges ranges(params);
+  auto unsupported = [](const analysis::StaticBlock& s) {
+    return UserError("gradients: the block at " + s.name +
+                     " has tensors whose shapes vary per instance (size variables); their gradients "
+                     "are not implemented yet");
+  };
   // Sends the adjoint `g` (n floats) of the tensor `v` refers to where it came from.
   auto send = [&](const aot::Val& v, const float* g, int64_t n) {
     if (v.node >= 0) {
       const Node& src = nodes_[v.node];
+      if (!batch_offsets_[src.batch].empty()) throw unsupported(plan_.blocks[src.block]);
       const int64_t size = plan_.blocks[src.block].ops[v.lazy.slot].size;
       add(output_adjoint(src.batch, v.lazy.slot) + src.row * size, g, n);
       return;
@@ -168,10 +174,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     const int b = static_cast<int>(bi);
     if (adj[b].empty()) continue;
     const analysis::StaticBlock& s = plan_.blocks[batch_blocks_[b]];
-    if (s.ragged())
-      throw UserError("gradients: the block at " + s.name +
-                      " has tensors whose shapes vary per instance (size variables); their gradients "
-                      "are not implemented yet");
+    if (s.ragged()) throw unsupported(s);
     const std::vector<int>& ids = members[b];
     const int64_t B = static_cast<int64_t>(ids.size());
     grad_values_.reset();
