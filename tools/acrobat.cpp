@@ -337,6 +337,10 @@ int train_command(TrainCommand& t) {
     SizeNamesScope names(p.module->plan->size_names);
     h.loss = load_inputs(spec, type_of(o.entry), vocab, limit);
     if (spec.kind == InputKind::Sst) {
+      const ir::Function& f = p.module->functions[entry_function(*p.module, t.predict)];
+      if (f.ret->kind != TypeKind::Tensor || is_ragged(f.ret->shape))
+        throw UserError(f.span.begin, "--predict '" + t.predict + "' returns " + type_str(f.ret) +
+                                          "; the accuracy needs a tensor of scores, one per class");
       h.predict = load_inputs(spec, type_of(t.predict), vocab, limit);
       for (const io::PtbTree& tree : io::read_ptb_file(spec.path)) {
         if (h.labels.size() == h.predict.size()) break;

@@ -170,6 +170,11 @@ TEST(Cli, TrainLowersTheLossAndWritesTheSameWeightsOnAnyThreads) {
   Result momentum = run(common + " --momentum=-0.5");
   EXPECT_EQ(momentum.exit_code, 1);
   EXPECT_NE(momentum.out.find("--momentum: expected a number >= 0"), std::string::npos) << momentum.out;
+  Result predict = run(common + " --predict cell");
+  EXPECT_EQ(predict.exit_code, 1);
+  EXPECT_NE(predict.out.find("error: --predict 'cell' returns (f32[1, 16], f32[1, 16]); the accuracy needs a tensor"),
+            std::string::npos)
+      << predict.out;
   Result entry = run("train " + kModel + " --input sst:" + data + "train.txt --loss main --limit 5");
   EXPECT_EQ(entry.exit_code, 1);
   EXPECT_NE(entry.out.find("the loss entry 'main' returns f32[1, 5]; gradients need one number per instance"),
