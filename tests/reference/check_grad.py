@@ -59,7 +59,7 @@ def main(argv=None):
         return 1
     got, meta = result
 
-    rows = torch.unbind(model.emb) if hasattr(model, "emb") else None
+    rows = model.tables()
     total = sum(model.loss(inst, rows) for inst in instances)
     total.backward()
     problems = []

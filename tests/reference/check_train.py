@@ -124,7 +124,7 @@ def main(argv=None):
         for b0 in range(0, len(order), args.batch):
             part = [trees[i] for i in order[b0:b0 + args.batch]]
             opt.zero_grad()
-            rows = torch.unbind(model.emb)
+            rows = model.tables()
             loss = sum(model.loss(t, rows) for t in part) / len(part)
             loss.backward()
             if args.clip > 0:

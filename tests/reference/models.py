@@ -21,6 +21,21 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def node_loss_sum(tree, cell, scores):
+    """The loss of the tree models: at every node the cross-entropy of log_softmax(scores(vector))
+    against the node's sentiment label, summed over the nodes. cell(t, kids) is a node's (vector, ...)
+    from its children's (kids None at a leaf)."""
+    terms = []
+
+    def rec(t):
+        out = cell(t, None if t.is_leaf else (rec(t.left), rec(t.right)))
+        terms.append(-F.log_softmax(scores(out[0]), dim=1)[0, t.label])
+        return out
+
+    rec(tree)
+    return torch.stack(terms).sum()
+
+
 class TreeLSTM(nn.Module):
     PARAM_ORDER = ["emb", "W_leaf", "b_leaf", "U_node", "b_node", "W_out", "b_out"]
 
@@ -63,18 +78,13 @@ class TreeLSTM(nn.Module):
         h, _ = self.rec(tree)
         return F.log_softmax(h @ self.W_out + self.b_out, dim=1)
 
+    def tables(self):
+        return torch.unbind(self.emb)
+
     def loss(self, tree, rows=None):
-        """The training loss (acrobat's `loss` entry): the cross-entropy of the classifier at every
-        node against the node's sentiment label, summed over the nodes. `rows`: as for leaf."""
-        terms = []
-
-        def rec(t):
-            h, c = self.leaf(t.wid, rows) if t.is_leaf else self.node(rec(t.left), rec(t.right))
-            terms.append(-F.log_softmax(h @ self.W_out + self.b_out, dim=1)[0, t.label])
-            return h, c
-
-        rec(tree)
-        return torch.stack(terms).sum()
+        """The training loss (acrobat's `loss` entry): node_loss_sum. `rows`: tables()."""
+        return node_loss_sum(tree, lambda t, kids: self.leaf(t.wid, rows) if kids is None else self.node(*kids),
+                             lambda h: h @ self.W_out + self.b_out)
 
 
 class MVRNN(nn.Module):
@@ -91,7 +101,10 @@ class MVRNN(nn.Module):
         self.W_out = nn.Parameter(torch.empty(H, C))
         self.b_out = nn.Parameter(torch.empty(C))
 
-    def leaf(self, wid):
+    def leaf(self, wid, rows=None):
+        # rows: (emb rows, wmat matrices) as separate tensors (tables()), as for TreeLSTM.leaf.
+        if rows is not None:
+            return rows[0][wid].unsqueeze(0), rows[1][wid % self.VM]
         return self.emb[wid : wid + 1], self.wmat[wid % self.VM]  # [1, H], [H, H]
 
     def node(self, left, right):
@@ -109,6 +122,14 @@ class MVRNN(nn.Module):
     def forward(self, tree):
         p, _ = self.rec(tree)
         return F.log_softmax(p @ self.W_out + self.b_out, dim=1)
+
+    def tables(self):
+        return torch.unbind(self.emb), torch.unbind(self.wmat)
+
+    def loss(self, tree, rows=None):
+        """The training loss (acrobat's `loss` entry): node_loss_sum. `rows`: tables()."""
+        return node_loss_sum(tree, lambda t, kids: self.leaf(t.wid, rows) if kids is None else self.node(*kids),
+                             lambda p: p @ self.W_out + self.b_out)
 
 
 class BiRNN(nn.Module):
