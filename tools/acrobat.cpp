@@ -219,7 +219,6 @@ std::unique_ptr<Engine> make_engine(const RunOptions& o, const Prepared& p) {
 int run_command(const RunOptions& o) {
   if (!o.emit.empty()) return emit(o.model, o.sets, o.emit, o.disable);
   Prepared p = prepare(o);
-  const auto& module = p.module;
   const auto& params = p.params;
   const auto& inputs = p.inputs;
   const Type& output_type = p.output_type;
@@ -305,16 +304,7 @@ int train_command(TrainCommand& t) {
   Prepared p = prepare(o);  // the training set, read for the loss entry
   loss_function(*p.module, o.entry);
   // Trained in place: the engine computes with the params the optimiser updates.
-  std::shared_ptr<ParamStore> params;
-  {
-    std::vector<Tensor> copies;
-    for (const ParamValue& v : p.params->params) {
-      Tensor c = Tensor::allocate(v.tensor.shape);
-      std::copy_n(v.tensor.data.get(), c.size(), c.data.get());
-      copies.push_back(std::move(c));
-    }
-    params = std::make_shared<ParamStore>(make_params(*p.module, std::move(copies), p.params->source));
-  }
+  auto params = std::make_shared<ParamStore>(make_params(*p.module, copy_tensors(*p.params), p.params->source));
   p.params = params;
   std::unique_ptr<Engine> engine = make_engine(o, p);
 
@@ -330,18 +320,18 @@ int train_command(TrainCommand& t) {
     if (spec_text.empty()) return h;
     const InputSpec spec = parse_input_spec(spec_text);
     const std::string vocab = o.vocab.empty() ? default_vocab(spec) : o.vocab;
-    auto type_of = [&](const std::string& entry) {
-      const ir::Function& f = p.module->functions[entry_function(*p.module, entry)];
-      return f.vars[f.params[0]].type;
+    auto function = [&](const std::string& entry) -> const ir::Function& {
+      return p.module->functions[entry_function(*p.module, entry)];
     };
+    auto input_type = [](const ir::Function& f) { return f.vars[f.params[0]].type; };
     SizeNamesScope names(p.module->plan->size_names);
-    h.loss = load_inputs(spec, type_of(o.entry), vocab, limit);
+    h.loss = load_inputs(spec, input_type(function(o.entry)), vocab, limit);
     if (spec.kind == InputKind::Sst) {
-      const ir::Function& f = p.module->functions[entry_function(*p.module, t.predict)];
+      const ir::Function& f = function(t.predict);
       if (f.ret->kind != TypeKind::Tensor || is_ragged(f.ret->shape))
         throw UserError(f.span.begin, "--predict '" + t.predict + "' returns " + type_str(f.ret) +
                                           "; the accuracy needs a tensor of scores, one per class");
-      h.predict = load_inputs(spec, type_of(t.predict), vocab, limit);
+      h.predict = load_inputs(spec, input_type(f), vocab, limit);
       for (const io::PtbTree& tree : io::read_ptb_file(spec.path)) {
         if (h.labels.size() == h.predict.size()) break;
         h.labels.push_back(tree.label);

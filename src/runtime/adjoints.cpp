@@ -67,6 +67,16 @@ MatMulDims matmul_dims(std::span<const TensorArg<T>> in) {
   return {stacked ? a[0] : 1, a[a.size() - 2], a.back(), b.back(), b.size() == 3};
 }
 
+// transpose of the last two axes of a tensor of `shape`: f(from, to) for every element, its
+// positions in the input and in the result.
+template <class F>
+void transpose_each(std::span<const int64_t> shape, F&& f) {
+  const int64_t r = shape[shape.size() - 2], c = shape.back(), stack = count(shape) / std::max<int64_t>(1, r * c);
+  for (int64_t h = 0; h < stack; ++h)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) f(h * r * c + i * c + j, h * r * c + j * r + i);
+}
+
 // heads: [M, H * E] -> [H, M, E], merge_heads the inverse: f(flat, stacked) for every element, the
 // two positions of one element (`stack` = [H, M, E]).
 template <class F>
@@ -198,11 +208,7 @@ void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
       return;
     }
     case OpId::Transpose: {
-      const auto& s = in[0].shape;
-      const int64_t r = s[s.size() - 2], c = s.back();
-      for (int64_t h = 0; h < n / std::max<int64_t>(1, r * c); ++h)
-        for (int64_t i = 0; i < r; ++i)
-          for (int64_t j = 0; j < c; ++j) out[h * r * c + j * r + i] = in[0].data[h * r * c + i * c + j];
+      transpose_each(in[0].shape, [&](int64_t from, int64_t to) { out[to] = in[0].data[from]; });
       return;
     }
     case OpId::Heads:
@@ -385,11 +391,7 @@ void adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
     }
     case OpId::Transpose: {
       if (!din[0]) return;
-      const auto& s = in[0].shape;
-      const int64_t r = s[s.size() - 2], c = s.back();
-      for (int64_t h = 0; h < n / std::max<int64_t>(1, r * c); ++h)
-        for (int64_t i = 0; i < r; ++i)
-          for (int64_t j = 0; j < c; ++j) din[0][h * r * c + i * c + j] += dy[h * r * c + j * r + i];
+      transpose_each(in[0].shape, [&](int64_t from, int64_t to) { din[0][from] += dy[to]; });
       return;
     }
     case OpId::Heads:

@@ -43,9 +43,8 @@ void per_instance(OpId id, const OpAttrs& attrs, int64_t batch, In in, const Sha
   int64_t n = num_elements(out_shape);
   for (int64_t b = 0; b < batch; ++b) {
     for (size_t i = 0; i < in.size(); ++i)
-      views[i].data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(),
-                                               const_cast<float*>(in[i].data + b * in[i].stride));
-    result.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), out + b * n);
+      views[i].data = Tensor::borrow(const_cast<float*>(in[i].data + b * in[i].stride));
+    result.data = Tensor::borrow(out + b * n);
     reference_kernel(id)(attrs, ptrs, result);
   }
 }

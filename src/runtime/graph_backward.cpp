@@ -210,7 +210,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     auto view = [&](const std::vector<int64_t>& shape, float* p) {
       Tensor t;
       t.shape = shape;
-      t.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), p);
+      t.data = Tensor::borrow(p);
       if (shape.size() == 2)
         if (const kernels::PackedWeights* w = packed_->find(p))
           t.packed = std::shared_ptr<const kernels::PackedWeights>(std::shared_ptr<const kernels::PackedWeights>(), w);

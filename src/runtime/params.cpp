@@ -110,6 +110,16 @@ void refresh_packed(const ParamStore& params) {
   }
 }
 
+std::vector<Tensor> copy_tensors(const ParamStore& params) {
+  std::vector<Tensor> out;
+  for (const ParamValue& v : params.params) {
+    Tensor c = Tensor::allocate(v.tensor.shape);
+    std::copy_n(v.tensor.data.get(), c.size(), c.data.get());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 ParamStore make_params(const ir::Module& module, std::vector<Tensor> tensors, std::string source) {
   ACROBAT_ASSERT(tensors.size() == module.params.size(), "one tensor per param");
   ParamStore store;

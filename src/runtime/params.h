@@ -37,6 +37,10 @@ struct ParamStore {
 ParamStore load_params(const ir::Module& module, const std::string& path,
                        std::vector<std::string>* unused = nullptr);
 
+// The tensors of `params`, copied (to change them without touching `params`; make_params makes
+// params of them again).
+std::vector<Tensor> copy_tensors(const ParamStore& params);
+
 // Params from one tensor per param of `module` in its order, each of the param's full shape
 // (an indexed param: [count, ...]), prepared for the kernels as loaded ones are; `source` names them.
 ParamStore make_params(const ir::Module& module, std::vector<Tensor> tensors, std::string source);

@@ -495,11 +495,11 @@ class Piece {
         const BlockOperand& o = op.operands[i];
         const int64_t* d = operand_dim(o, b);
         in[i].shape.assign(d, d + operand_rank(o));
-        in[i].data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), contiguous(o, b));
+        in[i].data = Tensor::borrow(contiguous(o, b));
         ptrs[i] = &in[i];
       }
       out.shape.assign(op_dim(k, b), op_dim(k, b) + op.shape.size());
-      out.data = std::shared_ptr<float[]>(std::shared_ptr<float[]>(), val(k, b).p);
+      out.data = Tensor::borrow(val(k, b).p);
       reference_kernel(op.rhs->op)(attrs, std::span<const Tensor* const>(ptrs.data(), ptrs.size()), out);
     }
     c_.counters->kernel_calls += B_;

@@ -78,16 +78,16 @@ class TapeInterpreter : public EagerInterpreter {
 
  protected:
   size_t tensor_ops(const ir::Block& block, size_t index, std::vector<Value>& frame) override {
+    const size_t ran = EagerInterpreter::tensor_ops(block, index, frame);
     const ir::Binding& b = block.bindings[index];
     const ir::Rhs& r = *b.rhs;
-    frame[b.var] = run_op(r, frame);
     if (differentiable(r.op)) {
       Entry e{r.op, instance_attrs(r, frame), {}, frame[b.var].tensor};
       for (const ir::Atom& a : r.args) e.in.push_back(frame[a.var].tensor);
       produced_.insert(e.out.get());
       tape_.push_back(std::move(e));
     }
-    return 1;
+    return ran;
   }
   void param_read(int param, const Value& v, std::span<const int64_t> rows) override {
     // A whole param is one tensor however often it is read: one leaf.

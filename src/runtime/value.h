@@ -24,6 +24,8 @@ struct Tensor {
 
   int64_t size() const { return num_elements(shape); }
   static Tensor allocate(std::vector<int64_t> shape);  // uninitialised contents
+  // `data` for memory the tensor does not own (a view of a buffer its owner keeps alive).
+  static std::shared_ptr<float[]> borrow(float* p) { return std::shared_ptr<float[]>(std::shared_ptr<float[]>(), p); }
 };
 
 struct Value;

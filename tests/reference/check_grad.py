@@ -68,24 +68,9 @@ def main(argv=None):
         problems.append("loss sum %.9g, expected %.9g" % (loss_sum, float(total)))
     if int(meta["instances"]) != len(instances):
         problems.append("%s instances, expected %d" % (meta["instances"], len(instances)))
-    worst = 0.0
-    for name in model.PARAM_ORDER:
-        expected = getattr(model, name).grad.detach().reshape(-1)
-        if name not in got:
-            problems.append("no gradient for %s" % name)
-            continue
-        actual = got[name].to(torch.float64).reshape(-1)
-        if actual.numel() != expected.numel():
-            problems.append("%s: %d entries, expected %d" % (name, actual.numel(), expected.numel()))
-            continue
-        scale = float(expected.abs().max()) / 100
-        err = (actual - expected).abs() / (expected.abs() + scale + 1e-30)
-        worst = max(worst, float(err.max()))
-        bad = int((err > args.rtol).sum())
-        if bad:
-            i = int(err.argmax())
-            problems.append("%s: %d of %d entries differ; worst at %d: %.9g, expected %.9g"
-                            % (name, bad, expected.numel(), i, float(actual[i]), float(expected[i])))
+    grads = {name: getattr(model, name).grad for name in model.PARAM_ORDER}
+    found, worst = registry.compare_params(model.PARAM_ORDER, grads, got, args.rtol, 1 / 100)
+    problems += found
     for p in problems:
         print("check_grad.py: MISMATCH " + p, file=sys.stderr)
     print("check_grad.py: %s %s, %d instances, loss sum %.6g: %s (worst scaled error %.2g, rtol %g)"

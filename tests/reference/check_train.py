@@ -132,18 +132,8 @@ def main(argv=None):
             opt.step()
 
     rtol = 1e-3 if args.optimizer == "adam" else 1e-4
-    problems, worst = [], 0.0
-    for name in model.PARAM_ORDER:
-        expected = getattr(model, name).detach().reshape(-1).double()
-        actual = got[name].double().reshape(-1)
-        scale = float(expected.abs().max())
-        err = (actual - expected).abs() / (expected.abs() + scale)
-        worst = max(worst, float(err.max()))
-        bad = int((err > rtol).sum())
-        if bad:
-            i = int(err.argmax())
-            problems.append("%s: %d of %d entries differ; worst at %d: %.9g, expected %.9g"
-                            % (name, bad, expected.numel(), i, float(actual[i]), float(expected[i])))
+    trained = {name: getattr(model, name) for name in model.PARAM_ORDER}
+    problems, worst = registry.compare_params(model.PARAM_ORDER, trained, got, rtol, 1.0)
     for p in problems:
         print("check_train.py: MISMATCH " + p, file=sys.stderr)
     print("check_train.py: %s %s, %s lr %g, %d trees x %d epochs in batches of %d: %s (worst scaled error %.2g, "

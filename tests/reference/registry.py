@@ -183,3 +183,31 @@ def acrobat_tensors(cmd, path, who):
         print("%s: %s failed (exit %d)" % (who, " ".join(cmd[:2]), proc.returncode), file=sys.stderr)
         return None
     return safetensors_io.load_file(path)
+
+
+def compare_params(names, expected, got, rtol, scale_fraction):
+    """Per param `name` of `names`: expected[name] (a torch tensor) against got[name], element-wise
+    |got - expected| <= rtol * (|expected| + scale) with scale = scale_fraction * the largest
+    |expected| of that param, so that an entry small against its param is held to the param's
+    precision. Returns (problems: messages, worst scaled error)."""
+    import torch
+
+    problems, worst = [], 0.0
+    for name in names:
+        e = expected[name].detach().to(torch.float64).reshape(-1)
+        if name not in got:
+            problems.append("no tensor %s" % name)
+            continue
+        a = got[name].to(torch.float64).reshape(-1)
+        if a.numel() != e.numel():
+            problems.append("%s: %d entries, expected %d" % (name, a.numel(), e.numel()))
+            continue
+        scale = float(e.abs().max()) * scale_fraction
+        err = (a - e).abs() / (e.abs() + scale + 1e-30)
+        worst = max(worst, float(err.max()))
+        bad = int((err > rtol).sum())
+        if bad:
+            i = int(err.argmax())
+            problems.append("%s: %d of %d entries differ; worst at %d: %.9g, expected %.9g"
+                            % (name, bad, e.numel(), i, float(a[i]), float(e[i])))
+    return problems, worst

@@ -101,6 +101,25 @@ Loaded setup(const char* text, size_t n, bool trees) {
   return s;
 }
 
+// `base` with entry `entry` of param `param` moved by `delta` (param -1: unchanged), as new params.
+std::shared_ptr<ParamStore> perturbed(const ir::Module& m, const ParamStore& base, int param, int64_t entry,
+                                      float delta) {
+  std::vector<Tensor> ts = copy_tensors(base);
+  if (param >= 0) ts[param].data[entry] += delta;
+  return std::make_shared<ParamStore>(make_params(m, std::move(ts), "perturbed"));
+}
+
+// `run` throws a UserError whose message holds `text`.
+template <class Run>
+void expect_user_error(Run&& run, const std::string& text) {
+  try {
+    run();
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
 // Gradients equal to a relative 1e-4 of the largest entry of each param's gradient.
 void expect_same_grads(const GradResult& a, const GradResult& e, const std::string& what) {
   ASSERT_EQ(a.grads.size(), e.grads.size());
@@ -157,16 +176,7 @@ TEST(Gradients, ReferenceMatchesFiniteDifferences) {
   text.replace(text.find("max(P, axis=0)"), 14, "mean(P, axis=0)");
   Loaded s = setup(text.c_str(), 6, true);
   const ParamStore base = init_params(*s.module, 5);
-  auto copy = [&](int param, int64_t entry, float delta) {
-    std::vector<Tensor> ts;
-    for (const ParamValue& p : base.params) {
-      Tensor t = Tensor::allocate(p.tensor.shape);
-      std::copy_n(p.tensor.data.get(), t.size(), t.data.get());
-      ts.push_back(std::move(t));
-    }
-    if (param >= 0) ts[param].data[entry] += delta;
-    return std::make_shared<ParamStore>(make_params(*s.module, std::move(ts), "perturbed"));
-  };
+  auto copy = [&](int param, int64_t entry, float delta) { return perturbed(*s.module, base, param, entry, delta); };
   ReferenceEngine engine(s.module, copy(-1, 0, 0));
   const GradResult g = engine.gradients(s.inputs);
   auto loss = [&](int param, int64_t entry, float delta) {
@@ -205,12 +215,7 @@ TEST(Gradients, RaggedBlocksAreAnErrorOnTheBatchedEngines) {
   for (int64_t j = 0; j < g.grads[0].size(); ++j) {
     double l[2];
     for (int side = 0; side < 2; ++side) {
-      Tensor w = Tensor::allocate(params->params[0].tensor.shape);
-      std::copy_n(params->params[0].tensor.data.get(), w.size(), w.data.get());
-      w.data[j] += side ? -1e-2f : 1e-2f;
-      std::vector<Tensor> ts;
-      ts.push_back(std::move(w));
-      ReferenceEngine e(m, std::make_shared<ParamStore>(make_params(*m, std::move(ts), "perturbed")));
+      ReferenceEngine e(m, perturbed(*m, *params, 0, j, side ? -1e-2f : 1e-2f));
       l[side] = 0;
       for (const Value& v : e.run(inputs, "loss").outputs) l[side] += v.tensor->data[0];
     }
@@ -218,15 +223,9 @@ TEST(Gradients, RaggedBlocksAreAnErrorOnTheBatchedEngines) {
     EXPECT_NEAR(g.grads[0].data[j], numeric, 1e-3 + 1e-2 * std::abs(numeric)) << "W entry " << j;
   }
   BatchedEngine batched(m, params, Scheduler::InlineDepth, 1);
-  try {
-    batched.gradients(inputs);
-    ADD_FAILURE() << "no error";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("has tensors whose shapes vary per instance (size variables); their "
-                                         "gradients are not implemented yet"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_user_error([&] { batched.gradients(inputs); },
+                    "has tensors whose shapes vary per instance (size variables); their gradients are not "
+                    "implemented yet");
 }
 
 TEST(Gradients, LossMustBeOneNumber) {
@@ -239,15 +238,9 @@ TEST(Gradients, LossMustBeOneNumber) {
       engine = std::make_unique<ReferenceEngine>(m, params);
     else
       engine = std::make_unique<BatchedEngine>(m, params, Scheduler::InlineDepth, 1);
-    try {
-      engine->gradients({});
-      ADD_FAILURE() << "no error";
-    } catch (const UserError& err) {
-      EXPECT_NE(std::string(err.what()).find("bad.acr:2:1: error: the loss entry 'loss' returns f32[1, 3]; gradients "
-                                             "need one number per instance"),
-                std::string::npos)
-          << err.what();
-    }
+    expect_user_error([&] { engine->gradients({}); },
+                      "bad.acr:2:1: error: the loss entry 'loss' returns f32[1, 3]; gradients need one number per "
+                      "instance");
   }
 }
 
