@@ -365,7 +365,7 @@ int train_command(TrainCommand& t) {
                                     {"weight_decay", t.opt.weight_decay}, {"clip", t.opt.clip_norm}}},
                      {"epochs", nlohmann::json::array()},
                      {"batch_losses", nlohmann::json::array()}};
-  Optimizer optimizer(t.opt, *params);
+  Optimizer optimizer(t.opt, *params, o.threads > 0 ? o.threads : default_threads());
   std::mt19937_64 rng(o.seed);
   nlohmann::json start_row = nlohmann::json::object();
   if (!dev.loss.empty()) std::cout << "before training: " << evaluate(dev, start_row) << "\n" << std::flush;
@@ -385,10 +385,12 @@ int train_command(TrainCommand& t) {
     EpochResult r = train_epoch(*engine, optimizer, *params, p.inputs, o.batch, rng, o.entry, progress);
     if (bar) std::cerr << "\n";
     nlohmann::json row{{"epoch", e}, {"train_loss", r.mean_loss}, {"seconds", r.seconds},
+                       {"backward_seconds", r.backward_seconds}, {"update_seconds", r.update_seconds},
                        {"instances_per_s", double(r.instances) / r.seconds}};
     for (double l : r.batch_losses) log["batch_losses"].push_back(l);
-    std::string line = fmt::format("epoch {}/{}: train loss {:.4f} ({} instances, {:.1f} s, {:.1f} inst/s)", e,
-                                   epochs, r.mean_loss, r.instances, r.seconds, double(r.instances) / r.seconds);
+    std::string line = fmt::format(
+        "epoch {}/{}: train loss {:.4f} ({} instances, {:.1f} s: backward {:.1f} s, updates {:.1f} s; {:.1f} inst/s)", e,
+        epochs, r.mean_loss, r.instances, r.seconds, r.backward_seconds, r.update_seconds, double(r.instances) / r.seconds);
     const std::string d = evaluate(dev, row);
     if (!d.empty()) line += "; " + d;
     if (!t.out.empty()) {

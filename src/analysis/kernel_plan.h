@@ -78,6 +78,13 @@ inline constexpr int64_t kMaxLanes = 16;
 
 KernelPlan plan_kernel(const StaticBlock& s);
 
+// Whether operator i owns a scratch buffer (stored, not an escaping output). A run that keeps its
+// values for the backward pass gives such a buffer a batch output of its own (BatchCall::outputs[i]),
+// which the kernel then writes instead of scratch.
+inline bool owns_scratch(const KernelPlan& k, size_t i) {
+  return k.owner[i] == static_cast<int>(i) && k.stored[i] && k.buffer_slot[i] < 0;
+}
+
 // Human-readable listing of a plan, one step per line (`acrobat explain`, golden tests).
 std::string kernel_plan_str(const StaticBlock& s, const KernelPlan& k);
 

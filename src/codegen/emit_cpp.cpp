@@ -569,8 +569,9 @@ class Emitter {
       if (kp.owner[k] != static_cast<int>(k) || !kp.stored[k]) continue;
       if (kp.buffer_slot[k] >= 0)
         line(fmt::format("float* o{} = c.outputs[{}];", k, kp.buffer_slot[k]));
-      else
-        line(fmt::format("float* o{} = host->scratch(ctx, B * {});", k, s.ops[k].size));
+      else  // a run that keeps values for the backward pass gives the buffer as an output
+        line(fmt::format("float* o{0} = c.outputs[{0}] ? c.outputs[{0}] : host->scratch(ctx, B * {1});", k,
+                         s.ops[k].size));
     }
     for (const analysis::KernelStep& step : kp.steps) {
       const int k = step.begin;

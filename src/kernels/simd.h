@@ -48,6 +48,7 @@ inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)};
 inline Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
 inline Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
 inline Vec abs(Vec a) { return {_mm512_abs_ps(a.v)}; }
+inline Vec sqrt(Vec a) { return {_mm512_sqrt_ps(a.v)}; }
 // |magnitude| with the sign of `sign`.
 inline Vec copysign(Vec magnitude, Vec sign) {
   const __m512i sign_bit = _mm512_set1_epi32(INT32_MIN);
@@ -104,6 +105,7 @@ inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)};
 inline Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
 inline Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
 inline Vec abs(Vec a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
+inline Vec sqrt(Vec a) { return {_mm256_sqrt_ps(a.v)}; }
 inline Vec copysign(Vec magnitude, Vec sign) {
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   return {_mm256_or_ps(_mm256_andnot_ps(sign_bit, magnitude.v), _mm256_and_ps(sign_bit, sign.v))};
@@ -193,6 +195,7 @@ inline Vec fmadd(Vec a, Vec b, Vec c) {
 inline Vec min(Vec a, Vec b) { return {a.v < b.v ? a.v : b.v}; }
 inline Vec max(Vec a, Vec b) { return {a.v > b.v ? a.v : b.v}; }
 inline Vec abs(Vec a) { return {std::fabs(a.v)}; }
+inline Vec sqrt(Vec a) { return {std::sqrt(a.v)}; }
 inline Vec copysign(Vec magnitude, Vec sign) { return {std::copysign(magnitude.v, sign.v)}; }
 inline Vec round(Vec a) { return {std::nearbyint(a.v)}; }
 inline Vec ldexp(Vec a, Vec n) { return {std::ldexp(a.v, static_cast<int>(n.v))}; }

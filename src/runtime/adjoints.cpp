@@ -31,18 +31,26 @@ std::vector<int64_t> broadcast_strides(std::span<const int64_t> shape, size_t ra
   return st;
 }
 
-// Calls body(out_index, a_index, b_index) for every element of `out`, a and b broadcast to it.
-template <class Body>
-void broadcast_each(std::span<const int64_t> out, std::span<const int64_t> a, std::span<const int64_t> b,
-                    Body&& body) {
+// Calls run(out_index, a_index, b_index, len, a_step, b_step) for every run of `out` along its last
+// dimension: elements out_index + j, a_index + j * a_step and b_index + j * b_step for j < len, a and
+// b broadcast to out (a step is 1, or 0 along a broadcast dimension). The loop over a run is the
+// caller's, with constant steps, so that it vectorises.
+template <class Run>
+void broadcast_runs(std::span<const int64_t> out, std::span<const int64_t> a, std::span<const int64_t> b, Run&& run) {
   const size_t rank = out.size();
-  const std::vector<int64_t> as = broadcast_strides(a, rank), bs = broadcast_strides(b, rank);
-  std::vector<int64_t> idx(rank, 0);
   const int64_t n = count(out);
+  if (rank == 0) {
+    if (n > 0) run(0, 0, 0, 1, 0, 0);
+    return;
+  }
+  const std::vector<int64_t> as = broadcast_strides(a, rank), bs = broadcast_strides(b, rank);
+  const int64_t len = out[rank - 1];
+  if (len == 0) return;
+  std::vector<int64_t> idx(rank, 0);
   int64_t ia = 0, ib = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    body(i, ia, ib);
-    for (size_t d = rank; d-- > 0;) {  // odometer step
+  for (int64_t i = 0; i < n; i += len) {
+    run(i, ia, ib, len, as[rank - 1], bs[rank - 1]);
+    for (size_t d = rank - 1; d-- > 0;) {  // odometer step over the outer dimensions
       ++idx[d];
       ia += as[d];
       ib += bs[d];
@@ -118,8 +126,13 @@ void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
              T* out) {
   const int64_t n = count(out_shape);
   auto binary = [&](auto f) {
-    broadcast_each(out_shape, in[0].shape, in[1].shape,
-                   [&](int64_t i, int64_t ia, int64_t ib) { out[i] = f(in[0].data[ia], in[1].data[ib]); });
+    broadcast_runs(out_shape, in[0].shape, in[1].shape,
+                   [&](int64_t i, int64_t ia, int64_t ib, int64_t len, int64_t sa, int64_t sb) {
+                     const T* a = in[0].data + ia;
+                     const T* b = in[1].data + ib;
+                     T* y = out + i;
+                     for (int64_t j = 0; j < len; ++j) y[j] = f(a[j * sa], b[j * sb]);
+                   });
   };
   auto unary = [&](auto f) {
     for (int64_t i = 0; i < n; ++i) out[i] = f(in[0].data[i]);
@@ -244,12 +257,28 @@ void adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
     for (int64_t i = 0; i < n; ++i) din[0][i] += dy[i] * dydx(in[0].data[i], y[i]);
   };
   // y = f(a, b) broadcast: da += dy * df/da, db += dy * df/db (summed over broadcast dimensions).
+  // A run with both operands along it (the common case) in loops of unit steps.
   auto binary = [&](auto dfa, auto dfb) {
-    broadcast_each(out_shape, in[0].shape, in[1].shape, [&](int64_t i, int64_t ia, int64_t ib) {
-      const T a = in[0].data[ia], b = in[1].data[ib];
-      if (din[0]) din[0][ia] += dy[i] * dfa(a, b);
-      if (din[1]) din[1][ib] += dy[i] * dfb(a, b);
-    });
+    broadcast_runs(out_shape, in[0].shape, in[1].shape,
+                   [&](int64_t i, int64_t ia, int64_t ib, int64_t len, int64_t sa, int64_t sb) {
+                     const T* a = in[0].data + ia;
+                     const T* b = in[1].data + ib;
+                     const T* g = dy + i;
+                     T* da = din[0] ? din[0] + ia : nullptr;
+                     T* db = din[1] ? din[1] + ib : nullptr;
+                     if (sa == 1 && sb == 1) {
+                       if (da)
+                         for (int64_t j = 0; j < len; ++j) da[j] += g[j] * dfa(a[j], b[j]);
+                       if (db)
+                         for (int64_t j = 0; j < len; ++j) db[j] += g[j] * dfb(a[j], b[j]);
+                       return;
+                     }
+                     for (int64_t j = 0; j < len; ++j) {
+                       const T x = a[j * sa], z = b[j * sb];
+                       if (da) da[j * sa] += g[j] * dfa(x, z);
+                       if (db) db[j * sb] += g[j] * dfb(x, z);
+                     }
+                   });
   };
   switch (op) {
     case OpId::MatMul: {

@@ -28,6 +28,7 @@ struct RunStats {
   double host_seconds = 0;      // host program and graph construction
   double schedule_seconds = 0;  // forming batches
   double kernel_seconds = 0;    // executing batches, gathers included
+  double backward_seconds = 0;  // gradients: the reverse pass (after the forward run)
   // Ragged blocks: the matmuls by parameter weights (the linear layers, one GEMM over every
   // instance's rows, with their gathers and fused addends), their FLOPs and time.
   int64_t weight_gemm_flops = 0;
@@ -99,9 +100,10 @@ class Engine {
   virtual RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
                                 const std::string& entry = "main");
   // Runs the loss function `entry` (loss_function) on each input as run() does and differentiates
-  // the sum of the instances' losses with respect to every param (GradResult).
+  // the sum of the instances' losses with respect to every param (GradResult). `reuse`: tensors the
+  // gradient may be written into (zero_grads), e.g. a training loop's previous step's.
   virtual GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
-                               size_t first_instance = 0) = 0;
+                               size_t first_instance = 0, std::vector<Tensor> reuse = {}) = 0;
 };
 
 
@@ -110,8 +112,10 @@ int entry_function(const ir::Module& module, const std::string& entry);
 // The same for an entry whose output is differentiated: it must also return one number (f32[],
 // f32[1], f32[1, 1], ...); a positioned UserError otherwise.
 int loss_function(const ir::Module& module, const std::string& entry);
-// Zero gradients, one per param of `params` with its full shape.
-std::vector<Tensor> zero_grads(const ParamStore& params);
+// Zero gradients, one per param of `params` with its full shape: the tensors of `reuse` zeroed where
+// one has the param's shape and nothing else holds its data (no page faults of fresh memory from
+// step to step of a training loop), new ones elsewhere.
+std::vector<Tensor> zero_grads(const ParamStore& params, std::vector<Tensor> reuse = {});
 
 // The arguments of entry function `func` for one instance: the instance, then the values of the
 // function's size variables (ir::Function::size_params), read from the instance's tensor shapes.

@@ -122,6 +122,7 @@ void Graph::release_all() {
 void Graph::reset(RunStats& stats, bool keep_outputs) {
   stats_ = &stats;
   release_ = plan_.ownership.enabled && !keep_outputs;
+  keep_values_ = keep_outputs;
   release_all();
   nodes_.clear();
   args_.clear();
@@ -354,8 +355,10 @@ void Graph::run_static_batch(BlockExecutor& exec, int block, const std::vector<i
   const analysis::StaticBlock& s = plan_.blocks[block];
   const int64_t B = static_cast<int64_t>(ids.size());
   std::vector<float*>& outputs = batch_outputs_[batch];
+  const analysis::KernelPlan& kp = plan_.kernels[block];
   for (size_t k = 0; k < s.ops.size(); ++k)
-    if (s.ops[k].escapes) outputs[k] = buffers_.alloc(static_cast<size_t>(B * s.ops[k].size));
+    if (s.ops[k].escapes || (keep_values_ && analysis::owns_scratch(kp, k)))
+      outputs[k] = buffers_.alloc(static_cast<size_t>(B * s.ops[k].size));
 
   // Arguments: reuse ones are one tensor by construction; the others are found shared, strided in
   // place, or scattered.

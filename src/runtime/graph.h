@@ -119,7 +119,8 @@ class Graph {
   const PackedIndex& packed() const { return *packed_; }
 
   // Forgets the previous run's nodes and memory; counters of the new run go to `stats`. With
-  // `keep_outputs` nothing is released before the next reset: what backward() needs.
+  // `keep_outputs` nothing is released before the next reset, and the values the blocks' kernels
+  // compute in scratch buffers are kept as batch outputs too: what backward() reads.
   void reset(RunStats& stats, bool keep_outputs = false);
   // Reverse mode over what the run executed (graph_backward.cpp): adds to `grads` (one per param of
   // `params`, full shape) d(sum of the tensors `losses` refer to)/d(param). The run was reset with
@@ -210,6 +211,7 @@ class Graph {
   std::vector<KernelCounters> counters_;  // per thread
   BufferPool buffers_;  // escaping outputs
   bool release_;        // the plan's ownership analysis ran: outputs are released during the run
+  bool keep_values_ = false;  // reset with keep_outputs: the blocks' scratch buffers are kept too
   bool poison_ = false;  // ACROBAT_POISON_RELEASED: released buffers NaN-filled and held back
 
   RunStats* stats_ = nullptr;
@@ -236,6 +238,25 @@ class Graph {
   std::vector<int64_t> piece_ends_;              // of the batch being run (run_batch)
   SplitGuard split_guard_;                       // kept across runs, as the machine's load is
   Arena grad_outputs_, grad_values_;  // backward(): the outputs' adjoints, one batch's values and adjoints
+  // backward(): the products X W of stacked rows by a param's matrix W[K, N] (graph_backward.cpp).
+  // Their rows of X and dL/d(XW) in schedule order, for one dW GEMM over all of them at the end.
+  struct WeightRows {
+    int param;
+    int64_t offset;  // of W in the param
+    int K, N;
+    std::vector<float> x, dy;  // rows x K, rows x N (capacity kept from call to call)
+    int64_t rows = 0;
+  };
+  std::vector<WeightRows> weight_rows_;
+  // W^T packed for dX = dY W^T, by W's address; `call` is the backward call that last packed it
+  // (the params change between calls, in place).
+  struct TransposedWeight {
+    std::shared_ptr<kernels::PackedWeights> packed;
+    uint64_t call = 0;
+  };
+  std::unordered_map<const float*, TransposedWeight> transposed_;
+  std::vector<float> transpose_scratch_;
+  uint64_t backward_calls_ = 0;
   double flush_seconds_ = 0;
 };
 

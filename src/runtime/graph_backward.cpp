@@ -1,19 +1,24 @@
 // Reverse mode on the executed schedule (Graph::backward, graph.h).
 //
-// The forward run kept every batch output (reset with keep_outputs). The batches run in reverse
-// order of execution; a batch whose outputs received no adjoint is skipped. For one batch:
+// The forward run kept every batch output and every value its kernels stored (reset with
+// keep_outputs). The batches run in reverse order of execution; a batch whose outputs received no
+// adjoint is skipped. For one batch:
 //  1. Its arguments as batch values: an argument whose instances all read one tensor (a reused
 //     weight, a constant, a value every instance shares) is that tensor, shared; the others are
 //     stacked, instance after instance ([B, ...] of the per-instance shape).
-//  2. Its operators' values again, from those arguments (recomputed rather than kept: only the
-//     block outputs outlive a batch). An operator whose per-instance values are rows ([1, ...])
-//     and that acts along the other axes runs once on the stack, as the forward kernels do
-//     (one GEMM for a matmul by a shared weight, elementwise and row-wise operators on [B, ...]);
-//     any other runs instance by instance. An operator of shared values only is shared.
+//  2. Its operators' values: those the forward kernels stored (GEMM results, escaping outputs,
+//     values read across fused loops) as they lie; the rest (values of fused loops kept in
+//     registers, strided views) recomputed from their operands. An operator whose per-instance
+//     values are rows ([1, ...]) and that acts along the other axes runs once on the stack, as the
+//     forward kernels do; any other runs instance by instance. An operator of shared values only is
+//     shared.
 //  3. The adjoints of the block's outputs (what the batches that read them added, and the loss
 //     seeds) and then, operator by operator in reverse, the adjoints of their operands
 //     (runtime/adjoints.h). On the stack the adjoint of a shared operand is summed over the
-//     instances by the broadcast rule: a shared weight's gradient is one GEMM per batch.
+//     instances by the broadcast rule. A product X W of stacked rows by a param's matrix is special:
+//     dX = dY W^T on W^T packed once per call, and dW is deferred: its rows of X and dY are kept,
+//     and one GEMM over every batch's rows adds dW at the end (one pass over the gradient of W
+//     instead of one per batch, and a GEMM of hundreds of rows instead of many of a few).
 //  4. Each argument's adjoint goes where the argument came from: a lazy value to the adjoint of
 //     the producing node's output row, a row or whole tensor of a param to that param's gradient
 //     at the same place, anything else (inputs, constants) nowhere.
@@ -22,6 +27,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "acrobat/kernels.h"
 #include "runtime/adjoints.h"
 #include "runtime/graph.h"
 #include "runtime/reference_kernels.h"
@@ -163,12 +169,70 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   }
 
   std::vector<BatchValue> vals, args;
-  // The batch's values and adjoints, zeroed; the memory is reused from batch to batch and run to run.
-  auto alloc = [&](int64_t n) {
+  // The batch's values (written whole by their producers) and adjoints (zeroed: they accumulate);
+  // the memory is reused from batch to batch and run to run.
+  auto alloc = [&](int64_t n, bool zero = false) {
     const size_t count = static_cast<size_t>(std::max<int64_t>(n, 1));
     float* p = grad_values_.alloc(count);
-    std::fill_n(p, count, 0.0f);
+    if (zero) std::fill_n(p, count, 0.0f);
     return p;
+  };
+
+  // The value of operator k of batch b as the forward run left it ([B, size], rows in node order),
+  // or null where the kernel did not store it (fused into a loop, a strided view, a buffer that
+  // holds a matmul plus its bias, or a deferred bias not yet added).
+  auto kept_value = [&](int b, const analysis::StaticBlock& s, size_t k) -> float* {
+    const analysis::KernelPlan& kp = plan_.kernels[s.id];
+    const analysis::BlockOp& op = s.ops[k];
+    const std::vector<float*>& outputs = batch_outputs_[b];
+    if (op.view) return op.escapes ? outputs[k] : nullptr;  // an escaping view is copied out whole
+    const analysis::ValueLoc& l = kp.loc[k];
+    if (l.arg || l.bias >= 0 || l.stride != op.size || l.offset != 0) return nullptr;
+    const int o = l.index;  // the owner of the buffer
+    if (static_cast<int>(k) == o && op.bias_arg >= 0 && !kp.deferred_bias[k]) return nullptr;
+    return outputs[kp.buffer_slot[o] >= 0 ? kp.buffer_slot[o] : o];
+  };
+
+  // Products by a param's matrix (see graph.h): W^T packed once per call, dW deferred.
+  ++backward_calls_;
+  for (WeightRows& w : weight_rows_) w.rows = 0;
+  auto transposed = [&](const float* w, int K, int N) -> const kernels::PackedWeights& {
+    TransposedWeight& t = transposed_[w];
+    if (t.call == backward_calls_ && t.packed->K() == N && t.packed->N() == K) return *t.packed;
+    transpose_scratch_.resize(size_t(K) * size_t(N));
+    kernels::transpose_2d(w, transpose_scratch_.data(), K, N);
+    if (t.packed && t.packed->K() == N && t.packed->N() == K)
+      t.packed->repack(transpose_scratch_.data(), K);
+    else
+      t.packed = kernels::pack_weights(N, K, transpose_scratch_.data(), K);
+    t.call = backward_calls_;
+    return *t.packed;
+  };
+  // The adjoint of op k = X W on stacked rows X by W[K, N], a matrix of a param, when it is one:
+  // dX += dY W^T now, the rows of X and dY kept for dW.
+  auto weight_product = [&](const analysis::BlockOp& op, const BatchValue& x, const BatchValue& w, const float* dy,
+                            float* dx, int64_t B) {
+    if (op.rhs->op != OpId::MatMul || x.shared || !w.shared || w.shape.size() != 2) return false;
+    const auto [param, offset] = ranges.find(w.data);
+    const int K = static_cast<int>(w.shape[0]), N = static_cast<int>(w.shape[1]);
+    if (param < 0 || offset + int64_t(K) * N > grads[param].size() || x.size % K != 0) return false;
+    const int64_t rows = B * (x.size / K);
+    // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
+    if (K >= 128 && N >= 128)
+      kernels::gemm_packed(static_cast<int>(rows), dy, N, transposed(w.data, K, N), dx, K, true);
+    else
+      kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w.data, N, dx, K, true);
+    auto it = std::find_if(weight_rows_.begin(), weight_rows_.end(), [&](const WeightRows& r) {
+      return r.param == param && r.offset == offset && r.K == K && r.N == N;
+    });
+    if (it == weight_rows_.end()) it = weight_rows_.insert(weight_rows_.end(), WeightRows{param, offset, K, N, {}, {}, 0});
+    WeightRows& r = *it;
+    r.x.resize(size_t(r.rows + rows) * K);
+    r.dy.resize(size_t(r.rows + rows) * N);
+    std::copy_n(x.data, rows * K, r.x.data() + r.rows * K);
+    std::copy_n(dy, rows * N, r.dy.data() + r.rows * N);
+    r.rows += rows;
+    return true;
   };
   for (size_t bi = num_batches; bi-- > 0;) {
     const int b = static_cast<int>(bi);
@@ -230,6 +294,13 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       v.shared = !any_stacked;
       const OpAttrs& attrs = op.rhs->attrs;
       const ReferenceKernel kernel = reference_kernel(op.rhs->op);
+      if (!v.shared) {
+        if (float* kept = kept_value(b, s, k)) {  // as the forward run computed it
+          stacked_op[k] = stackable(op, in) ? 1 : 0;
+          v.data = kept;
+          continue;
+        }
+      }
       if (v.shared || stackable(op, in)) {
         stacked_op[k] = 1;
         v.data = alloc(v.shared ? v.size : B * v.size);
@@ -257,13 +328,13 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     auto adjoint_of = [&](const analysis::BlockOperand& o) -> float* {
       float*& d = o.local ? dval[o.index] : darg[o.index];
       const BatchValue& x = operand(o);
-      if (!d) d = alloc(x.shared ? x.size : B * x.size);
+      if (!d) d = alloc(x.shared ? x.size : B * x.size, true);
       return d;
     };
     for (size_t k = 0; k < s.ops.size(); ++k) {
       if (!s.ops[k].escapes || !adj[b][k]) continue;
       const BatchValue& v = vals[k];
-      float* d = dval[k] = alloc(v.shared ? v.size : B * v.size);
+      float* d = dval[k] = alloc(v.shared ? v.size : B * v.size, true);
       const float* g = adj[b][k];
       if (v.shared)
         for (int64_t i = 0; i < B; ++i) add(d, g + i * v.size, v.size);  // a shared value's: summed
@@ -277,6 +348,9 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       const analysis::BlockOp& op = s.ops[k];
       if (!dval[k] || !differentiable(op.rhs->op)) continue;
       const BatchValue& v = vals[k];
+      if (stacked_op[k] && !v.shared && op.operands.size() == 2 &&
+          weight_product(op, operand(op.operands[0]), operand(op.operands[1]), dval[k], adjoint_of(op.operands[0]), B))
+        continue;
       std::vector<float*> din;
       for (const auto& o : op.operands) din.push_back(adjoint_of(o));
       if (stacked_op[k] && !v.shared) {
@@ -314,6 +388,12 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       for (int64_t i = 0; i < B; ++i) send(args_[nodes_[ids[i]].arg_begin + e], darg[e] + i * a.size, a.size);
     }
   }
+
+  // dW = X^T dY over every row of every product by W: one GEMM per matrix.
+  for (const WeightRows& r : weight_rows_)
+    if (r.rows > 0)
+      kernels::gemm_strided(true, false, r.K, r.N, static_cast<int>(r.rows), r.x.data(), r.K, r.dy.data(), r.N,
+                            grads[r.param].data.get() + r.offset, r.N, true);
 }
 
 }  // namespace acrobat

@@ -17,7 +17,8 @@ void InterpretedBlocks::run(const BatchCall& c) {
   for (size_t i = 0; i < n; ++i)
     if (k.owner[i] == static_cast<int>(i) && k.stored[i])
       buffers[i] = k.buffer_slot[i] >= 0 ? c.outputs[k.buffer_slot[i]]
-                                         : c.scratch->alloc(static_cast<size_t>(B * s.ops[i].size));
+                   : c.outputs[i]            ? c.outputs[i]  // kept for the backward pass
+                                             : c.scratch->alloc(static_cast<size_t>(B * s.ops[i].size));
   std::vector<aot::Operand> values(n, aot::Operand{nullptr, 0, nullptr, nullptr});
   for (size_t i = 0; i < n; ++i) {
     const analysis::ValueLoc& l = k.loc[i];

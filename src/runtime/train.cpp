@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cmath>
 
+#include "acrobat/kernels.h"
 #include "io/safetensors.h"
+#include "runtime/thread_pool.h"
 #include "support/diagnostics.h"
 
 namespace acrobat {
@@ -26,48 +28,72 @@ void check_optimizer(const OptimizerOptions& o) {
   positive("eps", o.eps);
 }
 
-Optimizer::Optimizer(OptimizerOptions options, const ParamStore& params) : o_(std::move(options)) {
+Optimizer::Optimizer(OptimizerOptions options, const ParamStore& params, int threads) : o_(std::move(options)) {
   check_optimizer(o_);
   for (const ParamValue& p : params.params) {
     m_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
     if (o_.kind == "adam") v_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
   }
+  if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads);
 }
 
-double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads) {
+Optimizer::~Optimizer() = default;
+
+double Optimizer::step(const ParamStore& params, const std::vector<Tensor>& grads, float grad_scale) {
   ACROBAT_ASSERT(grads.size() == params.params.size(), "one gradient per param");
   ++t_;
-  double sq = 0;
-  for (const Tensor& g : grads)
-    for (int64_t j = 0; j < g.size(); ++j) sq += double(g.data[j]) * g.data[j];
-  const double norm = std::sqrt(sq);
-  const float clip = o_.clip_norm > 0 && norm + 1e-6 > o_.clip_norm ? static_cast<float>(o_.clip_norm / (norm + 1e-6)) : 1.0f;
-  const float lr = static_cast<float>(o_.lr), wd = static_cast<float>(o_.weight_decay);
-  const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2), eps = static_cast<float>(o_.eps);
-  const float mom = static_cast<float>(o_.momentum);
-  const double bias1 = 1 - std::pow(o_.beta1, double(t_)), bias2 = 1 - std::pow(o_.beta2, double(t_));
-  const float step_size = static_cast<float>(o_.lr / bias1), sqrt_bias2 = static_cast<float>(std::sqrt(bias2));
-  for (size_t k = 0; k < grads.size(); ++k) {
-    float* p = params.params[k].tensor.data.get();
-    float* g = grads[k].data.get();
-    float* m = m_[k].data();
-    const int64_t n = grads[k].size();
-    if (o_.kind == "sgd") {
-      for (int64_t j = 0; j < n; ++j) {
-        const float gj = g[j] * clip + wd * p[j];
-        m[j] = mom > 0 ? (t_ == 1 ? gj : mom * m[j] + gj) : gj;
-        p[j] -= lr * m[j];
-      }
-      continue;
-    }
-    float* v = v_[k].data();
-    for (int64_t j = 0; j < n; ++j) {
-      const float gj = g[j] * clip + wd * p[j];
-      m[j] = b1 * m[j] + (1 - b1) * gj;
-      v[j] = b2 * v[j] + (1 - b2) * gj * gj;
-      p[j] -= step_size * m[j] / (std::sqrt(v[j]) / sqrt_bias2 + eps);
-    }
+  // The pieces of work: every param cut at multiples of kPiece elements (the cut does not change the
+  // bits, kernels::adam_update's elements are independent).
+  constexpr int64_t kPiece = int64_t{1} << 16;
+  struct Piece {
+    size_t param;
+    int64_t begin, end;
+  };
+  std::vector<Piece> pieces;
+  for (size_t k = 0; k < grads.size(); ++k)
+    for (int64_t b = 0, n = grads[k].size(); b < n; b += kPiece) pieces.push_back({k, b, std::min(n, b + kPiece)});
+  auto for_pieces = [&](FunctionRef<void(const Piece&)> fn) {
+    if (pool_ && pieces.size() > 1)
+      pool_->run(static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { fn(pieces[size_t(i)]); });
+    else
+      for (const Piece& piece : pieces) fn(piece);
+  };
+
+  double norm = -1;  // unknown unless clipping
+  float scale = grad_scale;
+  if (o_.clip_norm > 0) {
+    // Sums per piece, added in piece order: the same bits whatever the threads.
+    std::vector<double> sums(pieces.size());
+    for_pieces([&](const Piece& piece) {
+      sums[size_t(&piece - pieces.data())] =
+          kernels::sum_squares(grads[piece.param].data.get() + piece.begin, size_t(piece.end - piece.begin));
+    });
+    double sq = 0;
+    for (double s : sums) sq += s;
+    norm = std::sqrt(sq) * grad_scale;
+    if (norm + 1e-6 > o_.clip_norm) scale = static_cast<float>(grad_scale * (o_.clip_norm / (norm + 1e-6)));
   }
+  const double bias1 = 1 - std::pow(o_.beta1, double(t_)), bias2 = 1 - std::pow(o_.beta2, double(t_));
+  const kernels::AdamStep adam{scale,
+                               static_cast<float>(o_.weight_decay),
+                               static_cast<float>(o_.beta1),
+                               static_cast<float>(o_.beta2),
+                               static_cast<float>(o_.eps),
+                               static_cast<float>(o_.lr / bias1),
+                               static_cast<float>(std::sqrt(bias2))};
+  const kernels::SgdStep sgd{scale, static_cast<float>(o_.weight_decay), static_cast<float>(o_.lr),
+                             static_cast<float>(o_.momentum), t_ == 1};
+  const bool is_adam = o_.kind == "adam";
+  for_pieces([&](const Piece& piece) {
+    const size_t k = piece.param, n = size_t(piece.end - piece.begin);
+    float* p = params.params[k].tensor.data.get() + piece.begin;
+    const float* g = grads[k].data.get() + piece.begin;
+    float* m = m_[k].data() + piece.begin;
+    if (is_adam)
+      kernels::adam_update(adam, p, g, m, v_[k].data() + piece.begin, n);
+    else
+      kernels::sgd_update(sgd, p, g, m, n);
+  });
   refresh_packed(params);
   return norm;
 }
@@ -101,17 +127,20 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
   EpochResult r;
   double total = 0;
   std::vector<Value> part;
+  std::vector<Tensor> grads;  // written by each step's gradient in turn
   for (size_t b0 = 0; b0 < order.size(); b0 += batch) {
     const size_t b1 = std::min(order.size(), b0 + batch);
     part.clear();
     for (size_t i = b0; i < b1; ++i) part.push_back(train[order[i]]);
-    GradResult g = engine.gradients(part, loss_entry);
+    GradResult g = engine.gradients(part, loss_entry, 0, std::move(grads));
     double sum = 0;
     for (const Value& v : g.outputs) sum += v.tensor->data[0];
-    const float scale = 1.0f / static_cast<float>(part.size());  // the batch's mean loss
-    for (Tensor& t : g.grads)
-      for (int64_t j = 0; j < t.size(); ++j) t.data[j] *= scale;
-    optimizer.step(params, g.grads);
+    r.backward_seconds += g.stats.backward_seconds;
+    // The gradient of the batch's mean loss.
+    const auto update = std::chrono::steady_clock::now();
+    optimizer.step(params, g.grads, 1.0f / static_cast<float>(part.size()));
+    r.update_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - update).count();
+    grads = std::move(g.grads);
     total += sum;
     r.batch_losses.push_back(sum / double(part.size()));
     r.instances = b1;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,19 +34,24 @@ struct OptimizerOptions {
 // Checks the options (a UserError naming the option for an unknown kind or a value out of range).
 void check_optimizer(const OptimizerOptions& o);
 
+class ThreadPool;
+
 class Optimizer {
  public:
-  Optimizer(OptimizerOptions options, const ParamStore& params);
-  // One step on `params` (in place, packed copies refreshed) with `grads`, the gradient of the
-  // batch's mean loss (clipped and decayed here, in place). Returns the gradient's norm before
-  // clipping.
-  double step(const ParamStore& params, std::vector<Tensor>& grads);
+  // `threads` > 1: the updates are split over a pool of that many threads (the same bits as one).
+  Optimizer(OptimizerOptions options, const ParamStore& params, int threads = 1);
+  ~Optimizer();
+  // One step on `params` (in place, packed copies refreshed) with the gradient grads * grad_scale
+  // (grads: the gradient of the batch's summed loss, grad_scale = 1 / batch for its mean), clipped
+  // and decayed on the fly. Returns the gradient's norm before clipping when clipping, else -1.
+  double step(const ParamStore& params, const std::vector<Tensor>& grads, float grad_scale = 1.0f);
   int64_t steps() const { return t_; }
 
  private:
   OptimizerOptions o_;
   int64_t t_ = 0;
   std::vector<std::vector<float>> m_, v_;  // per param: momentum / Adam's moments
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 // One tensor per param of `module` (the params themselves, or their gradients) as safetensors under
@@ -62,6 +68,7 @@ void write_checkpoint(const ir::Module& module, const ParamStore& params, const 
 struct EpochResult {
   double mean_loss = 0;  // over the epoch's instances
   double seconds = 0;
+  double backward_seconds = 0, update_seconds = 0;  // of `seconds`: reverse passes, optimiser steps
   size_t instances = 0;
   std::vector<double> batch_losses;  // mean loss of each batch, in order
 };

@@ -1,0 +1,241 @@
+#!/usr/bin/python3
+"""Training throughput of the binary Tree-LSTM (DyNet treenn-bulk's cell and loss: leaf i, o, u from
+W x + b, internal gates from U [h1; h2] with a forget gate per child, a softmax cross-entropy at
+every node) on SST training trees, three ways side by side in one run:
+
+  acrobat            `acrobat train models/treelstm.acr` (batched gradients of the `loss` entry,
+                     Adam), engine --engine (default aot)
+  PyTorch eager      tests/reference/models.py's TreeLSTM, one tree at a time (a tree's nodes in
+                     recursion order), the batch's mean loss, one backward and one Adam step per batch
+  PyTorch by height  the same cell hand-batched across the batch by node height: all leaves in one
+                     product, then every node of height 1, 2, ... in one product per height (the
+                     level-by-level batching a careful user writes), the loss of every node in one
+                     product at the end
+
+Same initial weights (the oracle's, seed 0), same trees (the first --limit of data/sst/train.txt),
+the same batches in the same order (acrobat's std::mt19937_64 shuffle, reproduced by
+tests/reference/check_train.py), the same optimiser (torch.optim.Adam, lr 1e-3). Every figure is
+trees per second over whole epochs (forward, backward and update), the median of --epochs epochs;
+PyTorch runs with its and OpenBLAS's threads held to the row's threads. Before timing, the script
+checks that the level-batched loss equals the eager one on the first batch (1e-4).
+
+    /usr/bin/python3 bench/train_treelstm.py [--acrobat build/tools/acrobat] [--hidden 256,512]
+        [--batch 25,64] [--threads 1,2] [--limit 1000] [--eager-limit 200] [--epochs 3]
+        [--engine aot] [--out bench/results/train]
+
+Writes train.json and train.md (the table) in --out.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import registry  # noqa: E402
+from check_train import MT19937_64  # noqa: E402
+from torch_threads import set_threads  # noqa: E402
+
+
+def epoch_orders(n, epochs, seed):
+    """The instance order of each epoch, as acrobat's train_epoch draws it."""
+    rng = MT19937_64(seed)
+    out = []
+    for _ in range(epochs):
+        order = list(range(n))
+        for i in range(n, 1, -1):
+            j = rng() % i
+            order[i - 1], order[j] = order[j], order[i - 1]
+        out.append(order)
+    return out
+
+
+class LevelPlan:
+    """A batch of trees laid out by node height: level 0 holds every leaf, level k every node of
+    height k; `left`/`right` index the children in the concatenation of the levels below, `labels`
+    every node's label in level order."""
+
+    def __init__(self, trees):
+        nodes = []  # (height, wid, left, right, label)
+
+        for t in trees:
+            stack, done = [(t, False)], {}
+            while stack:
+                n, expanded = stack.pop()
+                if n.is_leaf:
+                    done[id(n)] = len(nodes)
+                    nodes.append((0, n.wid, -1, -1, n.label))
+                elif expanded:
+                    l, r = done[id(n.left)], done[id(n.right)]
+                    done[id(n)] = len(nodes)
+                    nodes.append((1 + max(nodes[l][0], nodes[r][0]), -1, l, r, n.label))
+                else:
+                    stack += [(n, True), (n.right, False), (n.left, False)]
+        levels = [[] for _ in range(1 + max(n[0] for n in nodes))]
+        for i, n in enumerate(nodes):
+            levels[n[0]].append(i)
+        position, k = [0] * len(nodes), 0
+        for level in levels:
+            for i in level:
+                position[i] = k
+                k += 1
+        self.wids = torch.tensor([nodes[i][1] for i in levels[0]])
+        self.left = [torch.tensor([position[nodes[i][2]] for i in level]) for level in levels[1:]]
+        self.right = [torch.tensor([position[nodes[i][3]] for i in level]) for level in levels[1:]]
+        self.labels = torch.tensor([nodes[i][4] for level in levels for i in level])
+
+
+def level_batched_loss(m, plan, count):
+    """The batch's mean loss (the sum over its trees' nodes / count), a product per height."""
+    x = F.embedding(plan.wids, m.emb)
+    i, o, u = torch.split(x @ m.W_leaf + m.b_leaf, m.H, dim=1)
+    c = torch.sigmoid(i) * torch.tanh(u)
+    h = torch.sigmoid(o) * torch.tanh(c)
+    hs, cs = h, c
+    for left, right in zip(plan.left, plan.right):
+        gates = torch.cat([hs.index_select(0, left), hs.index_select(0, right)], dim=1) @ m.U_node + m.b_node
+        i, fl, fr, o, u = torch.split(gates, m.H, dim=1)
+        c = (torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cs.index_select(0, left) +
+             torch.sigmoid(fr) * cs.index_select(0, right))
+        h = torch.sigmoid(o) * torch.tanh(c)
+        hs, cs = torch.cat([hs, h]), torch.cat([cs, c])
+    logp = F.log_softmax(hs @ m.W_out + m.b_out, dim=1)
+    return -logp.gather(1, plan.labels.unsqueeze(1)).sum() / count
+
+
+def eager_loss(m, trees):
+    rows = m.tables()
+    return sum(m.loss(t, rows) for t in trees) / len(trees)
+
+
+def pytorch_rates(model_state, make_model, trees, batch, threads, epochs, way, lr):
+    """Trees/s of each epoch of PyTorch training `way` ('eager' or 'height')."""
+    set_threads(threads)
+    m = make_model()
+    with torch.no_grad():
+        for name in m.PARAM_ORDER:
+            getattr(m, name).copy_(model_state[name])
+    params = [getattr(m, n) for n in m.PARAM_ORDER]
+    opt = torch.optim.Adam(params, lr=lr)
+    rates = []
+    for order in epoch_orders(len(trees), epochs, 0):
+        start = time.perf_counter()
+        for b0 in range(0, len(order), batch):
+            part = [trees[i] for i in order[b0:b0 + batch]]
+            opt.zero_grad()
+            loss = eager_loss(m, part) if way == "eager" else level_batched_loss(m, LevelPlan(part), len(part))
+            loss.backward()
+            opt.step()
+        rates.append(len(order) / (time.perf_counter() - start))
+    return rates
+
+
+def acrobat_rates(args, init_path, hidden, batch, threads, workdir):
+    log = os.path.join(workdir, "log.json")
+    cmd = [args.acrobat, "train", os.path.join(ROOT, "models", "treelstm.acr"), "--set", "H=%d" % hidden,
+           "--params", init_path, "--input", "sst:" + args.data, "--limit", str(args.limit), "--batch", str(batch),
+           "--epochs", str(args.epochs), "--optimizer", "adam", "--lr", repr(args.lr), "--engine", args.engine,
+           "--threads", str(threads), "--seed", "0", "--log", log, "--quiet"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("train_treelstm.py: %s failed:\n%s%s" % (" ".join(cmd), p.stdout, p.stderr))
+    with open(log) as f:
+        return [e["instances_per_s"] for e in json.load(f)["epochs"]], " ".join(cmd[1:])
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return platform.processor()
+    name = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), "?")
+    family = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("cpu family")), "?")
+    return "%s, family %s, %s" % (name, family, "avx512f" if " avx512f" in text else "no avx512f")
+
+
+def ints(text):
+    return [int(x) for x in text.split(",") if x]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--acrobat", default=os.path.join(ROOT, "build", "tools", "acrobat"))
+    ap.add_argument("--data", default=os.path.join(ROOT, "data", "sst", "train.txt"))
+    ap.add_argument("--vocab", default=os.path.join(ROOT, "data", "sst", "vocab.txt"))
+    ap.add_argument("--hidden", default="256,512")
+    ap.add_argument("--batch", default="25,64")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--limit", type=int, default=1000, help="training trees for acrobat and by-height")
+    ap.add_argument("--eager-limit", type=int, default=200, help="training trees for PyTorch eager")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--engine", default="aot")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "train"))
+    args = ap.parse_args(argv)
+
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for hidden in ints(args.hidden):
+            spec, dims, trees, model, init_path = registry.setup_run("treelstm", {"H": hidden}, args.data, args.vocab,
+                                                                     args.limit, os.path.join(workdir, "h%d" % hidden))
+            state = {n: getattr(model, n).detach().clone() for n in model.PARAM_ORDER}
+            first = trees[:max(ints(args.batch))]
+            torch.set_num_threads(1)
+            a, b = eager_loss(model, first), level_batched_loss(model, LevelPlan(first), len(first))
+            if abs(a.item() - b.item()) > 1e-4 * abs(a.item()):
+                sys.exit("train_treelstm.py: the level-batched loss %r differs from the eager %r" % (b.item(), a.item()))
+            nodes = sum(t.size() for t in trees) / len(trees)
+            for batch in ints(args.batch):
+                for threads in ints(args.threads):
+                    acro, command = acrobat_rates(args, init_path, hidden, batch, threads, workdir)
+                    height = pytorch_rates(state, lambda: spec.Model(**dims), trees, batch, threads, args.epochs,
+                                           "height", args.lr)
+                    eager = pytorch_rates(state, lambda: spec.Model(**dims), trees[:args.eager_limit], batch, threads,
+                                          args.epochs, "eager", args.lr)
+                    row = {"H": hidden, "batch": batch, "threads": threads, "nodes_per_tree": nodes,
+                           "acrobat": statistics.median(acro), "pytorch_height": statistics.median(height),
+                           "pytorch_eager": statistics.median(eager), "acrobat_epochs": acro,
+                           "pytorch_height_epochs": height, "pytorch_eager_epochs": eager, "command": command}
+                    row["vs_height"] = row["acrobat"] / row["pytorch_height"]
+                    row["vs_eager"] = row["acrobat"] / row["pytorch_eager"]
+                    rows.append(row)
+                    print("H %d batch %d threads %d: acrobat %.1f trees/s, PyTorch by height %.1f (%.2fx), eager %.1f "
+                          "(%.2fx)" % (hidden, batch, threads, row["acrobat"], row["pytorch_height"], row["vs_height"],
+                                       row["pytorch_eager"], row["vs_eager"]), flush=True)
+
+    os.makedirs(args.out, exist_ok=True)
+    meta = {"cpu": cpu_model(), "torch": torch.__version__, "engine": args.engine, "limit": args.limit,
+            "eager_limit": args.eager_limit, "epochs": args.epochs, "optimizer": "adam", "lr": args.lr,
+            "command": " ".join(["bench/train_treelstm.py"] + (argv if argv is not None else sys.argv[1:]))}
+    with open(os.path.join(args.out, "train.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    lines = ["# Tree-LSTM training throughput (trees/s, forward + backward + Adam step)", "",
+             "CPU: %s. PyTorch %s. Command: `/usr/bin/python3 %s`." % (meta["cpu"], meta["torch"], meta["command"]),
+             "acrobat engine %s on the first %d SST training trees; PyTorch by height on the same trees, eager on the "
+             "first %d. Median of %d epochs." % (args.engine, args.limit, args.eager_limit, args.epochs), "",
+             "| H | batch | threads | acrobat | PyTorch by height | PyTorch eager | vs by height | vs eager |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| %d | %d | %d | %.1f | %.1f | %.1f | %.2fx | %.2fx |" % (
+            r["H"], r["batch"], r["threads"], r["acrobat"], r["pytorch_height"], r["pytorch_eager"], r["vs_height"],
+            r["vs_eager"]))
+    with open(os.path.join(args.out, "train.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote %s/train.json and train.md" % args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
