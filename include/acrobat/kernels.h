@@ -114,9 +114,10 @@ void gather_rows(const float* table, int64_t row_len, const int64_t* index, int6
 void transpose_2d(const float* x, float* y, int64_t rows, int64_t cols);
 
 // ---- Optimiser updates ---------------------------------------------------------------------------
-// One step on n elements of a param p with its gradient g (read as g * grad_scale), in place; the
-// definitions are PyTorch's (torch.optim.Adam and SGD). Every element goes through the same code,
-// so a step split over threads at any element boundary gives the same bits.
+// One step on n elements of a param p with its gradient g (read as g * grad_scale, then set to 0,
+// ready for the next step's gradient), in place; the definitions are PyTorch's (torch.optim.Adam
+// and SGD). Every element goes through the same code, so a step split over threads at any element
+// boundary gives the same bits.
 struct AdamStep {
   float grad_scale, weight_decay, beta1, beta2, eps;
   float step_size;   // lr / (1 - beta1^t)
@@ -124,14 +125,14 @@ struct AdamStep {
 };
 // g' = g * grad_scale + weight_decay * p; m = beta1 m + (1 - beta1) g'; v = beta2 v + (1 - beta2) g'^2;
 // p -= step_size * m / (sqrt(v) / sqrt_bias2 + eps).
-void adam_update(const AdamStep& s, float* p, const float* g, float* m, float* v, size_t n);
+void adam_update(const AdamStep& s, float* p, float* g, float* m, float* v, size_t n);
 struct SgdStep {
   float grad_scale, weight_decay, lr, momentum;
   bool first;  // the first step: the momentum buffer starts as the gradient
 };
 // g' = g * grad_scale + weight_decay * p; b = momentum b + g' (b = g' when first or momentum is 0);
 // p -= lr * b.
-void sgd_update(const SgdStep& s, float* p, const float* g, float* b, size_t n);
+void sgd_update(const SgdStep& s, float* p, float* g, float* b, size_t n);
 // The sum of the squares of x[0, n) in double (a gradient's norm for clipping).
 double sum_squares(const float* x, size_t n);
 

@@ -14,7 +14,7 @@ using simd::Vec;
 
 // Runs step(p, g, m, v) on [0, n) a register at a time; a tail via padded copies.
 template <class Step>
-void for_registers(float* p, const float* g, float* m, float* v, size_t n, Step step) {
+void for_registers(float* p, float* g, float* m, float* v, size_t n, Step step) {
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) step(p + i, g + i, m + i, v ? v + i : nullptr);
   if (i == n) return;
@@ -26,20 +26,23 @@ void for_registers(float* p, const float* g, float* m, float* v, size_t n, Step 
   if (v) std::copy_n(v + i, k, bv);
   step(bp, bg, bm, v ? bv : nullptr);
   std::copy_n(bp, k, p + i);
+  std::copy_n(bg, k, g + i);
   std::copy_n(bm, k, m + i);
   if (v) std::copy_n(bv, k, v + i);
 }
 
 }  // namespace
 
-void adam_update(const AdamStep& s, float* p, const float* g, float* m, float* v, size_t n) {
+void adam_update(const AdamStep& s, float* p, float* g, float* m, float* v, size_t n) {
   const Vec scale = simd::splat(s.grad_scale), wd = simd::splat(s.weight_decay);
   const Vec b1 = simd::splat(s.beta1), c1 = simd::splat(1 - s.beta1);
   const Vec b2 = simd::splat(s.beta2), c2 = simd::splat(1 - s.beta2);
   const Vec eps = simd::splat(s.eps), step = simd::splat(s.step_size), sb2 = simd::splat(s.sqrt_bias2);
-  for_registers(p, g, m, v, n, [&](float* pp, const float* gp, float* mp, float* vp) {
+  const Vec zero = simd::splat(0.0f);
+  for_registers(p, g, m, v, n, [&](float* pp, float* gp, float* mp, float* vp) {
     const Vec x = simd::load(pp);
     const Vec grad = simd::fmadd(wd, x, simd::load(gp) * scale);
+    simd::store(gp, zero);
     const Vec mm = simd::fmadd(b1, simd::load(mp), c1 * grad);
     const Vec vv = simd::fmadd(b2, simd::load(vp), c2 * grad * grad);
     simd::store(mp, mm);
@@ -48,13 +51,15 @@ void adam_update(const AdamStep& s, float* p, const float* g, float* m, float* v
   });
 }
 
-void sgd_update(const SgdStep& s, float* p, const float* g, float* b, size_t n) {
+void sgd_update(const SgdStep& s, float* p, float* g, float* b, size_t n) {
   const Vec scale = simd::splat(s.grad_scale), wd = simd::splat(s.weight_decay);
   const Vec lr = simd::splat(s.lr), mom = simd::splat(s.momentum);
   const bool fresh = s.first || s.momentum == 0;
-  for_registers(p, g, b, nullptr, n, [&](float* pp, const float* gp, float* bp, float*) {
+  const Vec zero = simd::splat(0.0f);
+  for_registers(p, g, b, nullptr, n, [&](float* pp, float* gp, float* bp, float*) {
     const Vec x = simd::load(pp);
     const Vec grad = simd::fmadd(wd, x, simd::load(gp) * scale);
+    simd::store(gp, zero);
     const Vec buf = fresh ? grad : simd::fmadd(mom, simd::load(bp), grad);
     simd::store(bp, buf);
     simd::store(pp, x - lr * buf);

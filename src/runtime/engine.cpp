@@ -51,15 +51,15 @@ int loss_function(const ir::Module& module, const std::string& entry) {
   return index;
 }
 
-std::vector<Tensor> zero_grads(const ParamStore& params, std::vector<Tensor> reuse) {
+std::vector<Tensor> zero_grads(const ParamStore& params, std::vector<Tensor> zeroed) {
   std::vector<Tensor> out;
   for (size_t k = 0; k < params.params.size(); ++k) {
     const ParamValue& p = params.params[k];
-    Tensor t;
-    if (k < reuse.size() && reuse[k].shape == p.tensor.shape && reuse[k].data.use_count() == 1)
-      t = std::move(reuse[k]);
-    else
-      t = Tensor::allocate(p.tensor.shape);
+    if (k < zeroed.size() && zeroed[k].shape == p.tensor.shape && zeroed[k].data.use_count() == 1) {
+      out.push_back(std::move(zeroed[k]));
+      continue;
+    }
+    Tensor t = Tensor::allocate(p.tensor.shape);
     std::fill_n(t.data.get(), t.size(), 0.0f);
     out.push_back(std::move(t));
   }

@@ -100,10 +100,11 @@ class Engine {
   virtual RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
                                 const std::string& entry = "main");
   // Runs the loss function `entry` (loss_function) on each input as run() does and differentiates
-  // the sum of the instances' losses with respect to every param (GradResult). `reuse`: tensors the
-  // gradient may be written into (zero_grads), e.g. a training loop's previous step's.
+  // the sum of the instances' losses with respect to every param (GradResult). `zeroed`: zero
+  // tensors the gradient may be added into (zero_grads), e.g. those of a training loop's previous
+  // step, which its optimiser left zero.
   virtual GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
-                               size_t first_instance = 0, std::vector<Tensor> reuse = {}) = 0;
+                               size_t first_instance = 0, std::vector<Tensor> zeroed = {}) = 0;
 };
 
 
@@ -112,10 +113,11 @@ int entry_function(const ir::Module& module, const std::string& entry);
 // The same for an entry whose output is differentiated: it must also return one number (f32[],
 // f32[1], f32[1, 1], ...); a positioned UserError otherwise.
 int loss_function(const ir::Module& module, const std::string& entry);
-// Zero gradients, one per param of `params` with its full shape: the tensors of `reuse` zeroed where
-// one has the param's shape and nothing else holds its data (no page faults of fresh memory from
-// step to step of a training loop), new ones elsewhere.
-std::vector<Tensor> zero_grads(const ParamStore& params, std::vector<Tensor> reuse = {});
+// Zero gradients, one per param of `params` with its full shape: the tensors of `zeroed` (which must
+// be zero) where one has the param's shape and nothing else holds its data, new zero ones
+// elsewhere. A training loop passes its previous step's, which spares it a page fault per 4 KiB of
+// fresh memory and a pass over every gradient per step.
+std::vector<Tensor> zero_grads(const ParamStore& params, std::vector<Tensor> zeroed = {});
 
 // The arguments of entry function `func` for one instance: the instance, then the values of the
 // function's size variables (ir::Function::size_params), read from the instance's tensor shapes.

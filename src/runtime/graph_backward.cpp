@@ -210,25 +210,29 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   };
   // The adjoint of op k = X W on stacked rows X by W[K, N], a matrix of a param, when it is one:
   // dX += dY W^T now, the rows of X and dY kept for dW.
+  // `dx`: X's adjoint, allocated here when it has none yet (then written rather than added to).
   auto weight_product = [&](const analysis::BlockOp& op, const BatchValue& x, const BatchValue& w, const float* dy,
-                            float* dx, int64_t B) {
+                            float*& dx, int64_t B) {
     if (op.rhs->op != OpId::MatMul || x.shared || !w.shared || w.shape.size() != 2) return false;
     const auto [param, offset] = ranges.find(w.data);
     const int K = static_cast<int>(w.shape[0]), N = static_cast<int>(w.shape[1]);
     if (param < 0 || offset + int64_t(K) * N > grads[param].size() || x.size % K != 0) return false;
     const int64_t rows = B * (x.size / K);
+    const bool add = dx != nullptr;
+    if (!add) dx = alloc(rows * K);
     // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
     if (K >= 128 && N >= 128)
-      kernels::gemm_packed(static_cast<int>(rows), dy, N, transposed(w.data, K, N), dx, K, true);
+      kernels::gemm_packed(static_cast<int>(rows), dy, N, transposed(w.data, K, N), dx, K, add);
     else
-      kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w.data, N, dx, K, true);
+      kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w.data, N, dx, K, add);
     auto it = std::find_if(weight_rows_.begin(), weight_rows_.end(), [&](const WeightRows& r) {
       return r.param == param && r.offset == offset && r.K == K && r.N == N;
     });
     if (it == weight_rows_.end()) it = weight_rows_.insert(weight_rows_.end(), WeightRows{param, offset, K, N, {}, {}, 0});
     WeightRows& r = *it;
-    r.x.resize(size_t(r.rows + rows) * K);
-    r.dy.resize(size_t(r.rows + rows) * N);
+    // Grown, never shrunk: the next call reuses the memory without zeroing it again.
+    if (r.x.size() < size_t(r.rows + rows) * K) r.x.resize(std::max(r.x.size() * 2, size_t(r.rows + rows) * K));
+    if (r.dy.size() < size_t(r.rows + rows) * N) r.dy.resize(std::max(r.dy.size() * 2, size_t(r.rows + rows) * N));
     std::copy_n(x.data, rows * K, r.x.data() + r.rows * K);
     std::copy_n(dy, rows * N, r.dy.data() + r.rows * N);
     r.rows += rows;
@@ -348,9 +352,11 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       const analysis::BlockOp& op = s.ops[k];
       if (!dval[k] || !differentiable(op.rhs->op)) continue;
       const BatchValue& v = vals[k];
-      if (stacked_op[k] && !v.shared && op.operands.size() == 2 &&
-          weight_product(op, operand(op.operands[0]), operand(op.operands[1]), dval[k], adjoint_of(op.operands[0]), B))
-        continue;
+      if (stacked_op[k] && !v.shared && op.operands.size() == 2) {
+        const analysis::BlockOperand& xo = op.operands[0];
+        if (weight_product(op, operand(xo), operand(op.operands[1]), dval[k], xo.local ? dval[xo.index] : darg[xo.index], B))
+          continue;
+      }
       std::vector<float*> din;
       for (const auto& o : op.operands) din.push_back(adjoint_of(o));
       if (stacked_op[k] && !v.shared) {

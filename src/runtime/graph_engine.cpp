@@ -92,7 +92,7 @@ RunResult GraphEngine::run(const std::vector<Value>& inputs, const std::string& 
 }
 
 GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::string& entry,
-                                  size_t first_instance, std::vector<Tensor> reuse) {
+                                  size_t first_instance, std::vector<Tensor> zeroed) {
   const int func = loss_function(*module_, entry);
   GradResult result;
   auto t0 = Clock::now();
@@ -104,7 +104,7 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   result.outputs = finish(l, inputs.size(), result.stats);
   std::vector<aot::Val> losses;
   for (size_t i = 0; i < inputs.size(); ++i) losses.push_back(l.program->output_val(i));
-  result.grads = zero_grads(*params_, std::move(reuse));
+  result.grads = zero_grads(*params_, std::move(zeroed));
   const auto t1 = Clock::now();
   l.graph.backward(losses, *params_, result.grads);
   result.stats.backward_seconds = seconds_since(t1);

@@ -38,7 +38,7 @@ class GraphEngine : public Engine {
   // All inputs form one batch; the run keeps its outputs and Graph::backward differentiates it.
   // It runs on one thread (the same bits whatever the engine's threads).
   GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
-                       size_t first_instance = 0, std::vector<Tensor> reuse = {}) final;
+                       size_t first_instance = 0, std::vector<Tensor> zeroed = {}) final;
 
   class Program {
    public:

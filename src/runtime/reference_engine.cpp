@@ -152,10 +152,10 @@ RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::stri
 }
 
 GradResult ReferenceEngine::gradients(const std::vector<Value>& inputs, const std::string& entry,
-                                      size_t first_instance, std::vector<Tensor> reuse) {
+                                      size_t first_instance, std::vector<Tensor> zeroed) {
   const int func = loss_function(*module_, entry);
   GradResult result;
-  result.grads = zero_grads(*params_, std::move(reuse));
+  result.grads = zero_grads(*params_, std::move(zeroed));
   if (!worker_) worker_ = std::make_unique<StackThread>();
   run_instances<TapeInterpreter>(*worker_, *module_, *params_, func, inputs, first_instance, result.stats,
                                  result.outputs,

@@ -19,7 +19,7 @@ class ReferenceEngine : public Engine {
   // the tape; param rows receive their gradients in the order they were read. This is the
   // unbatched gradient the batched engines' backward passes are compared with.
   GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
-                       size_t first_instance = 0, std::vector<Tensor> reuse = {}) override;
+                       size_t first_instance = 0, std::vector<Tensor> zeroed = {}) override;
 
   static constexpr int kMaxCallDepth = Interpreter::kMaxCallDepth;
 

@@ -39,7 +39,7 @@ Optimizer::Optimizer(OptimizerOptions options, const ParamStore& params, int thr
 
 Optimizer::~Optimizer() = default;
 
-double Optimizer::step(const ParamStore& params, const std::vector<Tensor>& grads, float grad_scale) {
+double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale) {
   ACROBAT_ASSERT(grads.size() == params.params.size(), "one gradient per param");
   ++t_;
   // The pieces of work: every param cut at multiples of kPiece elements (the cut does not change the
@@ -87,7 +87,7 @@ double Optimizer::step(const ParamStore& params, const std::vector<Tensor>& grad
   for_pieces([&](const Piece& piece) {
     const size_t k = piece.param, n = size_t(piece.end - piece.begin);
     float* p = params.params[k].tensor.data.get() + piece.begin;
-    const float* g = grads[k].data.get() + piece.begin;
+    float* g = grads[k].data.get() + piece.begin;
     float* m = m_[k].data() + piece.begin;
     if (is_adam)
       kernels::adam_update(adam, p, g, m, v_[k].data() + piece.begin, n);
@@ -127,7 +127,7 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
   EpochResult r;
   double total = 0;
   std::vector<Value> part;
-  std::vector<Tensor> grads;  // written by each step's gradient in turn
+  std::vector<Tensor> grads;  // each step's gradient in turn, left zero by the optimiser
   for (size_t b0 = 0; b0 < order.size(); b0 += batch) {
     const size_t b1 = std::min(order.size(), b0 + batch);
     part.clear();

@@ -43,8 +43,9 @@ class Optimizer {
   ~Optimizer();
   // One step on `params` (in place, packed copies refreshed) with the gradient grads * grad_scale
   // (grads: the gradient of the batch's summed loss, grad_scale = 1 / batch for its mean), clipped
-  // and decayed on the fly. Returns the gradient's norm before clipping when clipping, else -1.
-  double step(const ParamStore& params, const std::vector<Tensor>& grads, float grad_scale = 1.0f);
+  // and decayed on the fly. `grads` are left zero, ready for the next gradient (Engine::gradients'
+  // `zeroed`). Returns the gradient's norm before clipping when clipping, else -1.
+  double step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale = 1.0f);
   int64_t steps() const { return t_; }
 
  private:

@@ -50,8 +50,10 @@ TEST(DataMovement, Transpose) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
                             {1, 9},
                             {9, 1},
+                            {8, 8},
                             {32, 32},
                             {33, 65},
+                            {512, 1280},
                             {100, 3},
                             {70, 130}}) {
     const auto x = random_floats(size_t(rows * cols), -1, 1, unsigned(rows * cols));
