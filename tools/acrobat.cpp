@@ -386,11 +386,14 @@ int train_command(TrainCommand& t) {
     if (bar) std::cerr << "\n";
     nlohmann::json row{{"epoch", e}, {"train_loss", r.mean_loss}, {"seconds", r.seconds},
                        {"backward_seconds", r.backward_seconds}, {"update_seconds", r.update_seconds},
+                       {"peak_bytes", r.peak_bytes},
                        {"instances_per_s", double(r.instances) / r.seconds}};
     for (double l : r.batch_losses) log["batch_losses"].push_back(l);
     std::string line = fmt::format(
-        "epoch {}/{}: train loss {:.4f} ({} instances, {:.1f} s: backward {:.1f} s, updates {:.1f} s; {:.1f} inst/s)", e,
-        epochs, r.mean_loss, r.instances, r.seconds, r.backward_seconds, r.update_seconds, double(r.instances) / r.seconds);
+        "epoch {}/{}: train loss {:.4f} ({} instances, {:.1f} s: backward {:.1f} s, updates {:.1f} s; {:.1f} inst/s{})",
+        e, epochs, r.mean_loss, r.instances, r.seconds, r.backward_seconds, r.update_seconds,
+        double(r.instances) / r.seconds,
+        r.peak_bytes > 0 ? fmt::format("; peak memory {:.1f} MiB", double(r.peak_bytes) / (1 << 20)) : "");
     const std::string d = evaluate(dev, row);
     if (!d.empty()) line += "; " + d;
     if (!t.out.empty()) {

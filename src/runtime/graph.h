@@ -124,7 +124,8 @@ class Graph {
   void reset(RunStats& stats, bool keep_outputs = false);
   // Reverse mode over what the run executed (graph_backward.cpp): adds to `grads` (one per param of
   // `params`, full shape) d(sum of the tensors `losses` refer to)/d(param). The run was reset with
-  // keep_outputs and everything has run.
+  // keep_outputs and everything has run. The run's peak_bytes then counts the backward's memory
+  // too (not `grads`).
   void backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads);
   // Records one execution of `block` reading `args` (one per block argument, then the values of
   // the block's size variables as ints); returns the node. A ragged block's instance whose sizes

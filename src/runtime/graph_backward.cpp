@@ -134,6 +134,8 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   }
   std::vector<std::vector<float*>> adj(num_batches);
   grad_outputs_.reset();
+  grad_values_.reset();
+  grad_values_.reset_peak();
   auto output_adjoint = [&](int batch, int slot) -> float* {
     auto& per_op = adj[batch];
     if (per_op.empty()) per_op.assign(plan_.blocks[batch_blocks_[batch]].ops.size(), nullptr);
@@ -394,6 +396,13 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       for (int64_t i = 0; i < B; ++i) send(args_[nodes_[ids[i]].arg_begin + e], darg[e] + i * a.size, a.size);
     }
   }
+
+  // Peak memory: the forward's values (all still held), the outputs' adjoints, one batch's values
+  // and adjoints at most, the rows kept for dW and the packed W^T.
+  size_t held = buffers_.bytes_in_use() + grad_outputs_.bytes_in_use() + grad_values_.peak_bytes();
+  for (const WeightRows& r : weight_rows_) held += (r.x.size() + r.dy.size()) * sizeof(float);
+  for (const auto& [w, t] : transposed_) held += size_t(t.packed->K()) * t.packed->N() * 2 * sizeof(float);
+  stats_->peak_bytes = std::max<int64_t>(stats_->peak_bytes, static_cast<int64_t>(held));
 
   // dW = X^T dY over every row of every product by W: one GEMM per matrix.
   for (const WeightRows& r : weight_rows_)

@@ -136,6 +136,7 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
     double sum = 0;
     for (const Value& v : g.outputs) sum += v.tensor->data[0];
     r.backward_seconds += g.stats.backward_seconds;
+    r.peak_bytes = std::max(r.peak_bytes, g.stats.peak_bytes);
     // The gradient of the batch's mean loss.
     const auto update = std::chrono::steady_clock::now();
     optimizer.step(params, g.grads, 1.0f / static_cast<float>(part.size()));

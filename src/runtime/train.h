@@ -70,6 +70,7 @@ struct EpochResult {
   double mean_loss = 0;  // over the epoch's instances
   double seconds = 0;
   double backward_seconds = 0, update_seconds = 0;  // of `seconds`: reverse passes, optimiser steps
+  int64_t peak_bytes = 0;  // the most any step's gradient held (RunStats::peak_bytes)
   size_t instances = 0;
   std::vector<double> batch_losses;  // mean loss of each batch, in order
 };

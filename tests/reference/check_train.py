@@ -63,6 +63,20 @@ class MT19937_64:
         return y & MASK
 
 
+def epoch_orders(n, epochs, seed):
+    """The instance order of each epoch as acrobat's train_epoch draws it (Fisher-Yates from the
+    end, draw % i)."""
+    rng = MT19937_64(seed)
+    out = []
+    for _ in range(epochs):
+        order = list(range(n))
+        for i in range(n, 1, -1):
+            j = rng() % i
+            order[i - 1], order[j] = order[j], order[i - 1]
+        out.append(order)
+    return out
+
+
 def self_check():
     # The standard's required value: the 10000th output of a default-constructed mt19937_64.
     g = MT19937_64(5489)
@@ -115,12 +129,7 @@ def main(argv=None):
         opt = torch.optim.Adam(params, lr=args.lr, weight_decay=args.weight_decay)
     else:
         opt = torch.optim.SGD(params, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
-    rng = MT19937_64(args.seed)
-    for _ in range(args.epochs):
-        order = list(range(len(trees)))
-        for i in range(len(order), 1, -1):
-            j = rng() % i
-            order[i - 1], order[j] = order[j], order[i - 1]
+    for order in epoch_orders(len(trees), args.epochs, args.seed):
         for b0 in range(0, len(order), args.batch):
             part = [trees[i] for i in order[b0:b0 + args.batch]]
             opt.zero_grad()
