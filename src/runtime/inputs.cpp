@@ -62,18 +62,21 @@ Value int_list(const AdtDef* list, const std::vector<int64_t>& ids) {
   return make_list(list, items);
 }
 
+// A sentiment label (0-4, checked by the reader) as a one-hot f32[1, 5].
+Value one_hot_label(int label) {
+  Tensor t = Tensor::allocate({1, 5});
+  std::fill_n(t.data.get(), 5, 0.0f);
+  t.data[label] = 1.0f;
+  return Value::of_tensor(std::move(t));
+}
+
 // The reader bounds a tree's depth (io::kMaxPtbDepth), which keeps this recursion within the stack.
 // A Tree, or with `labelled` a LabelledTree (each node's label one-hot, first).
 Value tree_value(const io::PtbTree& t, const AdtDef* tree, const io::Vocabulary& vocab, size_t depth, bool labelled) {
   if (depth > io::kMaxPtbDepth)
     throw UserError(t.loc, "tree deeper than " + std::to_string(io::kMaxPtbDepth) + " levels");
   std::vector<Value> fields;
-  if (labelled) {
-    Tensor one_hot = Tensor::allocate({1, 5});
-    std::fill_n(one_hot.data.get(), 5, 0.0f);
-    one_hot.data[t.label] = 1.0f;  // the reader checked 0 <= label <= 4
-    fields.push_back(Value::of_tensor(std::move(one_hot)));
-  }
+  if (labelled) fields.push_back(one_hot_label(t.label));
   if (t.children.empty()) {
     fields.push_back(Value::of_int(vocab.id(t.word)));
     return Value::adt(ctor_named(tree, labelled ? "LabelledLeaf" : "Leaf"), std::move(fields));
@@ -126,9 +129,9 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
     case InputKind::Sst:
     case InputKind::SstTokens: {
       bool tree = spec.kind == InputKind::Sst;
-      const bool labelled = tree && is_prelude_adt(type, "LabelledTree");
-      if (tree ? !is_prelude_adt(type, "Tree") && !labelled : !is_int_list(type))
-        type_mismatch(spec, type, tree ? "Tree (or LabelledTree) values" : "List[int] values");
+      const bool labelled = is_prelude_adt(type, tree ? "LabelledTree" : "LabelledWords");
+      if (tree ? !is_prelude_adt(type, "Tree") && !labelled : !is_int_list(type) && !labelled)
+        type_mismatch(spec, type, tree ? "Tree (or LabelledTree) values" : "List[int] (or LabelledWords) values");
       // The trees first: a missing data file is reported as such, not as a missing vocabulary.
       std::vector<io::PtbTree> trees = io::read_ptb_file(spec.path);
       io::Vocabulary vocab = load_vocab(vocab_path, spec);
@@ -139,7 +142,12 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
         } else {
           std::vector<int64_t> ids;
           for (const auto& w : io::ptb_leaves(t)) ids.push_back(vocab.id(w));
-          out.push_back(int_list(type->adt, ids));
+          if (labelled) {
+            const CtorDef* words = ctor_named(type->adt, "LabelledWords");
+            out.push_back(Value::adt(words, {one_hot_label(t.label), int_list(words->fields[1]->adt, ids)}));
+          } else {
+            out.push_back(int_list(type->adt, ids));
+          }
         }
       }
       break;

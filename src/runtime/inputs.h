@@ -14,7 +14,8 @@ namespace acrobat {
 enum class InputKind {
   Sst,        // Penn-Treebank trees -> the prelude's Tree (word ids from a vocabulary), or its
               // LabelledTree (each node's sentiment label too) for an entry that takes that
-  SstTokens,  // Penn-Treebank trees -> List[int] of the leaves' word ids, left to right
+  SstTokens,  // Penn-Treebank trees -> List[int] of the leaves' word ids, left to right, or
+              // LabelledWords (the root's label too) for an entry that takes that
   Tokens,     // lines of whitespace-separated ids -> List[int]
   Json,       // one JSON value per line -> any type (see value_from_json)
   Lengths,    // one length n per line -> a tensor f32[n, ...] of the entry's type, random numbers

@@ -7,6 +7,7 @@ Inner GRU from h = 0 over each inner sequence (x = emb[w]):
     h    = (1 - sigmoid(z)) * n + sigmoid(z) * h
 Outer tanh RNN from g = 0 over the inner final states s: g = tanh(s @ Wo_x + g @ Wo_h + b_o).
 Output: log_softmax(g @ W_out + b_out), [1, C].
+Loss (acrobat's `loss` entry, on a line [y, seqs] with y a one-hot [1, C] label): -sum(y * output).
 """
 
 import json
@@ -39,11 +40,23 @@ class Model(nn.Module):
                   "W_out": (H, C), "b_out": (C,)}
         for n in self.PARAM_ORDER:
             setattr(self, n, nn.Parameter(torch.empty(*shapes[n])))
+        self.rows = None  # tables() while loss() runs
+
+    def tables(self):
+        return torch.unbind(self.emb)
+
+    def loss(self, inst, rows=None):
+        """The training loss: the cross-entropy of the output against inst.label (a LabelledSeqs)."""
+        self.rows = rows
+        try:
+            return -self.forward(inst)[0, inst.label]
+        finally:
+            self.rows = None
 
     def inner(self, seq):
-        h = torch.zeros(1, self.H)
+        h = torch.zeros(1, self.H, dtype=self.emb.dtype)
         for w in seq:
-            x = self.emb[w : w + 1]
+            x = self.emb[w : w + 1] if self.rows is None else self.rows[w].unsqueeze(0)
             z, r = torch.split(x @ self.W_zr + h @ self.U_zr + self.b_zr, self.H, dim=1)
             n = torch.tanh(x @ self.W_n + (torch.sigmoid(r) * h) @ self.U_n + self.b_n)
             u = torch.sigmoid(z)
@@ -51,7 +64,7 @@ class Model(nn.Module):
         return h
 
     def forward(self, seqs):
-        g = torch.zeros(1, self.H)
+        g = torch.zeros(1, self.H, dtype=self.emb.dtype)
         for seq in seqs:
             g = torch.tanh(self.inner(seq) @ self.Wo_x + g @ self.Wo_h + self.b_o)
         return F.log_softmax(g @ self.W_out + self.b_out, dim=1)
@@ -78,9 +91,42 @@ def make_data(path, count, seed, dims):
             f.write(json.dumps(seqs) + "\n")
 
 
-def load_instances(path, vocab_path, limit, dims):
+class LabelledSeqs(list):
+    """An instance (the list of inner sequences forward reads) with its label (its loss)."""
+
+    def __init__(self, seqs, label):
+        super().__init__(seqs)
+        self.label = label
+
+
+def make_loss_data(path, count, seed, dims):
+    """`count` lines [y, seqs] for the loss entry: make_data's seqs, y a one-hot [[...]] of a label
+    drawn uniformly from the C classes."""
+    make_data(path, count, seed, dims)
+    rng = random.Random(seed + 1)
+    with open(path) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    with open(path, "w") as f:
+        for seqs in lines:
+            y = [0.0] * dims["C"]
+            y[rng.randrange(dims["C"])] = 1.0
+            f.write(json.dumps([[y], seqs]) + "\n")
+
+
+def load_loss_instances(path, vocab_path, limit, dims):
     out = []
-    for k, seqs in models.json_lines(path, limit):
+    for k, (y, seqs) in models.json_lines(path, limit):
+        out.append(LabelledSeqs(load_instances_from([(k, seqs)], path, dims)[0], y[0].index(1.0)))
+    return out
+
+
+def load_instances(path, vocab_path, limit, dims):
+    return load_instances_from(models.json_lines(path, limit), path, dims)
+
+
+def load_instances_from(lines, path, dims):
+    out = []
+    for k, seqs in lines:
         if not isinstance(seqs, list) or not all(isinstance(s, list) for s in seqs):
             raise ValueError("%s:%d: expected an array of arrays of token ids" % (path, k))
         for s in seqs:

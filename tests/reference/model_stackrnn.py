@@ -43,9 +43,15 @@ class Model(nn.Module):
         for n in self.PARAM_ORDER:
             setattr(self, n, nn.Parameter(torch.empty(*shapes[n])))
         self.margins = []  # margin of every argmax decision (the harness empties it per instance)
+        self.rows = None  # tables() while loss() runs
+
+    def word(self, w):
+        # The embedding row: a separate tensor of tables() while a loss is differentiated (one [V, E]
+        # gradient instead of one per lookup).
+        return self.emb[w : w + 1] if self.rows is None else self.rows[w].unsqueeze(0)
 
     def leaf(self, w):
-        i, o, u = torch.split(self.emb[w : w + 1] @ self.W_leaf + self.b_leaf, self.H, dim=1)
+        i, o, u = torch.split(self.word(w) @ self.W_leaf + self.b_leaf, self.H, dim=1)
         c = torch.sigmoid(i) * torch.tanh(u)
         return torch.sigmoid(o) * torch.tanh(c), c
 
@@ -57,7 +63,7 @@ class Model(nn.Module):
 
     def forward(self, words):
         stack, buf, pos = [], list(words), 0
-        s = torch.zeros(1, self.H)
+        s = torch.zeros(1, self.H, dtype=self.emb.dtype)
         actions = []
         while True:
             if pos == len(buf):
@@ -67,7 +73,7 @@ class Model(nn.Module):
             elif len(stack) < 2:
                 a = SHIFT
             else:
-                feats = torch.cat([stack[-1][0], stack[-2][0], self.emb[buf[pos] : buf[pos] + 1], s], dim=1)
+                feats = torch.cat([stack[-1][0], stack[-2][0], self.word(buf[pos]), s], dim=1)
                 logits = (feats @ self.W_act + self.b_act)[0]
                 a = SHIFT if logits[0] >= logits[1] else REDUCE
                 self.margins.append(abs(float(logits[0]) - float(logits[1])))
@@ -80,8 +86,20 @@ class Model(nn.Module):
                 stack.append(self.node(l, r))
             actions.append(a)
             s = torch.tanh(self.act[a : a + 1] + stack[-1][0] @ self.W_sx + s @ self.W_ss)
-        h = stack[0][0] if stack else torch.zeros(1, self.H)
+        h = stack[0][0] if stack else torch.zeros(1, self.H, dtype=self.emb.dtype)
         return F.log_softmax(torch.cat([h, s], dim=1) @ self.W_out + self.b_out, dim=1), actions
+
+    def tables(self):
+        return torch.unbind(self.emb)
+
+    def loss(self, words, rows=None):
+        """The training loss (acrobat's `loss` entry): the cross-entropy of the prediction against
+        the sentence's label (words: models.LabelledWords), the actions as taken."""
+        self.rows = rows
+        try:
+            return -self.forward(words)[0][0, words.label]
+        finally:
+            self.rows = None
 
 
 def init_params(model, seed=0):
@@ -103,4 +121,5 @@ def load_instances(path, vocab_path, limit, dims):
     vocab, V = sst.load_vocab(vocab_path)
     if V != dims["V"]:
         raise ValueError("vocabulary %s has %d words but V = %d" % (vocab_path, V, dims["V"]))
-    return [[leaf.wid for leaf in sst.index_tree(t, vocab).leaves()] for t in sst.load_trees(path, limit)]
+    return [models.LabelledWords([leaf.wid for leaf in sst.index_tree(t, vocab).leaves()], t.label)
+            for t in sst.load_trees(path, limit)]

@@ -149,16 +149,25 @@ class BiRNN(nn.Module):
         self.W_out = nn.Parameter(torch.empty(2 * H, C))
         self.b_out = nn.Parameter(torch.empty(C))
 
-    def run(self, wids, W_x, W_h, b):
+    def run(self, wids, W_x, W_h, b, rows=None):
         h = torch.zeros(1, self.H, dtype=self.emb.dtype)
         for w in wids:
-            h = torch.tanh(self.emb[w : w + 1] @ W_x + h @ W_h + b)
+            x = self.emb[w : w + 1] if rows is None else rows[w].unsqueeze(0)
+            h = torch.tanh(x @ W_x + h @ W_h + b)
         return h
 
-    def forward(self, wids):
-        hf = self.run(wids, self.Wf_x, self.Wf_h, self.b_f)
-        hb = self.run(list(reversed(wids)), self.Wb_x, self.Wb_h, self.b_b)
+    def forward(self, wids, rows=None):
+        hf = self.run(wids, self.Wf_x, self.Wf_h, self.b_f, rows)
+        hb = self.run(list(reversed(wids)), self.Wb_x, self.Wb_h, self.b_b, rows)
         return F.log_softmax(torch.cat([hf, hb], dim=1) @ self.W_out + self.b_out, dim=1)
+
+    def tables(self):
+        return torch.unbind(self.emb)
+
+    def loss(self, words, rows=None):
+        """The training loss (acrobat's `loss` entry): the cross-entropy of the prediction against
+        the sentence's label (words: LabelledWords). `rows`: tables()."""
+        return -self.forward(words, rows)[0, words.label]
 
 
 # name -> (class, default dims). E defaults to H when not set explicitly.
@@ -276,8 +285,17 @@ def load_tensors(model, tensors):
     return model
 
 
+class LabelledWords(list):
+    """A sentence's word ids (the list birnn's forward reads) with the root's label (its loss)."""
+
+    def __init__(self, wids, label):
+        super().__init__(wids)
+        self.label = label
+
+
 def make_instance(name, tree):
-    """The model input for one (indexed) SST tree: the tree itself, or its leaf ids for birnn."""
+    """The model input for one (indexed) SST tree: the tree itself, or its leaf ids (and its label)
+    for birnn."""
     if name == "birnn":
-        return [leaf.wid for leaf in tree.leaves()]
+        return LabelledWords([leaf.wid for leaf in tree.leaves()], tree.label)
     return tree

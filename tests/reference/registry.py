@@ -14,6 +14,9 @@ A model module exposes (names fixed: other modules are written to them):
   def make_data(path, count, seed, dims)            # OPTIONAL: writes `count` synthetic instances
   def load_instances(path, vocab_path, limit, dims) # python instances from the file acrobat reads
   def output_entry(y)             # OPTIONAL: JSON value as acrobat's --output writes it
+  def make_loss_data(path, count, seed, dims)       # OPTIONAL: synthetic labelled instances for the
+                                                    # model's `loss` entry (json models)
+  def load_loss_instances(path, vocab_path, limit, dims)  # OPTIONAL: those, for Model.loss
                                   # (default: default_output_entry below, which handles the above)
 
 Optional, for models whose control flow depends on tensor values (see README, "Decisions"): a
@@ -60,6 +63,8 @@ class Spec:
         self.make_data = kw.get("make_data")
         self.load_instances = kw["load_instances"]
         self.output_entry = kw.get("output_entry") or default_output_entry
+        self.make_loss_data = kw.get("make_loss_data")
+        self.load_loss_instances = kw.get("load_loss_instances")
         if self.INPUT_KIND not in INPUT_KINDS:
             raise ValueError("model %s: INPUT_KIND %r is not one of %s"
                              % (self.NAME, self.INPUT_KIND, ", ".join(INPUT_KINDS)))
@@ -123,7 +128,8 @@ def get(name):
         if mod.NAME != name:
             raise ValueError("model_%s.py has NAME = %r" % (name, mod.NAME))
         spec = Spec(**{a: getattr(mod, a) for a in ("NAME", "DIMS", "INPUT_KIND", "Model", "init_params",
-                                                     "make_data", "load_instances", "output_entry")
+                                                     "make_data", "load_instances", "output_entry",
+                                                     "make_loss_data", "load_loss_instances")
                        if hasattr(mod, a)})
     _cache[name] = spec
     return spec
@@ -151,16 +157,18 @@ def resolve_dims(spec, overrides, vocab_path=None):
 parse_sets = models.parse_sets
 
 
-def setup_run(model_name, sets, data, vocab, limit, workdir, seed=0):
+def setup_run(model_name, sets, data, vocab, limit, workdir, seed=0, loss=False):
     """What the end-to-end checks start from: (spec, dims, instances, model, weights path). The model
     is initialised from `seed`, written to WORKDIR/params.safetensors and read back, so that it holds
-    exactly the weights acrobat reads; the instances are the first `limit` of `data`."""
+    exactly the weights acrobat reads; the instances are the first `limit` of `data` (with `loss`,
+    read for the loss entry: load_loss_instances where the model has one)."""
     import models
     import safetensors_io
 
     spec = get(model_name)
     dims = resolve_dims(spec, sets, vocab)
-    instances = spec.load_instances(data, vocab, limit, dict(dims))
+    load = spec.load_loss_instances if loss and spec.load_loss_instances else spec.load_instances
+    instances = load(data, vocab, limit, dict(dims))
     os.makedirs(workdir, exist_ok=True)
     path = os.path.join(workdir, "params.safetensors")
     safetensors_io.save_file(models.state_tensors(spec.init_params(spec.Model(**dims), seed)), path,

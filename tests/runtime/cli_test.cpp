@@ -182,6 +182,25 @@ TEST(Cli, TrainLowersTheLossAndWritesTheSameWeightsOnAnyThreads) {
       << entry.out;
 }
 
+// A sentence classifier's loss takes LabelledWords, which `sst-tokens:` makes (the words and the
+// root's label): the BiRNN trains; an input kind that cannot make the loss's type is one error.
+TEST(Cli, SentenceModelsTrainOnLabelledWords) {
+  const std::string data = std::string(ACROBAT_SOURCE_DIR) + "/data/sst/";
+  const std::string birnn = std::string(ACROBAT_SOURCE_DIR) + "/models/birnn.acr";
+  auto log = std::filesystem::temp_directory_path() / "acrobat_cli_train_birnn.json";
+  Result r = run("train " + birnn + " --set H=16 --input sst-tokens:" + data + "train.txt --limit 100 --epochs 4 " +
+                 "--batch 10 --lr 0.01 --quiet --log " + log.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto doc = nlohmann::json::parse(read(log.string()));
+  ASSERT_EQ(doc["epochs"].size(), 4u);
+  EXPECT_LT(doc["epochs"][3]["train_loss"].get<double>(), doc["epochs"][0]["train_loss"].get<double>()) << doc.dump();
+  Result wrong = run("grad " + kModel + " --input sst-tokens:" + data + "test.txt --limit 3");
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.out.find("produces List[int] (or LabelledWords) values, but the entry function takes LabelledTree"),
+            std::string::npos)
+      << wrong.out;
+}
+
 TEST(Cli, ExplainShowsBlocksModesAndPhases) {
   Result r = run("explain " + kModel);
   ASSERT_EQ(r.exit_code, 0) << r.out;
