@@ -125,8 +125,10 @@ class Graph {
   // Reverse mode over what the run executed (graph_backward.cpp): adds to `grads` (one per param of
   // `params`, full shape) d(sum of the tensors `losses` refer to)/d(param). The run was reset with
   // keep_outputs and everything has run. The run's peak_bytes then counts the backward's memory
-  // too (not `grads`).
-  void backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads);
+  // too (not `grads`). `pool` (optional) shares the pieces of the products by weights, which are
+  // cut the same way whatever the threads, so the bits do not depend on it.
+  void backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads,
+                ThreadPool* pool = nullptr);
   // Records one execution of `block` reading `args` (one per block argument, then the values of
   // the block's size variables as ints); returns the node. A ragged block's instance whose sizes
   // break what only the run can check (analysis/ragged_plan.h) is a UserError at the operator.

@@ -22,8 +22,9 @@
 //  4. Each argument's adjoint goes where the argument came from: a lazy value to the adjoint of
 //     the producing node's output row, a row or whole tensor of a param to that param's gradient
 //     at the same place, anything else (inputs, constants) nowhere.
-// Everything runs on the calling thread, in an order fixed by the schedule: the same gradients,
-// bit for bit, whatever the thread count.
+// Everything runs in an order fixed by the schedule, on the calling thread except the blocks of the
+// products by weights (dX by 128 rows, dW by 512 columns), which a pool's threads share; the blocks
+// are cut the same way at any thread count: the same gradients, bit for bit, whatever the threads.
 #include <algorithm>
 #include <cstring>
 
@@ -120,7 +121,8 @@ std::vector<int64_t> stacked_shape(const BatchValue& v, int64_t B) {
 
 }  // namespace
 
-void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads) {
+void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads,
+                     ThreadPool* pool) {
   const size_t num_batches = batch_sizes_.size();
   ACROBAT_ASSERT(!release_, "backward needs the outputs of a run reset with keep_outputs");
   // The nodes of each batch by row, and the adjoints of the batch outputs (allocated when first
@@ -223,9 +225,21 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     const bool add = dx != nullptr;
     if (!add) dx = alloc(rows * K);
     // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
-    if (K >= 128 && N >= 128)
-      kernels::gemm_packed(static_cast<int>(rows), dy, N, transposed(w.data, K, N), dx, K, add);
-    else
+    // Cut into blocks of kRows rows (whole 64-row blocks of the JIT kernels, the same cut at any
+    // thread count) for the pool to share.
+    constexpr int64_t kRows = 128;
+    if (K >= 128 && N >= 128) {
+      const kernels::PackedWeights& wt = transposed(w.data, K, N);
+      const int64_t blocks = (rows + kRows - 1) / kRows;
+      auto block = [&](int64_t i, int) {
+        const int64_t r0 = i * kRows, r1 = std::min(rows, r0 + kRows);
+        kernels::gemm_packed(static_cast<int>(r1 - r0), dy + r0 * N, N, wt, dx + r0 * K, K, add);
+      };
+      if (pool && blocks > 1)
+        pool->run(blocks, block);
+      else
+        for (int64_t i = 0; i < blocks; ++i) block(i, 0);
+    } else
       kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w.data, N, dx, K, add);
     auto it = std::find_if(weight_rows_.begin(), weight_rows_.end(), [&](const WeightRows& r) {
       return r.param == param && r.offset == offset && r.K == K && r.N == N;
@@ -404,11 +418,26 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   for (const auto& [w, t] : transposed_) held += size_t(t.packed->K()) * t.packed->N() * 2 * sizeof(float);
   stats_->peak_bytes = std::max<int64_t>(stats_->peak_bytes, static_cast<int64_t>(held));
 
-  // dW = X^T dY over every row of every product by W: one GEMM per matrix.
+  // dW = X^T dY over every row of every product by W: one GEMM per matrix, cut into blocks of
+  // kColumns columns (always, so that a block is the same GEMM on one thread or many).
+  constexpr int kColumns = 512;
+  struct Piece {
+    const WeightRows* r;
+    int begin, end;
+  };
+  std::vector<Piece> pieces;
   for (const WeightRows& r : weight_rows_)
     if (r.rows > 0)
-      kernels::gemm_strided(true, false, r.K, r.N, static_cast<int>(r.rows), r.x.data(), r.K, r.dy.data(), r.N,
-                            grads[r.param].data.get() + r.offset, r.N, true);
+      for (int c = 0; c < r.N; c += kColumns) pieces.push_back({&r, c, std::min(r.N, c + kColumns)});
+  auto dw = [&](const Piece& p) {
+    const WeightRows& r = *p.r;
+    kernels::gemm_strided(true, false, r.K, p.end - p.begin, static_cast<int>(r.rows), r.x.data(), r.K,
+                          r.dy.data() + p.begin, r.N, grads[r.param].data.get() + r.offset + p.begin, r.N, true);
+  };
+  if (pool && pieces.size() > 1)
+    pool->run(static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { dw(pieces[size_t(i)]); });
+  else
+    for (const Piece& p : pieces) dw(p);
 }
 
 }  // namespace acrobat

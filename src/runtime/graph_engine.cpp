@@ -98,6 +98,7 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   auto t0 = Clock::now();
   // On a lane of its own thread: pieces of a batch split across threads would change the GEMMs'
   // row blocking, and so the rounding; this way a gradient has the same bits whatever the threads.
+  // Only the backward's products by weights, cut the same way at any thread count, use the pool.
   if (!gradient_lane_) gradient_lane_ = make_lane(nullptr);
   Lane& l = *gradient_lane_;
   start(l, func, inputs, first_instance, result.stats, true);
@@ -106,7 +107,7 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   for (size_t i = 0; i < inputs.size(); ++i) losses.push_back(l.program->output_val(i));
   result.grads = zero_grads(*params_, std::move(zeroed));
   const auto t1 = Clock::now();
-  l.graph.backward(losses, *params_, result.grads);
+  l.graph.backward(losses, *params_, result.grads, pool_.get());
   result.stats.backward_seconds = seconds_since(t1);
   result.stats.wall_seconds = seconds_since(t0);
   return result;

@@ -72,6 +72,25 @@ def loss(ws: List[int]) -> f32[1, 1] {
 }
 )";
 
+// Weights wide enough (U: 256 x 640) that the backward packs U^T for dX and cuts dU's GEMM into
+// blocks of columns.
+const char* kWideTree = R"(dim H = 128
+param emb[12]: f32[1, H]
+param U: f32[2 * H, 5 * H]
+param b: f32[1, 5 * H]
+param out: f32[H, 3]
+def enc(t: Tree) -> f32[1, H] {
+  match t {
+    Leaf(w) => tanh(emb[w]),
+    Node(l, r) => {
+      let (i, f, g, o, u) = split(concat(enc(l), enc(r)) @ U + b, 5);
+      sigmoid(i) * tanh(u) + sigmoid(f) * sigmoid(g) * tanh(o)
+    },
+  }
+}
+def loss(t: Tree) -> f32[1, 1] { -sum(log_softmax(enc(t) @ out)) }
+)";
+
 nlohmann::json random_tree(std::mt19937_64& rng, int leaves) {
   if (leaves == 1) return {{"Leaf", {static_cast<int>(rng() % 12)}}};
   const int left = 1 + static_cast<int>(rng() % static_cast<uint64_t>(leaves - 1));
@@ -166,6 +185,29 @@ void batched_equals_reference(const char* text, bool trees) {
 TEST(Gradients, BatchedEqualsReferenceOnMatrixTrees) { batched_equals_reference(kMatrixTree, true); }
 
 TEST(Gradients, BatchedEqualsReferenceWithDecisionsFromTensors) { batched_equals_reference(kEarlyExit, false); }
+
+TEST(Gradients, BatchedEqualsReferenceWithWideWeights) { batched_equals_reference(kWideTree, true); }
+
+// The same bits with 1 and 2 threads and on both batched engines, where the backward splits work
+// across threads (the weight-gradient GEMMs by blocks of columns).
+TEST(Gradients, SameBitsOnAnyThreadsAndEitherBatchedEngine) {
+  Loaded s = setup(kWideTree, 300, true);  // batches of over 128 rows: dX in blocks too
+  auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
+  std::vector<GradResult> got;
+  for (int threads : {1, 2}) {
+    BatchedEngine batched(s.module, params, Scheduler::InlineDepth, threads);
+    got.push_back(batched.gradients(s.inputs));
+    AotOptions o;
+    o.cache_dir = kCache;
+    o.threads = threads;
+    AotEngine aot(s.module, params, o);
+    got.push_back(aot.gradients(s.inputs));
+  }
+  for (size_t r = 1; r < got.size(); ++r)
+    for (size_t k = 0; k < got[0].grads.size(); ++k)
+      for (int64_t j = 0; j < got[0].grads[k].size(); ++j)
+        ASSERT_EQ(got[r].grads[k].data[j], got[0].grads[k].data[j]) << "run " << r << ", param " << k << ", entry " << j;
+}
 
 // The reference gradient against central differences of the summed loss, entry by entry of every
 // param (h = 1e-2 in float; the loss is summed in double), on the matrix-tree model made smooth
