@@ -218,7 +218,9 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   auto weight_product = [&](const analysis::BlockOp& op, const BatchValue& x, const BatchValue& w, const float* dy,
                             float*& dx, int64_t B) {
     if (op.rhs->op != OpId::MatMul || x.shared || !w.shared || w.shape.size() != 2) return false;
-    const auto [param, offset] = ranges.find(w.data);
+    const std::pair<int, int64_t> found = ranges.find(w.data);  // (not a structured binding: a lambda below reads it)
+    const int param = found.first;
+    const int64_t offset = found.second;
     const int K = static_cast<int>(w.shape[0]), N = static_cast<int>(w.shape[1]);
     if (param < 0 || offset + int64_t(K) * N > grads[param].size() || x.size % K != 0) return false;
     const int64_t rows = B * (x.size / K);
