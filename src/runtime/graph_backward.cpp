@@ -23,7 +23,7 @@
 //     the producing node's output row, a row or whole tensor of a param to that param's gradient
 //     at the same place, anything else (inputs, constants) nowhere.
 // Everything runs in an order fixed by the schedule, on the calling thread except the blocks of the
-// products by weights (dX by 128 rows, dW by 512 columns), which a pool's threads share; the blocks
+// products by weights (dX by 256 rows, dW by 512 columns), which a pool's threads share; the blocks
 // are cut the same way at any thread count: the same gradients, bit for bit, whatever the threads.
 #include <algorithm>
 #include <cstring>
@@ -229,7 +229,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
     // Cut into blocks of kRows rows (whole 64-row blocks of the JIT kernels, the same cut at any
     // thread count) for the pool to share.
-    constexpr int64_t kRows = 128;
+    constexpr int64_t kRows = 256;
     if (K >= 128 && N >= 128) {
       const kernels::PackedWeights& wt = transposed(w.data, K, N);
       const int64_t blocks = (rows + kRows - 1) / kRows;

@@ -191,7 +191,7 @@ TEST(Gradients, BatchedEqualsReferenceWithWideWeights) { batched_equals_referenc
 // The same bits with 1 and 2 threads and on both batched engines, where the backward splits work
 // across threads (the weight-gradient GEMMs by blocks of columns).
 TEST(Gradients, SameBitsOnAnyThreadsAndEitherBatchedEngine) {
-  Loaded s = setup(kWideTree, 300, true);  // batches of over 128 rows: dX in blocks too
+  Loaded s = setup(kWideTree, 300, true);  // batches of over 256 rows: dX in blocks too
   auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
   std::vector<GradResult> got;
   for (int threads : {1, 2}) {
