@@ -258,7 +258,7 @@ std::string ragged_plan_str(const StaticBlock& s, const RaggedPlan& p) {
     std::string extra;
     if (o.step == RaggedStep::Alias) extra += fmt::format(" into op{}", o.alias);
     if (o.init) {
-      extra += " starting from ";
+      extra += " plus ";
       if (o.init_from.index >= 0) extra += operand(o.init_from) + (o.init_row >= 0 ? " + " : "");
       if (o.init_row >= 0) extra += fmt::format("row arg{}", o.init_row);
     }

@@ -22,8 +22,9 @@
 //  3. Fusion into a matmul, for a matmul read only by the operator fused (and not escaping), each
 //     fused operator then an Alias of the matmul's value, which the matmul writes into the last
 //     one's storage:
-//     - by weights: `x + A @ W` and then `+ b` (a shared row): the result starts as x (+ b) and the
-//       GEMM accumulates onto it; `A @ W + b` alone starts from the broadcast row b;
+//     - by weights: `x + A @ W` and then `+ b` (a shared row), or `A @ W + b` alone: the GEMM
+//       writes the product and x and the broadcast row b are added to it in one pass after (not
+//       the GEMM accumulating onto them, which rounds each partial sum to a residual's magnitude);
 //     - per instance: `S * c` (a scalar constant or param) scales the product as the GEMM's
 //       transposed operand is copied; `merge_heads(S)` is written in the merged layout [n, H * E]
 //       directly, head h at column h * E (no copy).
@@ -71,8 +72,8 @@ struct RaggedOpPlan {
   int alias = -1;  // Alias: the matmul whose value this is
   // A matmul: the operator whose storage it writes (itself unless operators are fused into it).
   int store = -1;
-  // By weights: the result starts as this operand (an earlier operator's or an argument's value
-  // of the result's shape), plus this argument's row; then the GEMM accumulates.
+  // By weights: the product plus this operand (an earlier operator's or an argument's value of
+  // the result's shape) and this argument's row, added after the GEMM.
   bool init = false;
   BlockOperand init_from{false, -1};
   int init_row = -1;

@@ -131,6 +131,8 @@ void Graph::reset(RunStats& stats, bool keep_outputs) {
   batch_blocks_.clear();
   batch_offsets_.clear();
   sizes_.clear();
+  gathers_.clear();
+  gather_rows_.clear();
   refs_.clear();
   live_rows_.clear();
   buckets_.clear();

@@ -129,6 +129,15 @@ class Graph {
   // cut the same way whatever the threads, so the bits do not depend on it.
   void backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads,
                 ThreadPool* pool = nullptr);
+  // A tensor the host program stacked from rows of a param (a gather by a list of ids) at `out`,
+  // `row` floats per row, row k copied from `sources[k]`. Kept by a training run (reset with
+  // keep_outputs; ignored otherwise): backward() sends each row's adjoint to its source.
+  bool keeps_values() const { return keep_values_; }
+  void gathered(const float* out, int64_t row, std::span<const float* const> sources) {
+    if (!keep_values_) return;
+    gathers_.push_back({out, row, gather_rows_.size(), sources.size()});
+    gather_rows_.insert(gather_rows_.end(), sources.begin(), sources.end());
+  }
   // Records one execution of `block` reading `args` (one per block argument, then the values of
   // the block's size variables as ints); returns the node. A ragged block's instance whose sizes
   // break what only the run can check (analysis/ragged_plan.h) is a UserError at the operator.
@@ -158,10 +167,7 @@ class Graph {
     const Node& n = nodes_[v.node];
     const float* out = batch_outputs_[n.batch][v.lazy.slot];
     ACROBAT_ASSERT(out, "a read of a released batch output");
-    const std::vector<int64_t>& offsets = batch_offsets_[n.batch];
-    if (!offsets.empty())  // a ragged batch: packed, instance after instance
-      return out + offsets[v.lazy.slot * (batch_sizes_[n.batch] + 1) + n.row];
-    return out + n.row * plan_.blocks[n.block].ops[v.lazy.slot].size;
+    return out + output_offset(n.batch, v.lazy.slot, n.row);
   }
 
  private:
@@ -190,6 +196,13 @@ class Graph {
   void check_sizes(const analysis::StaticBlock& s, const aot::Val* sizes) const;
   // Floats of output `slot` of batch `batch`.
   size_t output_floats(int batch, int slot) const;
+  // Where row `row`'s value starts in output `slot` of batch `batch`.
+  int64_t output_offset(int batch, int slot, int row) const {
+    const std::vector<int64_t>& offsets = batch_offsets_[batch];
+    if (!offsets.empty())  // a ragged batch: packed, instance after instance
+      return offsets[slot * (batch_sizes_[batch] + 1) + row];
+    return row * plan_.blocks[batch_blocks_[batch]].ops[slot].size;
+  }
   void run_by_traversal_depth(BlockExecutor& exec);
   void run_agenda(BlockExecutor& exec);
   std::vector<int> traversal_depths() const;
@@ -240,6 +253,13 @@ class Graph {
   std::vector<std::vector<const float*>> rows_;  // per argument of the batch being run
   std::vector<int64_t> piece_ends_;              // of the batch being run (run_batch)
   SplitGuard split_guard_;                       // kept across runs, as the machine's load is
+  struct Gather {
+    const float* out;
+    int64_t row;
+    size_t begin, count;  // into gather_rows_
+  };
+  std::vector<Gather> gathers_;             // of the run (gathered())
+  std::vector<const float*> gather_rows_;   // their rows' sources
   Arena grad_outputs_, grad_values_;  // backward(): the outputs' adjoints, one batch's values and adjoints
   // backward(): the products X W of stacked rows by a param's matrix W[K, N] (graph_backward.cpp).
   // Their rows of X and dL/d(XW) in schedule order, for one dW GEMM over all of them at the end.

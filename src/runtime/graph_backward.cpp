@@ -21,7 +21,10 @@
 //     instead of one per batch, and a GEMM of hundreds of rows instead of many of a few).
 //  4. Each argument's adjoint goes where the argument came from: a lazy value to the adjoint of
 //     the producing node's output row, a row or whole tensor of a param to that param's gradient
-//     at the same place, anything else (inputs, constants) nowhere.
+//     at the same place, rows a gather stacked (Graph::gathered) to the param rows they were
+//     copied from, anything else (inputs, constants) nowhere.
+// A ragged batch (shapes with size variables) is differentiated instance by instance, each on the
+// block with its sizes bound, every value recomputed from the arguments.
 // Everything runs in an order fixed by the schedule, on the calling thread except the blocks of the
 // products by weights (dX by 256 rows, dW by 512 columns), which a pool's threads share; the blocks
 // are cut the same way at any thread count: the same gradients, bit for bit, whatever the threads.
@@ -82,7 +85,7 @@ void add(float* dst, const float* src, int64_t n) {
 // Whether operator `op` computes its stacked result by running once on the stacked operands: every
 // stacked operand and the result are rows ([1, ...], rank >= 2, so that the stack is [B, ...]), and
 // it does not act along the first axis.
-bool stackable(const analysis::BlockOp& op, const std::vector<const BatchValue*>& in) {
+bool stackable(const analysis::BlockOp& op, const OpAttrs& attrs, const std::vector<const BatchValue*>& in) {
   const size_t rank = op.shape.size();
   if (rank < 2 || op.shape[0] != 1) return false;
   for (const BatchValue* v : in)
@@ -98,15 +101,15 @@ bool stackable(const analysis::BlockOp& op, const std::vector<const BatchValue*>
       for (size_t i = 1; i < in.size(); ++i)
         if (!in[i]->shared) return false;
       return !in[0]->shared;
-    case OpClass::Reduce: return !in[0]->shared && axis_ok(op.rhs->attrs.ints[0]);
+    case OpClass::Reduce: return !in[0]->shared && axis_ok(attrs.ints[0]);
     case OpClass::Gemm: return !in[0]->shared && in[1]->shared && in[1]->shape.size() == 2;
     case OpClass::DataMovement:
       if (op.rhs->op == OpId::Concat) {
         for (const BatchValue* v : in)
           if (v->shared) return false;
-        return axis_ok(op.rhs->attrs.ints[0]);
+        return axis_ok(attrs.ints[0]);
       }
-      if (op.rhs->op == OpId::Slice) return !in[0]->shared && axis_ok(op.rhs->attrs.ints[2]);
+      if (op.rhs->op == OpId::Slice) return !in[0]->shared && axis_ok(attrs.ints[2]);
       return false;
     default: return false;
   }
@@ -150,22 +153,34 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     return a;
   };
   const ParamRanges ranges(params);
-  auto unsupported = [](const analysis::StaticBlock& s) {
-    return UserError("gradients: the block at " + s.name +
-                     " has tensors whose shapes vary per instance (size variables); their gradients "
-                     "are not implemented yet");
-  };
+  std::vector<const Gather*> gathers;  // by address
+  for (const Gather& x : gathers_) gathers.push_back(&x);
+  std::sort(gathers.begin(), gathers.end(), [](const Gather* a, const Gather* b) { return a->out < b->out; });
   // Sends the adjoint `g` (n floats) of the tensor `v` refers to where it came from.
   auto send = [&](const aot::Val& v, const float* g, int64_t n) {
     if (v.node >= 0) {
       const Node& src = nodes_[v.node];
-      if (!batch_offsets_[src.batch].empty()) throw unsupported(plan_.blocks[src.block]);
-      const int64_t size = plan_.blocks[src.block].ops[v.lazy.slot].size;
-      add(output_adjoint(src.batch, v.lazy.slot) + src.row * size, g, n);
+      add(output_adjoint(src.batch, v.lazy.slot) + output_offset(src.batch, v.lazy.slot, src.row), g, n);
       return;
     }
     const auto [param, offset] = ranges.find(v.data);
-    if (param >= 0) add(grads[param].data.get() + offset, g, n);
+    if (param >= 0) {
+      add(grads[param].data.get() + offset, g, n);
+      return;
+    }
+    // Rows a gather stacked: each row's adjoint to the row of the param it came from.
+    auto it = std::upper_bound(gathers.begin(), gathers.end(), v.data,
+                               [](const float* p, const Gather* x) { return p < x->out; });
+    if (it == gathers.begin()) return;
+    const Gather& x = **--it;
+    const int64_t at = v.data - x.out;
+    if (at >= x.row * static_cast<int64_t>(x.count)) return;  // not in it: an input or a constant
+    for (int64_t i = 0; i < n;) {
+      const int64_t k = (at + i) / x.row, in_row = (at + i) % x.row, len = std::min(n - i, x.row - in_row);
+      const auto [p, o] = ranges.find(gather_rows_[x.begin + k]);
+      add(grads[p].data.get() + o + in_row, g + i, len);
+      i += len;
+    }
   };
   for (const aot::Val& loss : losses) {
     const float one = 1.0f;
@@ -222,10 +237,12 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     const int param = found.first;
     const int64_t offset = found.second;
     const int K = static_cast<int>(w.shape[0]), N = static_cast<int>(w.shape[1]);
-    if (param < 0 || offset + int64_t(K) * N > grads[param].size() || x.size % K != 0) return false;
+    if (param < 0 || offset + int64_t(K) * N > grads[param].size() || x.shape.back() != K) return false;
     const int64_t rows = B * (x.size / K);
-    const bool add = dx != nullptr;
-    if (!add) dx = alloc(rows * K);
+    // Into fresh memory, then added to an adjoint X already has: a GEMM accumulating onto it
+    // would round each partial sum to the adjoint's magnitude.
+    float* const prior = dx;
+    dx = alloc(rows * K);
     // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
     // Cut into blocks of kRows rows (whole 64-row blocks of the JIT kernels, the same cut at any
     // thread count) for the pool to share.
@@ -235,14 +252,18 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       const int64_t blocks = (rows + kRows - 1) / kRows;
       auto block = [&](int64_t i, int) {
         const int64_t r0 = i * kRows, r1 = std::min(rows, r0 + kRows);
-        kernels::gemm_packed(static_cast<int>(r1 - r0), dy + r0 * N, N, wt, dx + r0 * K, K, add);
+        kernels::gemm_packed(static_cast<int>(r1 - r0), dy + r0 * N, N, wt, dx + r0 * K, K, false);
       };
       if (pool && blocks > 1)
         pool->run(blocks, block);
       else
         for (int64_t i = 0; i < blocks; ++i) block(i, 0);
     } else
-      kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w.data, N, dx, K, add);
+      kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w.data, N, dx, K, false);
+    if (prior) {
+      kernels::binary(kernels::BinaryOp::Add, prior, dx, prior, static_cast<size_t>(rows * K));
+      dx = prior;
+    }
     auto it = std::find_if(weight_rows_.begin(), weight_rows_.end(), [&](const WeightRows& r) {
       return r.param == param && r.offset == offset && r.K == K && r.N == N;
     });
@@ -256,13 +277,11 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     r.rows += rows;
     return true;
   };
-  for (size_t bi = num_batches; bi-- > 0;) {
-    const int b = static_cast<int>(bi);
-    if (adj[b].empty()) continue;
-    const analysis::StaticBlock& s = plan_.blocks[batch_blocks_[b]];
-    if (s.ragged()) throw unsupported(s);
-    const std::vector<int>& ids = members[b];
-    const int64_t B = static_cast<int64_t>(ids.size());
+  // One batch, or one instance of a ragged batch (then `s` is the block with that instance's
+  // sizes bound into its shapes and `attrs` per operator, and B is 1): steps 1 to 4 above.
+  std::vector<OpAttrs> bound_attrs;
+  auto differentiate = [&](int b, const analysis::StaticBlock& s, const int* ids, int64_t B, bool ragged) {
+    auto attrs_of = [&](size_t k) -> const OpAttrs& { return ragged ? bound_attrs[k] : s.ops[k].rhs->attrs; };
     grad_values_.reset();
 
     // 1. Arguments.
@@ -272,7 +291,9 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       a.shape = s.args[e].shape;
       a.size = num_elements(a.shape);
       const float* first = data(args_[nodes_[ids[0]].arg_begin + e]);
-      a.shared = true;
+      // One instance of a ragged batch: a param's tensor is shared, anything else its own (so that
+      // a product by weights takes the weights' path).
+      a.shared = !ragged || ranges.find(first).first >= 0;
       for (int64_t i = 1; i < B && a.shared; ++i) a.shared = data(args_[nodes_[ids[i]].arg_begin + e]) == first;
       if (a.shared) {
         a.data = const_cast<float*>(first);
@@ -314,16 +335,16 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       v.shape = op.shape;
       v.size = num_elements(op.shape);
       v.shared = !any_stacked;
-      const OpAttrs& attrs = op.rhs->attrs;
+      const OpAttrs& attrs = attrs_of(k);
       const ReferenceKernel kernel = reference_kernel(op.rhs->op);
       if (!v.shared) {
-        if (float* kept = kept_value(b, s, k)) {  // as the forward run computed it
-          stacked_op[k] = stackable(op, in) ? 1 : 0;
+        if (float* kept = ragged ? nullptr : kept_value(b, s, k)) {  // as the forward run computed it
+          stacked_op[k] = stackable(op, attrs, in) ? 1 : 0;
           v.data = kept;
           continue;
         }
       }
-      if (v.shared || stackable(op, in)) {
+      if (v.shared || stackable(op, attrs, in)) {
         stacked_op[k] = 1;
         v.data = alloc(v.shared ? v.size : B * v.size);
         in_t.clear();
@@ -357,7 +378,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       if (!s.ops[k].escapes || !adj[b][k]) continue;
       const BatchValue& v = vals[k];
       float* d = dval[k] = alloc(v.shared ? v.size : B * v.size, true);
-      const float* g = adj[b][k];
+      const float* g = adj[b][k] + (ragged ? output_offset(b, k, nodes_[ids[0]].row) : 0);
       if (v.shared)
         for (int64_t i = 0; i < B; ++i) add(d, g + i * v.size, v.size);  // a shared value's: summed
       else
@@ -370,7 +391,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       const analysis::BlockOp& op = s.ops[k];
       if (!dval[k] || !differentiable(op.rhs->op)) continue;
       const BatchValue& v = vals[k];
-      if (stacked_op[k] && !v.shared && op.operands.size() == 2) {
+      if (!v.shared && op.operands.size() == 2) {
         const analysis::BlockOperand& xo = op.operands[0];
         if (weight_product(op, operand(xo), operand(op.operands[1]), dval[k], xo.local ? dval[xo.index] : darg[xo.index], B))
           continue;
@@ -383,7 +404,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
         targs.clear();
         for (size_t i = 0; i < op.operands.size(); ++i) targs.push_back({tshapes[i], operand(op.operands[i]).data});
         const std::vector<int64_t> out_shape = stacked_shape(v, B);
-        adjoint<float>(op.rhs->op, op.rhs->attrs, targs, out_shape, v.data, dval[k], din);
+        adjoint<float>(op.rhs->op, attrs_of(k), targs, out_shape, v.data, dval[k], din);
         continue;
       }
       // Instance by instance (a shared value: once).
@@ -397,7 +418,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
           targs.push_back({x.shape, x.data + off});
           dins.push_back(din[j] + off);
         }
-        adjoint<float>(op.rhs->op, op.rhs->attrs, targs, v.shape, v.data + i * v.size, dval[k] + i * v.size, dins);
+        adjoint<float>(op.rhs->op, attrs_of(k), targs, v.shape, v.data + i * v.size, dval[k] + i * v.size, dins);
       }
     }
 
@@ -410,6 +431,34 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
         continue;
       }
       for (int64_t i = 0; i < B; ++i) send(args_[nodes_[ids[i]].arg_begin + e], darg[e] + i * a.size, a.size);
+    }
+  };
+
+  std::vector<int64_t> sizes;
+  for (size_t bi = num_batches; bi-- > 0;) {
+    const int b = static_cast<int>(bi);
+    if (adj[b].empty()) continue;
+    const analysis::StaticBlock& s = plan_.blocks[batch_blocks_[b]];
+    const std::vector<int>& ids = members[b];
+    if (!s.ragged()) {
+      differentiate(b, s, ids.data(), static_cast<int64_t>(ids.size()), false);
+      continue;
+    }
+    // A ragged batch: instance by instance, each on the block with its sizes bound.
+    const size_t S = s.sizes.size();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const Node& n = nodes_[ids[i]];
+      sizes.assign(sizes_.begin() + n.size_begin, sizes_.begin() + n.size_begin + S);
+      analysis::StaticBlock bound = s;
+      bound.sizes.clear();
+      bound_attrs.clear();
+      for (analysis::BlockOp& op : bound.ops) {
+        op.shape = bind_sizes(op.shape, s.sizes.data(), sizes.data(), S);
+        op.size = num_elements(op.shape);
+        bound_attrs.push_back(bind_attr_sizes(op.rhs->attrs, s.sizes.data(), sizes.data(), S));
+      }
+      for (analysis::BlockArg& a : bound.args) a.shape = bind_sizes(a.shape, s.sizes.data(), sizes.data(), S);
+      differentiate(b, bound, &ids[i], 1, true);
     }
   }
 

@@ -143,12 +143,17 @@ const float* HostRuntime::gather(aot::AotContext* ctx, int32_t site, Val list, i
   if (length == 0) rt.fail(ctx, site, 0, -1);  // no entry: the list is empty
   const int64_t row = rt.param_rows_[r.index], count = rt.param_counts_[r.index];
   float* out = rt.gathered_.alloc(static_cast<size_t>(length * row));
+  const bool keep = rt.graph_.keeps_values();  // a training run: the rows' sources for the backward
+  if (keep) rt.gather_sources_.clear();
   int64_t k = 0;
   for (const aot::Obj* o = list.p; o->size != 0; o = o->fields[1].p, ++k) {
     const int64_t i = o->fields[0].i;
     if (i < 0 || i >= count) rt.fail(ctx, site, i, k);
-    std::memcpy(out + k * row, rt.param_data_[r.index] + i * row, static_cast<size_t>(row) * sizeof(float));
+    const float* src = rt.param_data_[r.index] + i * row;
+    std::memcpy(out + k * row, src, static_cast<size_t>(row) * sizeof(float));
+    if (keep) rt.gather_sources_.push_back(src);
   }
+  if (keep) rt.graph_.gathered(out, row, rt.gather_sources_);
   return out;
 }
 void HostRuntime::drop(aot::AotContext* ctx, Val v) { of(ctx).graph_.drop(v); }

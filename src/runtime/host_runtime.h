@@ -92,6 +92,7 @@ class HostRuntime : public GraphEngine::Program {
   std::vector<aot::Val> outputs_;
   std::vector<int64_t> entry_sizes_;  // per instance, the entry function's size_params values
   Arena gathered_;                    // rows gathered by lists of indices, for the run
+  std::vector<const float*> gather_sources_;  // of one gather (Graph::gathered)
   std::map<std::string, std::unique_ptr<Layout>> layouts_;
   const Layout* in_layout_ = nullptr;  // of the run's entry function
   const Layout* out_layout_ = nullptr;

@@ -272,27 +272,7 @@ class Piece {
       ++c_.counters->kernel_calls;
     }
     float* C = val(k, 0).p;
-    // The result starts as the fused addend (an operand of the result's shape, a shared row, or
-    // both), and the GEMM accumulates.
     const analysis::RaggedOpPlan& plan = plan_.ops[k];
-    if (plan.init) {
-      for (int64_t b = 0; b < B_; ++b) {
-        float* Cb = C + first_row[b] * N;
-        const int64_t rows = first_row[b + 1] - first_row[b];
-        if (plan.init_from.index >= 0)
-          std::memcpy(Cb, contiguous(plan.init_from, b), static_cast<size_t>(rows * N) * sizeof(float));
-        if (plan.init_row < 0) continue;
-        const float* row = c_.args[plan.init_row * c_.arg_stride + b];
-        if (plan.init_from.index >= 0) {
-          const int64_t dims[2] = {rows, N}, cs[2] = {N, 1}, rs[2] = {0, 1};
-          k::binary_broadcast(k::BinaryOp::Add, 2, dims, Cb, cs, row, rs, Cb);
-        } else {
-          for (int64_t r = 0; r < rows; ++r) std::memcpy(Cb + r * N, row, static_cast<size_t>(N) * sizeof(float));
-        }
-      }
-      ++c_.counters->kernel_calls;
-    }
-    const bool accumulate = plan.init;
     for (int64_t b0 = 0; b0 < B_;) {
       const float* W = c_.args[e * c_.arg_stride + b0];
       int64_t b1 = b0 + 1;
@@ -301,12 +281,27 @@ class Piece {
       const float* Ab = A + first_row[b0] * lda;
       float* Cb = C + first_row[b0] * N;
       if (const k::PackedWeights* pw = packed_.find(W))
-        k::gemm_packed(M, Ab, static_cast<int>(lda), *pw, Cb, static_cast<int>(N), accumulate);
+        k::gemm_packed(M, Ab, static_cast<int>(lda), *pw, Cb, static_cast<int>(N), false);
       else
         k::gemm(M, static_cast<int>(N), static_cast<int>(K), Ab, static_cast<int>(lda), W,
-                static_cast<int>(N), Cb, static_cast<int>(N), accumulate);
+                static_cast<int>(N), Cb, static_cast<int>(N), false);
       ++c_.counters->kernel_calls;
       b0 = b1;
+    }
+    // Then the fused addends (an operand of the result's shape, a shared row, or both), added to
+    // the finished product: a GEMM accumulating onto them would round each of its K partial sums
+    // to the addend's magnitude (a residual's), several times the error of the reference's order.
+    if (plan.init) {
+      for (int64_t b = 0; b < B_; ++b) {
+        float* Cb = C + first_row[b] * N;
+        const int64_t rows = first_row[b + 1] - first_row[b];
+        if (plan.init_from.index >= 0)
+          k::binary(k::BinaryOp::Add, Cb, contiguous(plan.init_from, b), Cb, static_cast<size_t>(rows * N));
+        if (plan.init_row < 0) continue;
+        const int64_t dims[2] = {rows, N}, cs[2] = {N, 1}, rs[2] = {0, 1};
+        k::binary_broadcast(k::BinaryOp::Add, 2, dims, Cb, cs, c_.args[plan.init_row * c_.arg_stride + b], rs, Cb);
+      }
+      ++c_.counters->kernel_calls;
     }
     c_.counters->weight_gemm_flops += 2 * first_row[B_] * N * K;
   }

@@ -56,7 +56,7 @@ def main(argv=None):
 
     grads_path = os.path.join(args.workdir, "grads.safetensors")
     cmd = [args.acrobat, "grad", os.path.join(ROOT, "models", args.model + ".acr"), "--params", params_path,
-           "--input", "%s:%s" % (spec.INPUT_KIND, args.data), "--vocab", args.vocab, "--limit", str(args.limit),
+           "--input", "%s:%s" % (spec.LOSS_INPUT_KIND, args.data), "--vocab", args.vocab, "--limit", str(args.limit),
            "--out", grads_path, "--engine", args.engine]
     for k, v in sets.items():
         cmd += ["--set", "%s=%d" % (k, v)]

@@ -22,6 +22,7 @@ padded to their longest with a key-padding mask, one batched layer at a time, th
 dropped after each layer (bench/berxit_ragged.py times it).
 """
 
+import json
 import math
 import os
 import random
@@ -30,11 +31,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import models
 import sst
 
 NAME = "berxit"
 DIMS = {"D": 256, "NH": 4, "FF": 1024, "L": 4, "C": 3, "V": 21702, "P": 512}
 INPUT_KIND = "sst-tokens"
+LOSS_INPUT_KIND = "json"  # the loss entry reads lines [y, ids] (make_loss_data)
 THRESHOLD = 0.6       # must equal the literal in models/berxit.acr
 TIE_EPS = 1e-4        # decision margins below this are near-ties
 
@@ -111,6 +114,14 @@ class Model(nn.Module):
             if pmax > THRESHOLD:
                 break
         return F.log_softmax(logits, dim=-1), l + 1
+
+    def tables(self):
+        return None  # emb is indexed by a tensor of ids: autograd gives its rows
+
+    def loss(self, inst, rows=None):
+        """The training loss (acrobat's `loss` entry): the cross-entropy of the exit classifier's
+        prediction against inst.label (a LabelledIds), the exit as taken."""
+        return -self.forward(inst)[0][0, inst.label]
 
     # ---- the hand-batched PyTorch baseline ----
 
@@ -211,6 +222,44 @@ def make_data(path, count, seed, dims):
     with open(path, "w", encoding="utf-8") as f:
         for n in lengths:
             f.write(_balanced([rng.choice(words) for _ in range(n)], 0, n) + "\n")
+
+
+class LabelledIds(list):
+    """An instance (the token ids forward reads) with its label (its loss)."""
+
+    def __init__(self, ids, label):
+        super().__init__(ids)
+        self.label = label
+
+
+def make_loss_data(path, count, seed, dims):
+    """`count` lines [y, ids] for the loss entry: ids of the lengths make_data gives (FIXED_LENGTHS,
+    then drawn from 1..P), each id uniform in [0, V); y a one-hot [[...]] of a label drawn uniformly
+    from the C classes."""
+    d = _dims(dims)
+    rng = random.Random(seed)
+    lengths = FIXED_LENGTHS[:count]
+    while len(lengths) < count:
+        lengths.append(min(d["P"], max(1, int(rng.expovariate(1.0 / 40.0)) + 1)))
+    with open(path, "w") as f:
+        for n in lengths:
+            y = [0.0] * d["C"]
+            y[rng.randrange(d["C"])] = 1.0
+            f.write(json.dumps([[y], [rng.randrange(d["V"]) for _ in range(n)]]) + "\n")
+
+
+def load_loss_instances(path, vocab_path, limit, dims):
+    d = _dims(dims)
+    out = []
+    for k, line in models.json_lines(path, limit):
+        if not (isinstance(line, list) and len(line) == 2 and isinstance(line[1], list)):
+            raise ValueError("%s:%d: expected [y, ids]" % (path, k))
+        y, ids = line
+        for w in ids:
+            if not isinstance(w, int) or not 0 <= w < d["V"]:
+                raise ValueError("%s:%d: token %r out of range [0, %d)" % (path, k, w, d["V"]))
+        out.append(LabelledIds(ids, y[0].index(1.0)))
+    return out
 
 
 def load_instances(path, vocab_path, limit, dims):

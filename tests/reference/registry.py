@@ -6,6 +6,7 @@ A model module exposes (names fixed: other modules are written to them):
   NAME = "nestedrnn"             # the acrobat model is <repo>/models/<NAME>.acr
   DIMS = {"H": 256, ...}         # default dims (acrobat `dim`s), overridable with --set K=V
   INPUT_KIND = "json"            # acrobat --input kind: "sst", "sst-tokens", "tokens" or "json"
+  LOSS_INPUT_KIND = "json"       # OPTIONAL: the loss entry's input kind (default INPUT_KIND)
   class Model(torch.nn.Module):  # PARAM_ORDER = parameter names = acrobat param names
       def __init__(self, **dims)
       def forward(self, instance) # what acrobat's main returns: a tensor, or a tuple/list of
@@ -65,9 +66,11 @@ class Spec:
         self.output_entry = kw.get("output_entry") or default_output_entry
         self.make_loss_data = kw.get("make_loss_data")
         self.load_loss_instances = kw.get("load_loss_instances")
-        if self.INPUT_KIND not in INPUT_KINDS:
-            raise ValueError("model %s: INPUT_KIND %r is not one of %s"
-                             % (self.NAME, self.INPUT_KIND, ", ".join(INPUT_KINDS)))
+        self.LOSS_INPUT_KIND = kw.get("LOSS_INPUT_KIND", self.INPUT_KIND)
+        for kind in (self.INPUT_KIND, self.LOSS_INPUT_KIND):
+            if kind not in INPUT_KINDS:
+                raise ValueError("model %s: input kind %r is not one of %s"
+                                 % (self.NAME, kind, ", ".join(INPUT_KINDS)))
 
     @property
     def reads_vocab(self):
@@ -129,7 +132,8 @@ def get(name):
             raise ValueError("model_%s.py has NAME = %r" % (name, mod.NAME))
         spec = Spec(**{a: getattr(mod, a) for a in ("NAME", "DIMS", "INPUT_KIND", "Model", "init_params",
                                                      "make_data", "load_instances", "output_entry",
-                                                     "make_loss_data", "load_loss_instances")
+                                                     "make_loss_data", "load_loss_instances",
+                                                     "LOSS_INPUT_KIND")
                        if hasattr(mod, a)})
     _cache[name] = spec
     return spec
