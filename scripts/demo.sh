@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh build
+scripts/install-python.sh build
 echo
 mkdir -p build/demo
 echo "== train a Tree-LSTM (H=64) on the 8544 SST training trees: 5 epochs of Adam in batches of 25, AOT engine =="

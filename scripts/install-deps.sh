@@ -11,6 +11,8 @@ packages=(
   libboost-context-dev                            # fibers for tensor-dependent control flow
   libgtest-dev libgmock-dev                       # tests
   python3 python3-torch python3-numpy             # the PyTorch oracle (tests/reference)
+  python3-dev pybind11-dev python3-pytest         # the Python package (python/) and its tests
+  python3-distributed                             # acrobat.dask
   python3-matplotlib                              # bench --all's plot
   clang libclang-rt-14-dev                        # scripts/fuzz.sh: libFuzzer, ASan, UBSan
 )

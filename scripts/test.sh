@@ -4,5 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh build
+scripts/install-python.sh build
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 1200

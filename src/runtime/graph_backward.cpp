@@ -182,10 +182,8 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       i += len;
     }
   };
-  for (const aot::Val& loss : losses) {
-    const float one = 1.0f;
-    send(loss, &one, 1);
-  }
+  static constexpr float kOne = 1.0f;  // d(sum of the losses)/d(each loss)
+  for (const aot::Val& loss : losses) send(loss, &kOne, 1);
 
   std::vector<BatchValue> vals, args;
   // The batch's values (written whole by their producers) and adjoints (zeroed: they accumulate);
@@ -254,10 +252,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
         const int64_t r0 = i * kRows, r1 = std::min(rows, r0 + kRows);
         kernels::gemm_packed(static_cast<int>(r1 - r0), dy + r0 * N, N, wt, dx + r0 * K, K, false);
       };
-      if (pool && blocks > 1)
-        pool->run(blocks, block);
-      else
-        for (int64_t i = 0; i < blocks; ++i) block(i, 0);
+      for_each_piece(pool, blocks, block);
     } else
       kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w.data, N, dx, K, false);
     if (prior) {
@@ -485,10 +480,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     kernels::gemm_strided(true, false, r.K, p.end - p.begin, static_cast<int>(r.rows), r.x.data(), r.K,
                           r.dy.data() + p.begin, r.N, grads[r.param].data.get() + r.offset + p.begin, r.N, true);
   };
-  if (pool && pieces.size() > 1)
-    pool->run(static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { dw(pieces[size_t(i)]); });
-  else
-    for (const Piece& p : pieces) dw(p);
+  for_each_piece(pool, static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { dw(pieces[size_t(i)]); });
 }
 
 }  // namespace acrobat

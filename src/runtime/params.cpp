@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "acrobat/kernels.h"
 #include "io/safetensors.h"
@@ -65,35 +66,50 @@ std::string declared(const ir::Param& p) {
 
 ParamStore load_params(const ir::Module& module, const std::string& path,
                        std::vector<std::string>* unused) {
-  auto tensors = io::read_safetensors(path);
+  const auto tensors = io::read_safetensors(path);
+  std::map<std::string, ParamSource> sources;
+  for (const auto& [name, t] : tensors) sources[name] = {t.shape, t.data.data()};
+  return params_from(module, sources, path, false, unused);
+}
+
+ParamStore params_from(const ir::Module& module, const std::map<std::string, ParamSource>& tensors,
+                       const std::string& where, bool borrow, std::vector<std::string>* unused) {
   ParamStore store;
-  store.source = path;
+  store.source = where;
   std::vector<Diagnostic> errors;
+  std::set<std::string> used;
   for (const auto& p : module.params) {
     auto it = tensors.find(p.name);
     if (it == tensors.end()) {
       std::string have;
       for (auto& [name, _] : tensors) have += (have.empty() ? "" : ", ") + name;
-      errors.push_back({SourceLoc{path}, "no tensor named '" + p.name + "' for " + declared(p) +
-                                             (have.empty() ? "; the file holds no tensors"
-                                                           : "; the file holds: " + have)});
+      errors.push_back({SourceLoc{where}, "no tensor named '" + p.name + "' for " + declared(p) +
+                                              (have.empty() ? "; " + where + " holds no tensors"
+                                                            : "; " + where + " holds: " + have)});
       continue;
     }
     auto expected = full_shape(p);
     if (without_ones(it->second.shape) != without_ones(expected)) {
-      errors.push_back({SourceLoc{path}, "tensor '" + p.name + "' has shape " +
-                                             shape_str(it->second.shape) + ", expected " +
-                                             shape_str(expected) + " for " + declared(p)});
+      errors.push_back({SourceLoc{where}, "tensor '" + p.name + "' has shape " +
+                                              shape_str(it->second.shape) + ", expected " +
+                                              shape_str(expected) + " for " + declared(p)});
       continue;
     }
-    Tensor t = Tensor::allocate(expected);
-    std::copy(it->second.data.begin(), it->second.data.end(), t.data.get());
+    Tensor t;
+    if (borrow) {
+      t.shape = expected;
+      t.data = Tensor::borrow(const_cast<float*>(it->second.data));
+    } else {
+      t = Tensor::allocate(expected);
+      std::copy_n(it->second.data, t.size(), t.data.get());
+    }
     store.params.push_back(make_value(p, std::move(t)));
-    tensors.erase(it);
+    used.insert(p.name);
   }
   if (!errors.empty()) throw UserError(std::move(errors));
   if (unused)
-    for (auto& [name, _] : tensors) unused->push_back(name);
+    for (auto& [name, _] : tensors)
+      if (!used.count(name)) unused->push_back(name);
   return store;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,18 @@ struct ParamStore {
 // `unused` (if given) for the caller to warn about.
 ParamStore load_params(const ir::Module& module, const std::string& path,
                        std::vector<std::string>* unused = nullptr);
+
+// A tensor offered as a param (a file's, a caller's array): its shape and row-major floats.
+struct ParamSource {
+  std::vector<int64_t> shape;
+  const float* data = nullptr;
+};
+// load_params' matching for tensors by name from anywhere (`where` names them in messages): every
+// param needs one whose shape agrees after dropping dimensions of size 1. With `borrow` the params
+// use the tensors' memory in place (the caller keeps it alive and unchanged while they are used);
+// else they are copied.
+ParamStore params_from(const ir::Module& module, const std::map<std::string, ParamSource>& tensors,
+                       const std::string& where, bool borrow, std::vector<std::string>* unused = nullptr);
 
 // The tensors of `params`, copied (to change them without touching `params`; make_params makes
 // params of them again).

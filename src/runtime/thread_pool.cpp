@@ -8,6 +8,14 @@
 
 namespace acrobat {
 
+void for_each_piece(ThreadPool* pool, int64_t pieces, FunctionRef<void(int64_t, int)> fn) {
+  if (pool && pieces > 1 && pieces <= ThreadPool::kMaxPieces) {
+    pool->run(pieces, fn);
+    return;
+  }
+  for (int64_t i = 0; i < pieces; ++i) fn(i, 0);
+}
+
 int default_threads() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));

@@ -57,6 +57,11 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
+// fn(piece, thread) for every piece in [0, pieces): shared among the threads of `pool` when there is
+// one and more than one piece (and no more than it takes in one call), else one after another on
+// the calling thread (thread 0).
+void for_each_piece(ThreadPool* pool, int64_t pieces, FunctionRef<void(int64_t, int)> fn);
+
 // The number of threads to use by default: every core this process may run on.
 int default_threads();
 

@@ -53,10 +53,7 @@ double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, flo
   for (size_t k = 0; k < grads.size(); ++k)
     for (int64_t b = 0, n = grads[k].size(); b < n; b += kPiece) pieces.push_back({k, b, std::min(n, b + kPiece)});
   auto for_pieces = [&](FunctionRef<void(const Piece&)> fn) {
-    if (pool_ && pieces.size() > 1)
-      pool_->run(static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { fn(pieces[size_t(i)]); });
-    else
-      for (const Piece& piece : pieces) fn(piece);
+    for_each_piece(pool_.get(), static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { fn(pieces[size_t(i)]); });
   };
 
   double norm = -1;  // unknown unless clipping

@@ -1,0 +1,154 @@
+"""acrobat from Python: compile a model written for one instance, give it parameters (a safetensors
+file, a seed, or a dict of numpy arrays / torch tensors such as a torch ``state_dict()``) and run a
+whole list of instances with the tensor work batched across them.
+
+    import acrobat
+    m = acrobat.load("models/treelstm.acr", dims={"H": 64}, engine="batched", params="w.safetensors")
+    trees = m.read_inputs("sst:data/sst/test.txt")          # acrobat's own readers, or Python values:
+    outputs, stats = m.run(trees, batch=64)                 # one numpy array (or tuple, ...) per instance
+    losses, grads = m.gradients(m.read_inputs("sst:data/sst/train.txt", entry="loss"))
+
+Instances as Python values follow the JSON input encoding (docs/language.md): numbers, bools,
+lists (a ``List``), tuples, ``{"Ctor": [fields]}`` for other data types (``{"Node": [l, r]}``,
+``{"Leaf": [3]}``), and tensors as numpy arrays, torch tensors or nested lists. A user error (a
+malformed model, a wrong shape, an unknown name) raises ``acrobat.Error`` (a ValueError) whose
+message says where: ``file:line:col: error: ...``.
+
+Params given as float32 C-contiguous arrays (a CPU torch tensor of that layout included) are used
+in place, not copied: the model reads them while it runs, so change them only between runs (a
+matrix also keeps a copy prepared for the GEMM kernels, made when the params are set).
+"""
+
+from collections.abc import Mapping
+import json
+import os
+
+import numpy as np
+
+from ._acrobat import Error, Instances
+from . import _acrobat
+
+__all__ = ["Error", "Instances", "Model", "load", "loads"]
+
+
+def _vocab(spec, vocab):
+    """The vocabulary for an sst input: the one given, else vocab.txt beside the data file."""
+    if vocab is not None:
+        return os.fspath(vocab)
+    kind, _, path = spec.partition(":")
+    beside = os.path.join(os.path.dirname(path), "vocab.txt")
+    return beside if kind in ("sst", "sst-tokens") and os.path.isfile(beside) else ""
+
+
+def _as_array(name, value):
+    """A float32 C-contiguous numpy array for a param: the same memory when it already is one (a CPU
+    torch tensor of that layout included), else a converted copy."""
+    if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
+        value = value.detach()
+        if value.device.type != "cpu":
+            value = value.cpu()
+        value = value.numpy()
+    a = np.ascontiguousarray(value, dtype=np.float32)
+    if a.dtype != np.float32:
+        raise Error("param '%s': cannot be read as float32" % name)
+    return a
+
+
+def _as_instance(value):
+    """An instance for the native side: torch tensors as numpy arrays, containers walked."""
+    if hasattr(value, "detach") and hasattr(value, "numpy"):
+        return value.detach().cpu().numpy()
+    if isinstance(value, (list, tuple)):
+        items = [_as_instance(v) for v in value]
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {k: _as_instance(v) for k, v in value.items()}
+    return value
+
+
+class Model:
+    """A compiled model, its parameters and an engine (``batched``: the interpreter of the batched
+    runtime; ``aot``: the model compiled to C++ and cached; ``reference``: one instance at a time)."""
+
+    def __init__(self, native, params=None, seed=0):
+        self._m = native
+        self.set_params(params, seed=seed)
+
+    def set_params(self, params=None, seed=0):
+        """The parameters: a safetensors path (the file ``acrobat train`` writes), a mapping of name to
+        array or torch tensor (shapes agree with the declarations after dropping dimensions of size
+        1, as for files), or None for the deterministic initialisation from ``seed``. Returns the
+        names that are not params of the model (ignored)."""
+        if params is None:
+            self._m.params_from_seed(int(seed))
+            return []
+        if isinstance(params, (str, os.PathLike)):
+            return self._m.params_from_file(os.fspath(params))
+        if isinstance(params, Mapping):
+            arrays = {str(k): _as_array(k, v) for k, v in params.items()}
+            return self._m.params_from_arrays(arrays, "the params given")
+        raise Error("params: expected a safetensors path, a mapping of name to array, or None; got %s"
+                    % type(params).__name__)
+
+    @property
+    def params(self):
+        """Every param by name as a numpy array over the model's own storage (writes change the
+        params; a matrix's GEMM copy is refreshed only by set_params)."""
+        return self._m.param_arrays()
+
+    @property
+    def param_names(self):
+        return self._m.param_names()
+
+    @property
+    def params_source(self):
+        return self._m.params_source
+
+    @property
+    def engine(self):
+        return self._m.engine_name
+
+    def read_inputs(self, spec, entry="main", vocab=None, limit=0):
+        """Instances read by acrobat's readers, as ``acrobat run --input`` reads them: ``KIND:FILE``
+        with KIND sst, sst-tokens, tokens, json or lengths (``vocab``: for sst, the vocabulary;
+        default: vocab.txt beside the file). ``limit``: at most that many (0: all)."""
+        return self._m.read_inputs(spec, entry, _vocab(spec, vocab), int(limit))
+
+    def read_values(self, spec, entry="main", vocab=None, limit=0):
+        """The same instances as Python values (lists, dicts, ...: the JSON input encoding), which
+        pickle, for shipping to other processes (acrobat.dask)."""
+        return json.loads(self._m.read_values(spec, entry, _vocab(spec, vocab), int(limit)))
+
+    def _instances(self, instances):
+        if isinstance(instances, Instances):
+            return instances
+        return [_as_instance(v) for v in instances]
+
+    def run(self, instances, batch=64, entry="main"):
+        """Runs ``entry`` on every instance, ``batch`` instances per engine run (0: all in one).
+        Returns (outputs, stats): one output per instance in order (a numpy array for a tensor, a
+        tuple for a tuple, ...) and the run's counters (instances/s, batches, kernel calls, ...)."""
+        return self._m.run(self._instances(instances), int(batch), entry)
+
+    def gradients(self, instances, entry="loss"):
+        """The gradient of the summed loss (``entry`` returns one number per instance) with respect
+        to every param. Returns (losses, grads, stats): each instance's loss, and a numpy array per
+        param name."""
+        return self._m.gradients(self._instances(instances), entry)
+
+
+def _native(source, is_text, name, dims, engine, threads, cache_dir):
+    return _acrobat.Model(source, is_text, name, {str(k): int(v) for k, v in (dims or {}).items()}, engine,
+                          int(threads or 0), cache_dir or "")
+
+
+def load(path, dims=None, engine="batched", threads=None, params=None, seed=0, cache_dir=None):
+    """Compiles the model file at ``path`` (``dims`` override its ``dim`` declarations, as
+    ``--set``); ``threads``: per batched kernel (default: every core); ``cache_dir``: where the AOT
+    engine keeps compiled models (default as the CLI's). ``params``: see Model.set_params."""
+    return Model(_native(os.fspath(path), False, os.fspath(path), dims, engine, threads, cache_dir), params, seed)
+
+
+def loads(text, name="<string>", dims=None, engine="batched", threads=None, params=None, seed=0, cache_dir=None):
+    """The same for a model's text; ``name`` names it in messages."""
+    return Model(_native(text, True, name, dims, engine, threads, cache_dir), params, seed)

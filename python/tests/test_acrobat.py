@@ -1,0 +1,170 @@
+"""The Python package against the CLI and against PyTorch: the same outputs as `acrobat run` on
+every engine, params from a torch state_dict used in place, gradients equal to `acrobat grad`'s,
+user errors raised as acrobat.Error with their file:line:col.
+
+Run from the repository root with PYTHONPATH=build/python (ctest's python.pytest does);
+ACROBAT_BIN names the CLI to compare with (default build/tools/acrobat)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import acrobat
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("ACROBAT_BIN", os.path.join(ROOT, "build", "tools", "acrobat"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+
+import registry  # noqa: E402
+import safetensors_io  # noqa: E402
+
+TEST = os.path.join(ROOT, "data", "sst", "test.txt")
+VOCAB = os.path.join(ROOT, "data", "sst", "vocab.txt")
+TREELSTM = os.path.join(ROOT, "models", "treelstm.acr")
+BERXIT = os.path.join(ROOT, "models", "berxit.acr")
+
+
+def cli_outputs(model, params, input_spec, limit, engine, sets=(), entry="main", tmp=None):
+    out = os.path.join(tmp, "cli.json")
+    cmd = [BIN, "run", model, "--params", params, "--input", input_spec, "--limit", str(limit),
+           "--engine", engine, "--output", out, "--entry", entry]
+    for s in sets:
+        cmd += ["--set", s]
+    subprocess.run(cmd, check=True, capture_output=True)
+    with open(out) as f:
+        return json.load(f)["outputs"]
+
+
+def as_array(o):
+    return np.asarray(o["data"], dtype=np.float32).reshape(o["shape"])
+
+
+@pytest.fixture(scope="module")
+def treelstm_params(tmp_path_factory):
+    """The oracle Tree-LSTM (H 64) and its weights as a safetensors file."""
+    d = tmp_path_factory.mktemp("treelstm")
+    spec, dims, _, model, path = registry.setup_run("treelstm", {"H": 64}, TEST, VOCAB, 40, str(d))
+    return model, path
+
+
+@pytest.mark.parametrize("engine", ["batched", "aot", "reference"])
+def test_outputs_equal_the_cli(engine, treelstm_params, tmp_path):
+    _, path = treelstm_params
+    m = acrobat.load(TREELSTM, dims={"H": 64}, engine=engine, threads=1, params=path)
+    trees = m.read_inputs("sst:" + TEST, limit=40)
+    assert len(trees) == 40
+    outputs, stats = m.run(trees, batch=16)
+    assert stats["instances"] == 40
+    expected = cli_outputs(TREELSTM, path, "sst:" + TEST, 40, engine, ["H=64"], tmp=str(tmp_path))
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        assert isinstance(got, np.ndarray) and got.dtype == np.float32
+        np.testing.assert_array_equal(got, as_array(want))  # the same engine: the same bits
+
+
+def test_state_dict_params_are_used_in_place_and_match_pytorch(treelstm_params):
+    model, _ = treelstm_params
+    state = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
+    m = acrobat.load(TREELSTM, dims={"H": 64}, engine="batched", threads=1, params=state)
+    # In place: the model's params are the tensors' memory.
+    for name, array in m.params.items():
+        assert array.__array_interface__["data"][0] == state[name].data_ptr(), name
+    trees = m.read_inputs("sst:" + TEST, limit=25)
+    outputs, _ = m.run(trees, batch=25)
+    # PyTorch's Tree-LSTM on the same trees and weights (tests/reference/models.py).
+    spec = registry.get("treelstm")
+    instances = spec.load_instances(TEST, VOCAB, 25, registry.resolve_dims(spec, {"H": 64}, VOCAB))
+    for got, inst in zip(outputs, instances):
+        want = model(inst).detach().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_python_values_as_instances():
+    text = """dim H = 4
+param emb[10]: f32[1, H]
+param W: f32[2 * H, H]
+def enc(t: Tree) -> f32[1, H] {
+  match t {
+    Leaf(w) => emb[w],
+    Node(l, r) => tanh(concat(enc(l), enc(r)) @ W),
+  }
+}
+def main(t: Tree) -> f32[1, H] { enc(t) }
+def pair(x: (f32[2, H], int)) -> (f32[1, H], int) {
+  let (m, k) = x;
+  (sum(m, axis=0), k + 1)
+}
+"""
+    m = acrobat.loads(text, name="tiny.acr", threads=1, seed=3)
+    leaf = lambda w: {"Leaf": [w]}  # noqa: E731
+    trees = [leaf(1), {"Node": [leaf(2), {"Node": [leaf(np.int64(3)), leaf(4)]}]}]  # numpy scalars too
+    out, _ = m.run(trees)
+    ref = acrobat.loads(text, name="tiny.acr", engine="reference", seed=3)
+    out_ref, _ = ref.run(trees)
+    for a, b in zip(out, out_ref):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    np.testing.assert_array_equal(out[0], m.params["emb"][1])  # emb[10]: f32[1, H] is [10, 1, H]
+    x = np.arange(2 * 4, dtype=np.float64).reshape(2, 4)
+    (y, k), = m.run([(x, 4)], entry="pair")[0]
+    np.testing.assert_allclose(y, x.sum(axis=0, keepdims=True))
+    assert k == 5
+
+
+def test_gradients_equal_the_cli(tmp_path):
+    spec, dims, _, model, path = registry.setup_run("berxit", {"L": 2}, TEST, VOCAB, 5, str(tmp_path))
+    data = os.path.join(str(tmp_path), "loss.json")
+    spec.make_loss_data(data, 5, 1, dict(dims))
+    m = acrobat.load(BERXIT, dims={"L": 2}, engine="batched", threads=1, params=path)
+    insts = m.read_inputs("json:" + data, entry="loss")
+    losses, grads, _ = m.gradients(insts)
+    out = os.path.join(str(tmp_path), "grads.safetensors")
+    subprocess.run([BIN, "grad", BERXIT, "--params", path, "--input", "json:" + data, "--set", "L=2",
+                    "--engine", "batched", "--threads", "1", "--out", out], check=True, capture_output=True)
+    want, meta = safetensors_io.load_file(out)
+    assert abs(sum(losses) - float(meta["loss_sum"])) <= 1e-5 * abs(float(meta["loss_sum"]))
+    for name, g in grads.items():
+        np.testing.assert_array_equal(g.reshape(-1), np.asarray(want[name], dtype=np.float32).reshape(-1))
+
+
+def test_errors_are_exceptions_with_where():
+    with pytest.raises(acrobat.Error, match=r"bad\.acr:2:39: error: unknown name 'nope'"):
+        acrobat.loads("param W: f32[2, 2]\ndef main(x: f32[1, 2]) -> f32[1, 2] { nope }\n", name="bad.acr")
+    m = acrobat.load(TREELSTM, dims={"H": 8}, threads=1)
+    with pytest.raises(acrobat.Error, match="no tensor named"):
+        m.set_params({"emb": np.zeros((3, 8), np.float32)})
+    with pytest.raises(acrobat.Error, match=r"tensor 'W_leaf' has shape"):
+        m.set_params({k: (np.zeros((2, 2), np.float32) if k == "W_leaf" else v) for k, v in m.params.items()})
+    with pytest.raises(acrobat.Error, match="instance 1"):
+        m.run([{"Leaf": ["not an id"]}])
+    with pytest.raises(acrobat.Error, match="out of range"):
+        m.run([{"Leaf": [10 ** 9]}])
+    with pytest.raises(acrobat.Error, match="engine 'fast'"):
+        acrobat.load(TREELSTM, engine="fast")
+
+
+def test_dask_two_workers_give_the_cli_outputs(treelstm_params, tmp_path):
+    """The SST test trees over a LocalCluster of two worker processes, partitions of 256 trees run
+    in batches of 64: exactly `acrobat run --batch 64`'s outputs (the same batches, the same bits)."""
+    import dask.bag as dask_bag
+    import dask.distributed as distributed
+
+    import acrobat.dask
+
+    _, path = treelstm_params
+    m = acrobat.load(TREELSTM, dims={"H": 64}, threads=1, params=path)
+    trees = m.read_values("sst:" + TEST)
+    assert len(trees) == 2210
+    expected = cli_outputs(TREELSTM, path, "sst:" + TEST, 2210, "batched", ["H=64"], tmp=str(tmp_path))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+        bag = dask_bag.from_sequence(trees, partition_size=256)
+        outputs = acrobat.dask.map_batches(bag, TREELSTM, params=path, dims={"H": 64}, batch=64).compute()
+        workers = client.run(lambda: sorted(k[0] for k in __import__("acrobat.dask").dask._models))
+    assert len(workers) == 2 and all(w == [TREELSTM] for w in workers.values()), workers  # both ran, once each
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got, as_array(want))
