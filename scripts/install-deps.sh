@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
   libopenblas-dev libxsmm-dev                     # GEMM: OpenBLAS and libxsmm JIT kernels
   libfmt-dev nlohmann-json3-dev libcli11-dev      # formatting, JSON, command line
+  libcpp-httplib-dev                              # acrobat serve
   libboost-context-dev                            # fibers for tensor-dependent control flow
   libgtest-dev libgmock-dev                       # tests
   python3 python3-torch python3-numpy             # the PyTorch oracle (tests/reference)

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "cli_options.h"
+#include "serve.h"
 #include "io/files.h"
 #include "io/safetensors.h"
 #include "analysis/explain.h"
@@ -111,20 +112,21 @@ struct Prepared {
   Type output_type;
 };
 
-Prepared prepare(const RunOptions& o) {
+// `with_inputs` false (serve): the model and its params only.
+Prepared prepare(const RunOptions& o, bool with_inputs = true) {
   Prepared p;
   CompileOptions copts;
   copts.dims = parse_sets(o.sets);
   copts.analysis = parse_disable(o.disable);
-  if (o.input.empty()) throw UserError("--input KIND:FILE is required");
+  if (with_inputs && o.input.empty()) throw UserError("--input KIND:FILE is required");
   p.module = compile_model(o.model, copts);
   check_entry(*p.module->source, o.entry);
   int entry = entry_function(*p.module, o.entry);
   const ir::Function& f = p.module->functions[entry];
   p.output_type = f.ret;
-  p.spec = parse_input_spec(o.input);
-  p.vocab = o.vocab.empty() ? default_vocab(p.spec) : o.vocab;
-  {
+  if (with_inputs) p.spec = parse_input_spec(o.input);
+  if (with_inputs) {
+    p.vocab = o.vocab.empty() ? default_vocab(p.spec) : o.vocab;
     SizeNamesScope names(p.module->plan->size_names);  // messages name the model's sizes
     p.inputs = load_inputs(p.spec, f.vars[f.params[0]].type, p.vocab, o.limit);
   }
@@ -281,6 +283,15 @@ int grad_command(const RunOptions& o, const std::string& out_path) {
                            std::sqrt(norm), engine->name(), g.stats.wall_seconds,
                            out_path.empty() ? "" : "; wrote " + out_path);
   return 0;
+}
+
+// `acrobat serve`: the model behind HTTP with a dynamic batcher (serve.h).
+int serve_main(const RunOptions& o, ServeOptions so) {
+  Prepared p = prepare(o, false);
+  so.entry = o.entry;
+  so.name = std::filesystem::path(o.model).stem().string();
+  std::unique_ptr<Engine> engine = make_engine(o, p);
+  return serve_command(so, *p.module, *engine);
 }
 
 // `acrobat train`: epochs of batched gradients and optimiser steps on the loss entry, the dev set's
@@ -497,6 +508,13 @@ void report_failure(std::string message) {
 
 }  // namespace
 
+// The model file and its parameters (a safetensors file, or random from --seed): run, grad, serve.
+void add_model_options(CLI::App* cmd, RunOptions& o, NumberArgs& numbers, const char* model_help = "Model file (.acr)") {
+  cmd->add_option("model", o.model, model_help)->required();
+  cmd->add_option("--params", o.params, "Parameters (safetensors); default: random from --seed");
+  cmd->add_option("--seed", numbers.seed, "Seed for random parameters (default 0)");
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"acrobat: an auto-batching compiler and runtime for dynamic deep learning"};
   app.require_subcommand(1);
@@ -507,9 +525,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> emit_stages = {"ast", "ir", "specialise", "reuse", "concurrent",
                                                 "blocks", "depth", "ownership"};
   auto* run_cmd = app.add_subcommand("run", "Run a model's `main` on every input instance");
-  run_cmd->add_option("model", run.model, "Model file (.acr)")->required();
-  run_cmd->add_option("--params", run.params, "Parameters (safetensors); default: random from --seed");
-  run_cmd->add_option("--seed", run_numbers.seed, "Seed for random parameters (default 0)");
+  add_model_options(run_cmd, run, run_numbers);
   run_cmd->add_option("--input", run.input, "KIND:FILE with KIND sst, sst-tokens, tokens, json or lengths");
   run_cmd->add_option("--vocab", run.vocab, "Vocabulary for sst inputs (default: vocab.txt beside the data)");
   const char* set_help = "Override dims: NAME=VALUE (repeatable, or comma-separated)";
@@ -544,9 +560,7 @@ int main(int argc, char** argv) {
   auto* grad_cmd = app.add_subcommand(
       "grad", "Gradient of the summed loss (the entry's output, one number per instance) with respect to "
               "every param, all instances in one batch; written as safetensors under the params' names");
-  grad_cmd->add_option("model", grad.model, "Model file (.acr)")->required();
-  grad_cmd->add_option("--params", grad.params, "Parameters (safetensors); default: random from --seed");
-  grad_cmd->add_option("--seed", grad_numbers.seed, "Seed for random parameters (default 0)");
+  add_model_options(grad_cmd, grad, grad_numbers);
   grad_cmd->add_option("--input", grad.input, "KIND:FILE, as for run (sst gives LabelledTree to a loss on them)");
   grad_cmd->add_option("--vocab", grad.vocab, "Vocabulary for sst inputs (default: vocab.txt beside the data)");
   grad_cmd->add_option("--set", grad.sets, set_help)->delimiter(',');
@@ -556,6 +570,27 @@ int main(int argc, char** argv) {
   grad_cmd->add_option("--engine", grad.engine, "batched (default), aot or reference")
       ->check(CLI::IsMember({"batched", "aot", "reference"}));
   grad_cmd->add_option("--threads", grad_numbers.threads, "Threads of the forward run, 1 to 1024 (default: all cores)");
+
+  RunOptions serve;
+  NumberArgs serve_numbers;
+  ServeOptions serve_opts;
+  std::string serve_port = "8500", serve_max_batch = "64", serve_delay = "5", serve_http_threads;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "Serve a model over HTTP (TensorFlow Serving / KServe v1 REST: POST /v1/models/NAME:predict "
+               "{\"instances\": [...]}), batching concurrent requests; /health, /metrics; stops on SIGINT/SIGTERM");
+  add_model_options(serve_cmd, serve, serve_numbers, "Model file (.acr); NAME is its stem");
+  serve_cmd->add_option("--set", serve.sets, set_help)->delimiter(',');
+  serve_cmd->add_option("--entry", serve.entry, "Function to serve (default main)");
+  serve_cmd->add_option("--engine", serve.engine, "batched (default) or aot")
+      ->check(CLI::IsMember({"batched", "aot"}));
+  serve_cmd->add_option("--threads", serve_numbers.threads, "Threads splitting each large batched kernel (default: all cores)");
+  serve_cmd->add_option("--host", serve_opts.host, "Address to listen on (default 127.0.0.1)");
+  serve_cmd->add_option("--port", serve_port, "Port (default 8500; 0: any free port, printed)");
+  serve_cmd->add_option("--max-batch", serve_max_batch, "Most instances per engine run (default 64)");
+  serve_cmd->add_option("--max-delay-ms", serve_delay,
+                        "Longest the oldest queued instance waits for a fuller batch, ms (default 5)");
+  serve_cmd->add_option("--http-threads", serve_http_threads,
+                        "Connections served at once (default: 2 * max-batch + 8)");
 
   TrainCommand train;
   train.run.entry = "loss";
@@ -709,6 +744,15 @@ int main(int argc, char** argv) {
     if (*grad_cmd) {
       read_numbers(grad_numbers, grad);
       return grad_command(grad, grad_out);
+    }
+    if (*serve_cmd) {
+      read_numbers(serve_numbers, serve);
+      serve_opts.port = static_cast<int>(cli::parse_number("--port", serve_port, 0, 65535));
+      serve_opts.max_batch = cli::parse_number("--max-batch", serve_max_batch, 1, cli::kMaxBatch);
+      serve_opts.max_delay_ms = static_cast<double>(cli::parse_number("--max-delay-ms", serve_delay, 0, 60000));
+      if (!serve_http_threads.empty())
+        serve_opts.http_threads = static_cast<int>(cli::parse_number("--http-threads", serve_http_threads, 1, 4096));
+      return serve_main(serve, serve_opts);
     }
     read_numbers(bench_numbers, bench_opts);
     if (*bench_cmd && bench_all) {

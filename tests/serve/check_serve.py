@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""`acrobat serve` end to end: the TreeLSTM (H 64) behind HTTP on a free loopback port.
+
+  check_serve.py --acrobat BIN --workdir DIR
+
+1. 64 requests at once, each one SST test tree, except one malformed body and one tree whose word
+   id is out of range (fails at run time): the malformed one gets 400 with the parse error, the
+   failing one 400 naming the index, and the other 62 their outputs, equal to `acrobat run`'s on the
+   same trees (1e-5); the batch that held the failing tree was run again instance by instance.
+2. 64 more at once: they are batched (a batch of more than 32 instances in /metrics).
+3. An instance of the wrong type (400 naming instances[0]), an unknown model (404), /health,
+   /metrics in Prometheus text.
+4. SIGTERM with requests in flight: each is answered, then the server exits 0.
+Needs the Python package of the same build (PYTHONPATH=build/python) to encode the trees.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+
+import acrobat  # noqa: E402
+import registry  # noqa: E402
+
+TEST = os.path.join(ROOT, "data", "sst", "test.txt")
+VOCAB = os.path.join(ROOT, "data", "sst", "vocab.txt")
+MODEL = os.path.join(ROOT, "models", "treelstm.acr")
+
+
+def post(port, body, name="treelstm"):
+    req = urllib.request.Request("http://127.0.0.1:%d/v1/models/%s:predict" % (port, name), data=body.encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def get(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=60) as r:
+        return r.status, r.read().decode()
+
+
+def at_once(port, bodies):
+    """Posts every body at the same moment (one thread each, released together)."""
+    gate = threading.Barrier(len(bodies))
+
+    def one(b):
+        gate.wait()
+        return post(port, b)
+
+    with concurrent.futures.ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(one, bodies))
+
+
+def close(a, b, rtol=1e-5, atol=1e-6):
+    return all(abs(x - y) <= atol + rtol * abs(y) for x, y in zip(a, b)) and len(a) == len(b)
+
+
+def metric(text, name):
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--acrobat", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    _, _, _, _, params = registry.setup_run("treelstm", {"H": 64}, TEST, VOCAB, 1, args.workdir)
+    trees = acrobat.load(MODEL, dims={"H": 64}, threads=1).read_values("sst:" + TEST, limit=126)
+    out = os.path.join(args.workdir, "expected.json")
+    subprocess.run([args.acrobat, "run", MODEL, "--set", "H=64", "--params", params, "--input", "sst:" + TEST,
+                    "--limit", "126", "--threads", "1", "--output", out], check=True, capture_output=True)
+    with open(out) as f:
+        expected = [o["data"] for o in json.load(f)["outputs"]]
+
+    server = subprocess.Popen([args.acrobat, "serve", MODEL, "--set", "H=64", "--params", params, "--port", "0",
+                               "--max-batch", "64", "--max-delay-ms", "200", "--threads", "1"],
+                              stdout=subprocess.PIPE, text=True)
+    problems = []
+
+    def check(cond, what):
+        if not cond:
+            problems.append(what)
+            print("check_serve.py: FAILED: " + what, file=sys.stderr)
+
+    try:
+        line = server.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/v1/models/treelstm:predict", line)
+        if not m:
+            print("check_serve.py: no address in %r" % line, file=sys.stderr)
+            return 1
+        port = int(m.group(1))
+        check(get(port, "/health")[0] == 200, "/health")
+
+        # 1. 62 trees, a malformed body and a failing tree, at once.
+        bodies = [json.dumps({"instances": [t]}) for t in trees[:62]]
+        bodies.append('{"instances": [')
+        bodies.append(json.dumps({"instances": [{"Leaf": [10 ** 9]}]}))
+        answers = at_once(port, bodies)
+        for i in range(62):
+            status, body = answers[i]
+            check(status == 200 and close(body["predictions"][0]["data"], expected[i]),
+                  "request %d: %s %s" % (i, status, str(body)[:200]))
+        status, body = answers[62]
+        check(status == 400 and "not JSON" in body.get("error", ""), "malformed body: %s %s" % (status, body))
+        status, body = answers[63]
+        check(status == 400 and "out of range" in body.get("error", ""), "failing tree: %s %s" % (status, body))
+        _, text = get(port, "/metrics")
+        check(metric(text, 'acrobat_requests_total{code="200"}') == 62, "62 answers of 200 in /metrics")
+        check(metric(text, 'acrobat_requests_total{code="400"}') == 2, "2 answers of 400 in /metrics")
+        check((metric(text, "acrobat_batch_failures_total") or 0) >= 1, "the failed batch in /metrics")
+
+        # 2. 64 good requests at once are batched.
+        answers = at_once(port, [json.dumps({"instances": [t]}) for t in trees[62:126]])
+        for i, (status, body) in enumerate(answers):
+            check(status == 200 and close(body["predictions"][0]["data"], expected[62 + i]),
+                  "request %d of round 2: %s" % (i, status))
+        _, text = get(port, "/metrics")
+        count = metric(text, "acrobat_batch_size_count")
+        at_most_32 = metric(text, 'acrobat_batch_size_bucket{le="32"}')
+        check(count is not None and at_most_32 is not None and at_most_32 < count, "a batch of more than 32")
+        check("# TYPE acrobat_request_seconds histogram" in text, "request latency histogram")
+
+        # 3. Errors of one request.
+        status, body = post(port, json.dumps({"instances": [{"Leaf": ["x"]}]}))
+        check(status == 400 and "instances[0]" in body.get("error", ""), "wrong type: %s %s" % (status, body))
+        status, body = post(port, json.dumps({"instances": [trees[0]]}), name="nosuchmodel")
+        check(status == 404, "unknown model: %s" % status)
+        status, body = post(port, json.dumps({"inputs": [trees[0]]}))
+        check(status == 400 and "instances" in body.get("error", ""), "no instances: %s %s" % (status, body))
+
+        # 4. SIGTERM with requests in flight: all answered, exit 0.
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(post, port, json.dumps({"instances": [t]})) for t in trees[:8]]
+            threading.Event().wait(0.1)
+            server.send_signal(signal.SIGTERM)
+            results = [f.result() for f in futures]
+        check(all(s == 200 for s, _ in results), "requests in flight at SIGTERM: %s" % [s for s, _ in results])
+        rest = server.communicate(timeout=60)[0]
+        check(server.returncode == 0 and "stopped after" in rest, "exit after SIGTERM: %s %r" % (server.returncode, rest))
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    if problems:
+        return 1
+    print("check_serve.py: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+// `acrobat serve`: a model behind HTTP, speaking TensorFlow Serving's and KServe v1's REST
+// convention (POST /v1/models/NAME:predict with {"instances": [...]}, answered by
+// {"predictions": [...]}), with a dynamic batcher: the instances of concurrent requests are
+// collected into batches (up to --max-batch instances, the oldest waiting at most --max-delay-ms)
+// and each batch is one run of the engine. GET /health, GET /metrics (Prometheus text), and on
+// SIGINT or SIGTERM a graceful stop that answers every request already received.
+//
+// Isolation: a request that cannot be read (not JSON, no "instances", an instance of the wrong
+// type) is answered 400 with the parse error and never joins a batch; when a batch fails at run
+// time (an index out of range in one instance), its instances are run again one by one, so that
+// only the requests holding a failing instance get a 400 and every other gets its outputs.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "ir/ir.h"
+#include "runtime/engine.h"
+
+namespace acrobat {
+
+struct ServeOptions {
+  std::string name;              // NAME in the URL: the model file's stem
+  std::string entry = "main";
+  std::string host = "127.0.0.1";
+  int port = 8500;               // 0: any free port (printed)
+  size_t max_batch = 64;         // instances per engine run
+  double max_delay_ms = 5;       // the longest the oldest queued instance waits for a fuller batch
+  int http_threads = 0;          // connections served at once (0: 2 * max_batch + 8)
+};
+
+// Serves until SIGINT or SIGTERM; returns the exit status.
+int serve_command(const ServeOptions& options, const ir::Module& module, Engine& engine);
+
+}  // namespace acrobat
