@@ -5,7 +5,8 @@
 // Memory: params given as float32 C-contiguous arrays are used in place (ParamStore borrows them;
 // the arrays are kept alive with the store); output tensors are handed over as numpy arrays over
 // the engine's tensors (no copy); a user error (UserError: "file:line:col: error: ...") is raised
-// as acrobat.Error. The engine runs with the GIL released.
+// as acrobat.Error. The engine runs with the GIL released. Training (Trainer) updates params the
+// model owns: borrowed arrays are copied when a trainer is made, so a caller's arrays never change.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -21,6 +22,7 @@
 #include "runtime/inputs.h"
 #include "runtime/reference_engine.h"
 #include "runtime/thread_pool.h"
+#include "runtime/train.h"
 
 namespace py = pybind11;
 using namespace acrobat;
@@ -213,7 +215,7 @@ class Model {
     const Type& type = input_type(entry);
     SizeNamesScope names(module_->plan->size_names);
     nlohmann::json out = nlohmann::json::array();
-    for (const Value& v : load_inputs(parse_input_spec(spec), type, vocab, limit)) out.push_back(value_to_json(v, type));
+    for (const Value& v : read_inputs(spec, entry, vocab, limit).values) out.push_back(value_to_json(v, type));
     return out.dump();
   }
 
@@ -255,6 +257,19 @@ class Model {
     std::lock_guard<std::mutex> lock(mutex_);
     return engine().name();
   }
+
+  // The current params as a checkpoint (safetensors under the params' names, as --params reads).
+  void save(const std::string& path) const { write_checkpoint(*module_, *params_.store, path); }
+
+  // The share of `items` whose `entry` output has its largest score at labels[i].
+  double accuracy(const py::handle& items, const std::vector<int>& labels, const std::string& entry, size_t batch) {
+    std::vector<Value> inputs = instances(items, entry);
+    if (inputs.size() != labels.size())
+      throw UserError(std::to_string(inputs.size()) + " instances but " + std::to_string(labels.size()) + " labels");
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return acrobat::accuracy(engine(), inputs, labels, entry, batch);
+  }
   std::vector<std::string> param_names() const {
     std::vector<std::string> out;
     for (const auto& p : module_->params) out.push_back(p.name);
@@ -262,6 +277,8 @@ class Model {
   }
 
  private:
+  friend class Trainer;
+
   const Type& input_type(const std::string& entry) const {
     check_entry(*module_->source, entry);
     const ir::Function& f = module_->functions[entry_function(*module_, entry)];
@@ -298,6 +315,85 @@ class Model {
   std::mutex mutex_;                // one run at a time (runs release the GIL)
 };
 
+// Training a Model in place: an optimiser's state and the order's random stream (one per trainer,
+// as `acrobat train` keeps one across its epochs), steps with the engine's batched gradients.
+class Trainer {
+ public:
+  Trainer(Model& model, const OptimizerOptions& options, uint64_t seed, const std::string& entry)
+      : model_(model), rng_(seed), entry_(entry) {
+    check_optimizer(options);
+    loss_function(*model_.module_, entry);
+    std::lock_guard<std::mutex> lock(model_.mutex_);
+    if (!model_.params_.arrays.empty()) {  // borrowed from the caller: train a copy
+      auto& store = *model_.params_.store;
+      model_.engine_.reset();
+      model_.params_ = {{}, std::make_shared<ParamStore>(make_params(*model_.module_, copy_tensors(store), store.source))};
+    }
+    optimizer_ = std::make_unique<Optimizer>(options, *model_.params_.store, model_.threads_);
+    params_at_start_ = model_.params_.store.get();
+  }
+
+  // One gradient of the batch's mean loss and one update; the mean loss.
+  double step(const py::handle& items) {
+    std::vector<Value> inputs = model_.instances(items, entry_);
+    if (inputs.empty()) throw UserError("a training step needs at least one instance");
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(model_.mutex_);
+    check_params();
+    GradResult g = model_.engine().gradients(inputs, entry_, 0, std::move(grads_));
+    double sum = 0;
+    for (const Value& v : g.outputs) sum += v.tensor->data[0];
+    optimizer_->step(*model_.params_.store, g.grads, 1.0f / static_cast<float>(inputs.size()));
+    grads_ = std::move(g.grads);
+    return sum / double(inputs.size());
+  }
+
+  // One epoch as `acrobat train` runs it: the instances in this trainer's random order, `batch` a
+  // step. `progress(done, mean_loss, seconds)` after each step, if given.
+  py::dict epoch(const py::handle& items, size_t batch, const py::object& progress) {
+    if (batch == 0) throw UserError("batch: training needs batches of at least one instance");
+    std::vector<Value> inputs = model_.instances(items, entry_);
+    std::function<void(size_t, double, double)> report;
+    if (!progress.is_none())
+      report = [&](size_t done, double loss, double seconds) {
+        py::gil_scoped_acquire gil;
+        progress(done, loss, seconds);
+      };
+    EpochResult r;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(model_.mutex_);
+      check_params();
+      r = train_epoch(model_.engine(), *optimizer_, *model_.params_.store, inputs, batch, rng_, entry_, report);
+    }
+    py::dict d;
+    d["mean_loss"] = r.mean_loss;
+    d["instances"] = r.instances;
+    d["seconds"] = r.seconds;
+    d["backward_seconds"] = r.backward_seconds;
+    d["update_seconds"] = r.update_seconds;
+    d["peak_bytes"] = r.peak_bytes;
+    d["batch_losses"] = r.batch_losses;
+    return d;
+  }
+
+  int64_t steps() const { return optimizer_->steps(); }
+
+ private:
+  // Params replaced since this trainer was made (Model.set_params) have no optimiser state.
+  void check_params() const {
+    if (model_.params_.store.get() != params_at_start_)
+      throw UserError("the model's params were replaced after this trainer was made: make a new trainer");
+  }
+
+  Model& model_;
+  std::mt19937_64 rng_;
+  std::string entry_;
+  std::unique_ptr<Optimizer> optimizer_;
+  const ParamStore* params_at_start_ = nullptr;
+  std::vector<Tensor> grads_;  // each step's gradient buffers, left zero by the optimiser
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_acrobat, m) {
@@ -321,5 +417,22 @@ PYBIND11_MODULE(_acrobat, m) {
       .def("read_inputs", &Model::read_inputs)
       .def("read_values", &Model::read_values)
       .def("run", &Model::run)
-      .def("gradients", &Model::gradients);
+      .def("gradients", &Model::gradients)
+      .def("save", &Model::save)
+      .def("accuracy", &Model::accuracy);
+  py::class_<OptimizerOptions>(m, "OptimizerOptions")
+      .def(py::init<>())
+      .def_readwrite("kind", &OptimizerOptions::kind)
+      .def_readwrite("lr", &OptimizerOptions::lr)
+      .def_readwrite("momentum", &OptimizerOptions::momentum)
+      .def_readwrite("beta1", &OptimizerOptions::beta1)
+      .def_readwrite("beta2", &OptimizerOptions::beta2)
+      .def_readwrite("eps", &OptimizerOptions::eps)
+      .def_readwrite("weight_decay", &OptimizerOptions::weight_decay)
+      .def_readwrite("clip_norm", &OptimizerOptions::clip_norm);
+  py::class_<Trainer>(m, "Trainer")
+      .def(py::init<Model&, const OptimizerOptions&, uint64_t, const std::string&>(), py::keep_alive<1, 2>())
+      .def("step", &Trainer::step)
+      .def("epoch", &Trainer::epoch)
+      .def_property_readonly("steps", &Trainer::steps);
 }

@@ -290,8 +290,10 @@ int serve_main(const RunOptions& o, ServeOptions so) {
   Prepared p = prepare(o, false);
   so.entry = o.entry;
   so.name = std::filesystem::path(o.model).stem().string();
+  const ServeCores cores = ServeCores::split(o.threads > 0 ? o.threads : default_threads(), so.pin);
+  cores.enter_engine();  // the engine's pool starts on the engine's cores
   std::unique_ptr<Engine> engine = make_engine(o, p);
-  return serve_command(so, *p.module, *engine);
+  return serve_command(so, *p.module, *engine, cores);
 }
 
 // `acrobat train`: epochs of batched gradients and optimiser steps on the loss entry, the dev set's
@@ -574,7 +576,8 @@ int main(int argc, char** argv) {
   RunOptions serve;
   NumberArgs serve_numbers;
   ServeOptions serve_opts;
-  std::string serve_port = "8500", serve_max_batch = "64", serve_delay = "5", serve_http_threads;
+  std::string serve_port = "8500", serve_max_batch = "64", serve_delay = "0", serve_http_threads;
+  bool serve_no_pin = false;
   auto* serve_cmd = app.add_subcommand(
       "serve", "Serve a model over HTTP (TensorFlow Serving / KServe v1 REST: POST /v1/models/NAME:predict "
                "{\"instances\": [...]}), batching concurrent requests; /health, /metrics; stops on SIGINT/SIGTERM");
@@ -588,7 +591,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--port", serve_port, "Port (default 8500; 0: any free port, printed)");
   serve_cmd->add_option("--max-batch", serve_max_batch, "Most instances per engine run (default 64)");
   serve_cmd->add_option("--max-delay-ms", serve_delay,
-                        "Longest the oldest queued instance waits for a fuller batch, ms (default 5)");
+                        "Longest the oldest queued instance waits for a fuller batch, ms (default 0: a batch of what is queued runs as soon as the engine is free)");
+  serve_cmd->add_flag("--no-pin", serve_no_pin,
+                      "Leave every thread on every core (default: when there are more cores than --threads, "
+                      "the engine keeps the first --threads cores to itself and HTTP gets the rest)");
   serve_cmd->add_option("--http-threads", serve_http_threads,
                         "Connections served at once (default: 2 * max-batch + 8)");
 
@@ -750,6 +756,7 @@ int main(int argc, char** argv) {
       serve_opts.port = static_cast<int>(cli::parse_number("--port", serve_port, 0, 65535));
       serve_opts.max_batch = cli::parse_number("--max-batch", serve_max_batch, 1, cli::kMaxBatch);
       serve_opts.max_delay_ms = static_cast<double>(cli::parse_number("--max-delay-ms", serve_delay, 0, 60000));
+      serve_opts.pin = !serve_no_pin;
       if (!serve_http_threads.empty())
         serve_opts.http_threads = static_cast<int>(cli::parse_number("--http-threads", serve_http_threads, 1, 4096));
       return serve_main(serve, serve_opts);

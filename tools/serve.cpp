@@ -115,8 +115,8 @@ struct Pending {
 // many or the oldest has waited max_delay, and runs them as one batch on the engine.
 class Batcher {
  public:
-  Batcher(const ServeOptions& o, Engine& engine, Metrics& metrics)
-      : o_(o), engine_(engine), metrics_(metrics), thread_([this] { loop(); }) {}
+  Batcher(const ServeOptions& o, Engine& engine, Metrics& metrics, const ServeCores& cores)
+      : o_(o), engine_(engine), metrics_(metrics), cores_(cores), thread_([this] { loop(); }) {}
   ~Batcher() { stop(); }
 
   void submit(std::vector<std::shared_ptr<Pending>>& items) {
@@ -138,6 +138,7 @@ class Batcher {
 
  private:
   void loop() {
+    cores_.enter_engine();
     const auto delay = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(o_.max_delay_ms));
     std::vector<std::shared_ptr<Pending>> batch;
     for (;;) {
@@ -192,6 +193,7 @@ class Batcher {
   const ServeOptions& o_;
   Engine& engine_;
   Metrics& metrics_;
+  const ServeCores& cores_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Pending>> queue_;
@@ -213,9 +215,46 @@ extern "C" void on_stop_signal(int sig) {
   [[maybe_unused]] ssize_t n = write(stop_pipe[1], &b, 1);
 }
 
+std::string core_list(const cpu_set_t& set) {
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out += (out.empty() ? "" : ",") + std::to_string(c);
+  return out;
+}
+
 }  // namespace
 
-int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engine) {
+ServeCores ServeCores::split(int engine_threads, bool pin) {
+  ServeCores s;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return s;
+  s.engine_ = s.http_ = allowed;
+  if (!pin || CPU_COUNT(&allowed) <= engine_threads) return s;
+  CPU_ZERO(&s.engine_);
+  CPU_ZERO(&s.http_);
+  int taken = 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &allowed)) continue;
+    if (taken++ < engine_threads)
+      CPU_SET(c, &s.engine_);
+    else
+      CPU_SET(c, &s.http_);
+  }
+  s.pinned_ = true;
+  return s;
+}
+
+std::string ServeCores::describe() const {
+  if (!pinned_) return "not pinned";
+  return "engine on core(s) " + core_list(engine_) + ", HTTP on " + core_list(http_);
+}
+
+void ServeCores::enter(const cpu_set_t& set) const {
+  if (pinned_) sched_setaffinity(0, sizeof set, &set);  // 0: the calling thread; a failure leaves it unpinned
+}
+
+int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engine, const ServeCores& cores) {
   if (o.max_batch < 1) throw UserError("--max-batch: expected 1 or more");
   if (!(o.max_delay_ms >= 0 && o.max_delay_ms <= 60000)) throw UserError("--max-delay-ms: expected 0 to 60000");
   const ir::Function& f = module.functions[entry_function(module, o.entry)];
@@ -231,7 +270,8 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
   sigaction(SIGTERM, &action, nullptr);
 
   Metrics metrics;
-  Batcher batcher(o, engine, metrics);
+  Batcher batcher(o, engine, metrics, cores);
+  cores.enter_http();  // this thread and the server's threads it starts
   httplib::Server server;
   const int http_threads = o.http_threads > 0 ? o.http_threads : static_cast<int>(2 * o.max_batch + 8);
   server.new_task_queue = [http_threads] { return new httplib::ThreadPool(static_cast<size_t>(http_threads)); };
@@ -311,8 +351,8 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
   }
   if (port < 0) throw UserError(fmt::format("cannot listen on {}:{}", o.host, o.port));
   if (listening_socket >= 0) ::listen(listening_socket, SOMAXCONN);
-  std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} (batches of up to {} instances, {} ms; {} engine)",
-                           o.name, o.host, port, predict, o.max_batch, o.max_delay_ms, engine.name())
+  std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} (batches of up to {} instances, {} ms; {} engine; {})",
+                           o.name, o.host, port, predict, o.max_batch, o.max_delay_ms, engine.name(), cores.describe())
             << std::endl;
 
   std::thread stopper([&] {

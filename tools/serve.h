@@ -11,6 +11,8 @@
 // only the requests holding a failing instance get a 400 and every other gets its outputs.
 #pragma once
 
+#include <sched.h>
+
 #include <cstddef>
 #include <string>
 
@@ -25,11 +27,33 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8500;               // 0: any free port (printed)
   size_t max_batch = 64;         // instances per engine run
-  double max_delay_ms = 5;       // the longest the oldest queued instance waits for a fuller batch
+  double max_delay_ms = 0;       // the longest the oldest queued instance waits for a fuller batch
   int http_threads = 0;          // connections served at once (0: 2 * max_batch + 8)
+  bool pin = true;               // the engine's threads on cores of their own (ServeCores)
+};
+
+// The engine's cores and the HTTP threads' cores. When the process may run on more cores than the
+// engine has threads, the engine (the batcher's thread and the engine's pool) takes the first
+// `engine_threads` of them and everything else (the HTTP threads) the rest, so that parsing and
+// answering requests never preempts a batch or evicts its caches. Otherwise both sets are every
+// allowed core and nothing is pinned. A thread's cores are inherited by the threads it starts:
+// call enter_engine() before the engine is made, enter_http() before the server starts.
+class ServeCores {
+ public:
+  static ServeCores split(int engine_threads, bool pin);
+  bool pinned() const { return pinned_; }
+  std::string describe() const;  // "engine on cores 0, HTTP on 1" or "not pinned"
+  void enter_engine() const { enter(engine_); }
+  void enter_http() const { enter(http_); }
+
+ private:
+  void enter(const cpu_set_t& set) const;
+  cpu_set_t engine_{}, http_{};
+  bool pinned_ = false;
 };
 
 // Serves until SIGINT or SIGTERM; returns the exit status.
-int serve_command(const ServeOptions& options, const ir::Module& module, Engine& engine);
+// `cores`: the split the engine was made under (its pool already on the engine's cores).
+int serve_command(const ServeOptions& options, const ir::Module& module, Engine& engine, const ServeCores& cores);
 
 }  // namespace acrobat

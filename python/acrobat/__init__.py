@@ -6,7 +6,13 @@ whole list of instances with the tensor work batched across them.
     m = acrobat.load("models/treelstm.acr", dims={"H": 64}, engine="batched", params="w.safetensors")
     trees = m.read_inputs("sst:data/sst/test.txt")          # acrobat's own readers, or Python values:
     outputs, stats = m.run(trees, batch=64)                 # one numpy array (or tuple, ...) per instance
-    losses, grads = m.gradients(m.read_inputs("sst:data/sst/train.txt", entry="loss"))
+    losses, grads, stats = m.gradients(m.read_inputs("sst:data/sst/train.txt", entry="loss"))
+
+    trainer = m.trainer(optimizer="adam", lr=1e-3, seed=0)  # as `acrobat train`: same seed, same bits
+    train = m.read_inputs("sst:data/sst/train.txt", entry="loss")
+    for epoch in range(3):
+        print(trainer.epoch(train, batch=25)["mean_loss"])
+    m.save("trained.safetensors")
 
 Instances as Python values follow the JSON input encoding (docs/language.md): numbers, bools,
 lists (a ``List``), tuples, ``{"Ctor": [fields]}`` for other data types (``{"Node": [l, r]}``,
@@ -16,7 +22,8 @@ message says where: ``file:line:col: error: ...``.
 
 Params given as float32 C-contiguous arrays (a CPU torch tensor of that layout included) are used
 in place, not copied: the model reads them while it runs, so change them only between runs (a
-matrix also keeps a copy prepared for the GEMM kernels, made when the params are set).
+matrix also keeps a copy prepared for the GEMM kernels, made when the params are set). Training
+updates params the model owns: a trainer made on borrowed arrays trains a copy of them.
 """
 
 from collections.abc import Mapping
@@ -28,7 +35,7 @@ import numpy as np
 from ._acrobat import Error, Instances
 from . import _acrobat
 
-__all__ = ["Error", "Instances", "Model", "load", "loads"]
+__all__ = ["Error", "Instances", "Model", "Trainer", "load", "loads"]
 
 
 def _vocab(spec, vocab):
@@ -135,6 +142,52 @@ class Model:
         to every param. Returns (losses, grads, stats): each instance's loss, and a numpy array per
         param name."""
         return self._m.gradients(self._instances(instances), entry)
+
+    def trainer(self, optimizer="adam", lr=1e-3, momentum=0.9, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                clip=0.0, seed=0, entry="loss"):
+        """A Trainer of this model's params on the loss ``entry``, with the optimiser ``acrobat train``
+        has: ``adam`` (``betas``, ``eps``) or ``sgd`` (``momentum``; 0 for plain SGD), ``weight_decay``
+        added to the gradient, the gradient clipped to the global norm ``clip`` (0: not), and ``seed``
+        for the order of each epoch's instances. Trained in place: ``params`` shows the trained values
+        (params borrowed from arrays are copied first, so those arrays never change)."""
+        if optimizer not in ("adam", "sgd"):
+            raise Error("optimizer %r: expected 'adam' or 'sgd'" % (optimizer,))
+        o = _acrobat.OptimizerOptions()
+        o.kind, o.lr, o.momentum, o.eps = optimizer, float(lr), float(momentum), float(eps)
+        o.beta1, o.beta2 = (float(b) for b in betas)
+        o.weight_decay, o.clip_norm = float(weight_decay), float(clip)
+        return Trainer(self, _acrobat.Trainer(self._m, o, int(seed), entry))
+
+    def save(self, path):
+        """Writes the params as safetensors under their names (what ``params=`` and ``--params`` read)."""
+        self._m.save(os.fspath(path))
+
+    def accuracy(self, instances, labels, entry="main", batch=64):
+        """The share of instances whose ``entry`` output (a tensor of scores) is largest at its label."""
+        return self._m.accuracy(self._instances(instances), [int(label) for label in labels], entry, int(batch))
+
+
+class Trainer:
+    """Steps of a model's optimiser (Model.trainer): each takes the batched gradient of the batch's
+    mean loss on the model's engine and updates the params in place."""
+
+    def __init__(self, model, native):
+        self.model = model
+        self._t = native
+
+    def step(self, instances):
+        """One gradient and one update on ``instances`` as one batch; returns their mean loss."""
+        return self._t.step(self.model._instances(instances))
+
+    def epoch(self, instances, batch=25, progress=None):
+        """One epoch as ``acrobat train`` runs it: the instances in this trainer's random order, one step
+        per ``batch``. ``progress(done, mean_loss, seconds)`` is called after each step. Returns a dict:
+        mean_loss, instances, seconds, backward_seconds, update_seconds, peak_bytes, batch_losses."""
+        return self._t.epoch(self.model._instances(instances), int(batch), progress)
+
+    @property
+    def steps(self):
+        return self._t.steps
 
 
 def _native(source, is_text, name, dims, engine, threads, cache_dir):

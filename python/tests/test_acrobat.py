@@ -168,3 +168,88 @@ def test_dask_two_workers_give_the_cli_outputs(treelstm_params, tmp_path):
     assert len(outputs) == len(expected)
     for got, want in zip(outputs, expected):
         np.testing.assert_array_equal(got, as_array(want))
+
+
+TRAIN = os.path.join(ROOT, "data", "sst", "train.txt")
+
+
+@pytest.mark.parametrize("engine", ["batched", "aot"])
+def test_training_gives_the_weights_acrobat_train_gives(engine, tmp_path):
+    """Two epochs from Python (seeded params, Adam, clipping, weight decay) end on exactly the weights
+    `acrobat train` writes with the same seed and settings, and the training loss falls."""
+    cli = os.path.join(str(tmp_path), "cli.safetensors")
+    subprocess.run([BIN, "train", TREELSTM, "--set", "H=16", "--input", "sst:" + TRAIN, "--limit", "60",
+                    "--batch", "16", "--epochs", "2", "--seed", "5", "--lr", "0.01", "--clip", "1",
+                    "--weight-decay", "0.001", "--engine", engine, "--threads", "1", "--out", cli, "--quiet"],
+                   check=True, capture_output=True)
+    m = acrobat.load(TREELSTM, dims={"H": 16}, engine=engine, threads=1, seed=5)
+    before = {k: v.copy() for k, v in m.params.items()}
+    trainer = m.trainer(lr=0.01, clip=1.0, weight_decay=0.001, seed=5)
+    train = m.read_inputs("sst:" + TRAIN, entry="loss", limit=60)
+    seen = []
+    first = trainer.epoch(train, batch=16, progress=lambda done, loss, seconds: seen.append(done))
+    second = trainer.epoch(train, batch=16)
+    assert seen == [16, 32, 48, 60] and trainer.steps == 8
+    assert len(first["batch_losses"]) == 4 and second["mean_loss"] < first["mean_loss"]
+    want, _ = safetensors_io.load_file(cli)
+    for name, got in m.params.items():
+        assert not np.array_equal(got, before[name]), name  # trained
+        np.testing.assert_array_equal(got.reshape(-1), np.asarray(want[name], dtype=np.float32).reshape(-1))
+    out = os.path.join(str(tmp_path), "py.safetensors")
+    m.save(out)
+    again = acrobat.load(TREELSTM, dims={"H": 16}, engine=engine, threads=1, params=out)
+    for name, got in again.params.items():
+        np.testing.assert_array_equal(got, m.params[name])
+
+
+def test_training_borrowed_params_trains_a_copy_and_steps_lower_the_loss():
+    m = acrobat.load(TREELSTM, dims={"H": 8}, threads=1, seed=1)
+    arrays = {k: v.copy() for k, v in m.params.items()}
+    kept = {k: v.copy() for k, v in arrays.items()}
+    m.set_params(arrays)
+    trainer = m.trainer(optimizer="sgd", lr=0.05, momentum=0.9)
+    batch = m.read_inputs("sst:" + TRAIN, entry="loss", limit=20)
+    losses = [trainer.step(batch) for _ in range(5)]
+    assert losses[-1] < losses[0], losses
+    for name, a in arrays.items():
+        np.testing.assert_array_equal(a, kept[name])  # the caller's arrays are untouched
+        assert not np.array_equal(m.params[name], a), name
+    # The same from Python values: the loss equals the summed losses of gradients() over the batch.
+    values = m.read_values("sst:" + TRAIN, entry="loss", limit=20)
+    losses_now, _, _ = m.gradients(values)
+    assert abs(trainer.step(values) - sum(losses_now) / 20) <= 1e-6 * abs(sum(losses_now))
+    # Accuracy: the argmax of each output is right, one past it (mod the classes) is wrong.
+    trees = m.read_inputs("sst:" + TEST, limit=30)
+    scores, _ = m.run(trees)
+    best = [int(np.argmax(s)) for s in scores]
+    assert m.accuracy(trees, best) == 1.0
+    assert m.accuracy(trees, [(b + 1) % scores[0].size for b in best[:10]] + best[10:]) == pytest.approx(20 / 30)
+
+
+def test_training_errors():
+    m = acrobat.load(TREELSTM, dims={"H": 8}, threads=1)
+    with pytest.raises(acrobat.Error, match="optimizer 'rmsprop': expected 'adam' or 'sgd'"):
+        m.trainer(optimizer="rmsprop")
+    with pytest.raises(acrobat.Error, match="--lr: expected a number > 0"):
+        m.trainer(lr=0)
+    with pytest.raises(acrobat.Error, match=r"treelstm\.acr:\d+:\d+: error: the loss entry 'main' returns"):
+        m.trainer(entry="main")
+    trainer = m.trainer()
+    with pytest.raises(acrobat.Error, match="at least one instance"):
+        trainer.step([])
+    m.set_params(seed=2)
+    with pytest.raises(acrobat.Error, match="params were replaced"):
+        trainer.step(m.read_inputs("sst:" + TRAIN, entry="loss", limit=2))
+    with pytest.raises(acrobat.Error, match="3 instances but 2 labels"):
+        m.accuracy(m.read_inputs("sst:" + TEST, limit=3), [1, 2])
+
+
+def test_import_leaves_threads_unpinned():
+    """libxsmm's start-up puts OMP_PROC_BIND=TRUE in the environment; acrobat takes it back out, so
+    that PyTorch imported after acrobat does not pin the process (and all it starts) to one core."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
+    code = ("import ctypes, os, acrobat, torch; libc = ctypes.CDLL(None); libc.getenv.restype = ctypes.c_char_p; "
+            "print(libc.getenv(b'OMP_PROC_BIND'), sorted(os.sched_getaffinity(0)))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split(None, 1)[0] == "None", out
+    assert out.split(None, 1)[1].strip() == str(sorted(os.sched_getaffinity(0))), out

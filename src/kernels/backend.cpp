@@ -53,7 +53,14 @@ bool init_backend() {
   // multi-threaded BLAS would oversubscribe them, and its spinning worker threads collapse
   // throughput whenever the other core is busy, so every sgemm/sgemv runs on the calling thread.
   openblas_set_num_threads(1);
+  // libxsmm_init() sets OMP_PROC_BIND=TRUE in the environment when no affinity variable is set
+  // (Debian builds it with LIBXSMM_AUTOPIN). Left there, any OpenMP runtime started later in the
+  // process (PyTorch's, after `import acrobat`) pins the main thread to the first core, and every
+  // process started from there inherits that one core. The runtime pins nothing itself: take the
+  // variable back out unless the user had set it.
+  const bool proc_bind_set = std::getenv("OMP_PROC_BIND") != nullptr;
   libxsmm_init();
+  if (!proc_bind_set) unsetenv("OMP_PROC_BIND");
   return true;
 }
 

@@ -178,6 +178,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     for (int64_t i = 0; i < n;) {
       const int64_t k = (at + i) / x.row, in_row = (at + i) % x.row, len = std::min(n - i, x.row - in_row);
       const auto [p, o] = ranges.find(gather_rows_[x.begin + k]);
+      ACROBAT_ASSERT(p >= 0, "a gathered row comes from a param");  // Graph::gathered records param rows only
       add(grads[p].data.get() + o + in_row, g + i, len);
       i += len;
     }

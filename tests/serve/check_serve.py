@@ -105,6 +105,11 @@ def main():
             return 1
         port = int(m.group(1))
         check(get(port, "/health")[0] == 200, "/health")
+        # --threads 1: the engine keeps a core to itself when there is another for HTTP.
+        cores = sorted(os.sched_getaffinity(0))
+        want = ("engine on core(s) %d, HTTP on %s" % (cores[0], ",".join(map(str, cores[1:])))
+                if len(cores) > 1 else "not pinned")
+        check(want in line, "the cores in %r: expected %r" % (line, want))
 
         # 1. 62 trees, a malformed body and a failing tree, at once.
         bodies = [json.dumps({"instances": [t]}) for t in trees[:62]]
