@@ -218,7 +218,7 @@ extern "C" void on_stop_signal(int sig) {
 std::string core_list(const cpu_set_t& set) {
   std::string out;
   for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) out += (out.empty() ? "" : ",") + std::to_string(c);
+    if (CPU_ISSET(c, &set)) out += fmt::format("{}{}", out.empty() ? "" : ",", c);
   return out;
 }
 
