@@ -330,7 +330,7 @@ class Trainer {
       model_.params_ = {{}, std::make_shared<ParamStore>(make_params(*model_.module_, copy_tensors(store), store.source))};
     }
     optimizer_ = std::make_unique<Optimizer>(options, *model_.params_.store, model_.threads_);
-    params_at_start_ = model_.params_.store.get();
+    params_at_start_ = model_.params_.store;
   }
 
   // One gradient of the batch's mean loss and one update; the mean loss.
@@ -382,7 +382,7 @@ class Trainer {
  private:
   // Params replaced since this trainer was made (Model.set_params) have no optimiser state.
   void check_params() const {
-    if (model_.params_.store.get() != params_at_start_)
+    if (params_at_start_.lock() != model_.params_.store)
       throw UserError("the model's params were replaced after this trainer was made: make a new trainer");
   }
 
@@ -390,7 +390,7 @@ class Trainer {
   std::mt19937_64 rng_;
   std::string entry_;
   std::unique_ptr<Optimizer> optimizer_;
-  const ParamStore* params_at_start_ = nullptr;
+  std::weak_ptr<ParamStore> params_at_start_;  // weak: a store made later at the same address is not it
   std::vector<Tensor> grads_;  // each step's gradient buffers, left zero by the optimiser
 };
 

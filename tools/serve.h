@@ -41,8 +41,7 @@ struct ServeOptions {
 class ServeCores {
  public:
   static ServeCores split(int engine_threads, bool pin);
-  bool pinned() const { return pinned_; }
-  std::string describe() const;  // "engine on cores 0, HTTP on 1" or "not pinned"
+  std::string describe() const;  // "engine on core(s) 0, HTTP on 1" or "not pinned"
   void enter_engine() const { enter(engine_); }
   void enter_http() const { enter(http_); }
 
