@@ -340,12 +340,8 @@ class Trainer {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(model_.mutex_);
     check_params();
-    GradResult g = model_.engine().gradients(inputs, entry_, 0, std::move(grads_));
-    double sum = 0;
-    for (const Value& v : g.outputs) sum += v.tensor->data[0];
-    optimizer_->step(*model_.params_.store, g.grads, 1.0f / static_cast<float>(inputs.size()));
-    grads_ = std::move(g.grads);
-    return sum / double(inputs.size());
+    return train_step(model_.engine(), *optimizer_, *model_.params_.store, inputs, entry_, grads_).loss_sum /
+           double(inputs.size());
   }
 
   // One epoch as `acrobat train` runs it: the instances in this trainer's random order, `batch` a

@@ -113,6 +113,22 @@ void write_checkpoint(const ir::Module& module, const ParamStore& params, const 
   write_param_tensors(module, tensors, path, metadata);
 }
 
+StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& params,
+                      const std::vector<Value>& batch, const std::string& loss_entry, std::vector<Tensor>& grads) {
+  ACROBAT_ASSERT(!batch.empty(), "a step on at least one instance");
+  GradResult g = engine.gradients(batch, loss_entry, 0, std::move(grads));
+  StepResult r;
+  for (const Value& v : g.outputs) r.loss_sum += v.tensor->data[0];
+  r.backward_seconds = g.stats.backward_seconds;
+  r.peak_bytes = g.stats.peak_bytes;
+  // The gradient of the batch's mean loss.
+  const auto update = std::chrono::steady_clock::now();
+  optimizer.step(params, g.grads, 1.0f / static_cast<float>(batch.size()));
+  r.update_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - update).count();
+  grads = std::move(g.grads);
+  return r;
+}
+
 EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& params,
                         const std::vector<Value>& train, size_t batch, std::mt19937_64& rng,
                         const std::string& loss_entry, const std::function<void(size_t, double, double)>& progress) {
@@ -129,18 +145,12 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
     const size_t b1 = std::min(order.size(), b0 + batch);
     part.clear();
     for (size_t i = b0; i < b1; ++i) part.push_back(train[order[i]]);
-    GradResult g = engine.gradients(part, loss_entry, 0, std::move(grads));
-    double sum = 0;
-    for (const Value& v : g.outputs) sum += v.tensor->data[0];
-    r.backward_seconds += g.stats.backward_seconds;
-    r.peak_bytes = std::max(r.peak_bytes, g.stats.peak_bytes);
-    // The gradient of the batch's mean loss.
-    const auto update = std::chrono::steady_clock::now();
-    optimizer.step(params, g.grads, 1.0f / static_cast<float>(part.size()));
-    r.update_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - update).count();
-    grads = std::move(g.grads);
-    total += sum;
-    r.batch_losses.push_back(sum / double(part.size()));
+    const StepResult step = train_step(engine, optimizer, params, part, loss_entry, grads);
+    r.backward_seconds += step.backward_seconds;
+    r.update_seconds += step.update_seconds;
+    r.peak_bytes = std::max(r.peak_bytes, step.peak_bytes);
+    total += step.loss_sum;
+    r.batch_losses.push_back(step.loss_sum / double(part.size()));
     r.instances = b1;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (progress) progress(b1, total / double(b1), r.seconds);
