@@ -124,6 +124,7 @@ py::dict stats_dict(const RunStats& s) {
   d["useful_gflops"] = s.useful_gflops();
   d["kernel_calls"] = s.kernel_calls;
   d["nodes"] = s.nodes;
+  d["shared_nodes"] = s.shared_nodes;
   d["batches"] = s.batches;
   d["mean_batch_size"] = s.mean_batch_size();
   d["peak_bytes"] = s.peak_bytes;

@@ -248,9 +248,9 @@ int run_command(const RunOptions& o) {
       s.kernel_calls, params->source);
   if (s.nodes > 0)
     std::cout << fmt::format(
-        "  {} nodes in {} batches (mean batch size {:.1f}); host+graph {:.3f} s, scheduling {:.3f} "
-        "s, kernels {:.3f} s (overhead {:.1f}%); peak memory {:.1f} MiB\n",
-        s.nodes, s.batches, s.mean_batch_size(), s.host_seconds, s.schedule_seconds,
+        "  {} nodes ({} shared) in {} batches (mean batch size {:.1f}); host+graph {:.3f} s, scheduling "
+        "{:.3f} s, kernels {:.3f} s (overhead {:.1f}%); peak memory {:.1f} MiB\n",
+        s.nodes, s.shared_nodes, s.batches, s.mean_batch_size(), s.host_seconds, s.schedule_seconds,
         s.kernel_seconds, 100 * s.overhead_fraction(), s.peak_bytes / 1048576.0);
   if (o.block_stats)
     for (const auto& [name, c] : s.blocks)
@@ -465,7 +465,8 @@ int bench(const RunOptions& o, const std::string& batches, const std::string& sc
         {"no ghost operations", {"ghosts"}},
         {"no phases", {"phases"}},
         {"no concurrent calls", {"concurrent"}},
-        {"none", {"specialise", "reuse", "ghosts", "phases", "concurrent"}}};
+        {"no shared nodes", {"share"}},
+        {"none", {"specialise", "reuse", "ghosts", "phases", "concurrent", "share"}}};
     configs.clear();
     for (const auto& [name, disabled] : ablations) {
       // From the same checked syntax tree: the inputs refer to its data type definitions.
@@ -552,7 +553,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(emit_stages));
   const char* disable_help =
       "Switch analyses off for ablation: specialise, reuse, clone, ghosts, phases, concurrent, "
-      "release (comma-separated)";
+      "release, share (comma-separated)";
   run_cmd->add_option("--disable", run.disable, disable_help)->delimiter(',');
 
   RunOptions grad;

@@ -80,9 +80,10 @@ analysis::AnalysisOptions parse_disable(const std::vector<std::string>& names) {
     else if (n == "phases") a.phases = false;
     else if (n == "concurrent") a.concurrent = false;
     else if (n == "release") a.release = false;
+    else if (n == "share") a.share = false;
     else
       throw UserError("--disable '" + n +
-                      "': expected specialise, reuse, clone, ghosts, phases, concurrent or release");
+                      "': expected specialise, reuse, clone, ghosts, phases, concurrent, release or share");
   }
   return a;
 }

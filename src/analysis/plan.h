@@ -29,6 +29,7 @@ struct AnalysisOptions {
   bool phases = true;
   bool concurrent = true;  // independent calls of an instance run concurrently (concurrency.h)
   bool release = true;     // batch outputs released during the run (ownership.h)
+  bool share = true;       // a node repeating a pending one is that one (runtime/graph.h, 1.)
 };
 
 struct Plan {

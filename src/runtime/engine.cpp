@@ -14,6 +14,7 @@ void RunStats::add(const RunStats& o) {
   tensor_ops += o.tensor_ops;
   flops += o.flops;
   nodes += o.nodes;
+  shared_nodes += o.shared_nodes;
   batches += o.batches;
   peak_bytes = std::max(peak_bytes, o.peak_bytes);
   for (const auto& [name, c] : o.blocks) {

@@ -91,6 +91,7 @@ Graph::Graph(const analysis::Plan& plan, std::shared_ptr<const PackedIndex> pack
       packed_(std::move(packed)),
       pool_(std::move(pool)),
       release_(plan.ownership.enabled),
+      share_(plan.options.share && scheduler == Scheduler::InlineDepth),
       ragged_(plan, *packed_) {
   const int threads = this->threads();
   scratch_ = std::vector<Arena>(static_cast<size_t>(threads));
@@ -137,6 +138,7 @@ void Graph::reset(RunStats& stats, bool keep_outputs) {
   live_rows_.clear();
   buckets_.clear();
   demanded_.clear();
+  repeatable_.clear();
   num_nodes_ = 0;
   first_pending_ = 0;
   flush_seconds_ = 0;
@@ -147,22 +149,48 @@ void Graph::reset(RunStats& stats, bool keep_outputs) {
   }
 }
 
-int32_t Graph::record(int32_t block, const aot::Val* args) {
+int32_t Graph::record(int32_t block, const aot::Val* in_args) {
   const analysis::StaticBlock& s = plan_.blocks[block];
-  const aot::Val* sizes = args + s.args.size();
+  const aot::Val* sizes = in_args + s.args.size();
   if (s.ragged()) check_sizes(s, sizes);
+  // The arguments as stored: a shared node's output as the output of the node it repeats.
+  const auto arg_begin = static_cast<uint32_t>(args_.size());
+  args_.insert(args_.end(), in_args, in_args + s.args.size());
+  aot::Val* args = &args_[arg_begin];
   Placement place;
   for (size_t a = 0; a < s.args.size(); ++a) {
-    const aot::Val& v = args[a];
+    aot::Val& v = args[a];
     if (v.node < 0) continue;
+    v.node = first(v.node);
     const Node& in = nodes_[v.node];
     if (in.batch < 0)
       place.add_input(in.phase, in.depth, v.phase_ends, v.lazy.ghost);
     else
       place.add_computed_input(in.phase, v.phase_ends, v.lazy.ghost);
   }
-  Node n{block, place.phase, place.node_depth(), static_cast<uint32_t>(args_.size())};
-  args_.insert(args_.end(), args, args + s.args.size());
+  Node n{block, place.phase, place.node_depth(), arg_begin};
+  const int32_t id = num_nodes_;
+  stats_->tensor_ops += static_cast<int64_t>(s.ops.size());
+  if (!s.ragged()) stats_->flops += s.flops;  // a ragged block's are counted per instance when its batch runs
+  // Ragged blocks are not shared (their FLOPs are counted per instance as their batch runs).
+  if (share_ && !s.ragged()) {
+    const int32_t repeated = find_repeated(block, n.phase, n.depth, arg_begin, id);
+    if (repeated >= 0) {
+      // The host program's references to the outputs count on the first node's.
+      const Node& r = nodes_[repeated];
+      args_.resize(arg_begin);
+      if (release_) {
+        const std::vector<uint8_t>& owned = plan_.ownership.owned_outputs[block];
+        for (size_t k = 0; k < owned.size(); ++k) refs_[r.ref_begin + k] += owned[k];
+      }
+      Node shared = r;
+      shared.repeats = repeated;
+      nodes_.push_back(shared);
+      stats_->shared_nodes++;
+      num_nodes_ = id + 1;
+      return id;
+    }
+  }
   if (s.ragged()) {
     n.size_begin = static_cast<uint32_t>(sizes_.size());
     for (size_t z = 0; z < s.sizes.size(); ++z) sizes_.push_back(sizes[z].i);
@@ -180,13 +208,35 @@ int32_t Graph::record(int32_t block, const aot::Val* args) {
     const std::vector<uint8_t>& owned = plan_.ownership.owned_outputs[block];
     refs_.insert(refs_.end(), owned.begin(), owned.end());
   }
-  int32_t id = num_nodes_;
   nodes_.push_back(n);
   if (scheduler_ == Scheduler::InlineDepth) add_to_bucket(buckets_, n.phase, n.depth, block, id);
-  stats_->tensor_ops += static_cast<int64_t>(s.ops.size());
-  if (!s.ragged()) stats_->flops += s.flops;  // a ragged block's are counted per instance when its batch runs
   num_nodes_ = id + 1;
   return id;
+}
+
+int32_t Graph::find_repeated(int32_t block, int phase, int depth, uint32_t arg_begin, int32_t id) {
+  const analysis::StaticBlock& s = plan_.blocks[block];
+  const aot::Val* args = &args_[arg_begin];
+  // A lazy argument is the same tensor when it is the same output of the same node; any other
+  // when it is the same tensor (`data`).
+  auto bits = [](const aot::Val& v) -> uint64_t {
+    return v.node >= 0 ? (uint64_t(uint32_t(v.node)) << 32 | uint32_t(v.lazy.slot)) : uint64_t(v.i);
+  };
+  uint64_t h = (uint64_t(uint32_t(block)) << 40) ^ (uint64_t(uint32_t(phase)) << 20) ^ uint64_t(uint32_t(depth));
+  auto mix = [&h](uint64_t x) { h = (h ^ x) * 0x9E3779B97F4A7C15ull; h ^= h >> 29; };
+  for (size_t a = 0; a < s.args.size(); ++a) mix(bits(args[a]) ^ (args[a].node >= 0 ? 0x5555 : 0));
+  auto [it, fresh] = repeatable_.try_emplace(h, id);
+  if (fresh) return -1;
+  const int32_t c = it->second;
+  const Node& r = nodes_[c];
+  bool same = r.block == block && r.batch < 0 && r.phase == phase && r.depth == depth;
+  for (size_t a = 0; same && a < s.args.size(); ++a) {
+    const aot::Val& x = args_[r.arg_begin + a];
+    same = x.node == args[a].node && bits(x) == bits(args[a]);
+  }
+  if (same) return c;
+  it->second = id;  // a hash collision or a node that has run: this one from now on
+  return -1;
 }
 
 void Graph::check_sizes(const analysis::StaticBlock& s, const aot::Val* sizes) const {

@@ -11,6 +11,13 @@
 //     reads and its depth 1 + the deepest of them in that phase (ghost levels included; values an
 //     earlier flush computed count as depth 0), computed right there; the node goes straight into
 //     bucket [phase][depth][block] and no graph traversal follows (runtime/schedule.h).
+//     Shared nodes (inline depth): a record whose block, arguments (the same tensors: the same
+//     lazy outputs or the same existing tensor, such as one embedding row) and place equal those
+//     of a node still pending is that node's computation again, since a block is a pure function
+//     of its arguments. It gets a node id of its own (the host program has bound lazy handles to
+//     it) that repeats the first: it is never run, its reads, references and adjoints are the
+//     first node's. A batch of trees computes the leaf of a word once however often the word
+//     occurs (at batch 64, 51% of SST's leaves are distinct words).
 //  2. Flushing, by the scheduler: inline-depth runs the buckets as recorded (only what waiting
 //     tensor reads demand, when some do); depth (DyNet) recomputes depths by one pass over the
 //     pending nodes; agenda (DyNet) repeatedly runs, among the blocks with ready nodes, the one
@@ -154,9 +161,9 @@ class Graph {
   }
   // Nodes recorded so far: the id the next record returns (generated code reads it directly).
   const int32_t* num_nodes() const { return &num_nodes_; }
-  bool pending(int32_t node) const { return nodes_[node].batch < 0; }
+  bool pending(int32_t node) const { return nodes_[first(node)].batch < 0; }
   // A tensor read waits for `node`: the next flush runs at least what it needs.
-  void demand(int32_t node) { demanded_.push_back(node); }
+  void demand(int32_t node) { demanded_.push_back(first(node)); }
   // Runs what the demanded nodes need (inline depth), or everything pending, through `exec`.
   void flush(BlockExecutor& exec);
   double flush_seconds() const { return flush_seconds_; }
@@ -164,7 +171,7 @@ class Graph {
   // The data of a tensor that exists or has been computed.
   const float* data(const aot::Val& v) const {
     if (v.node < 0) return v.data;
-    const Node& n = nodes_[v.node];
+    const Node& n = nodes_[first(v.node)];
     const float* out = batch_outputs_[n.batch][v.lazy.slot];
     ACROBAT_ASSERT(out, "a read of a released batch output");
     return out + output_offset(n.batch, v.lazy.slot, n.row);
@@ -180,7 +187,16 @@ class Graph {
     int row = 0;             // the node's row within its batch
     uint32_t ref_begin = 0;  // into refs_: one per block operator
     uint32_t size_begin = 0;  // into sizes_: a ragged block's values of its size variables
+    int32_t repeats = -1;     // a shared node: the node whose computation it is (1. above)
   };
+  // The node that computes `node`'s outputs: itself, or the node a shared one repeats.
+  int32_t first(int32_t node) const {
+    const int32_t r = nodes_[node].repeats;
+    return r < 0 ? node : r;
+  }
+  // The pending node that node `id` of `block`, its arguments stored from args_[arg_begin], at
+  // `phase` and `depth` repeats, or -1 (then `id` is the one a later record may repeat).
+  int32_t find_repeated(int32_t block, int phase, int depth, uint32_t arg_begin, int32_t id);
 
   void run_batch(BlockExecutor& exec, int block, const std::vector<int>& ids);
   // The parts of run_batch: the batch computed (a static block through `exec`, a ragged one
@@ -210,9 +226,10 @@ class Graph {
   void pending_inputs(int n, F&& f) const;
   // One owner of output `slot` of `node` fewer.
   void unref(int32_t node, int32_t slot) {
-    int32_t& count = refs_[nodes_[node].ref_begin + slot];
+    const Node& n = nodes_[first(node)];
+    int32_t& count = refs_[n.ref_begin + slot];
     ACROBAT_ASSERT(count > 0, "a reference given up twice");
-    if (--count == 0 && nodes_[node].batch >= 0) row_released(nodes_[node].batch, slot);
+    if (--count == 0 && n.batch >= 0) row_released(n.batch, slot);
   }
   void row_released(int batch, int slot);
   void release_output(int batch, int slot);
@@ -227,6 +244,8 @@ class Graph {
   std::vector<KernelCounters> counters_;  // per thread
   BufferPool buffers_;  // escaping outputs
   bool release_;        // the plan's ownership analysis ran: outputs are released during the run
+  bool share_;          // shared nodes (1. above): inline depth, unless the plan switched them off
+  std::unordered_map<uint64_t, int32_t> repeatable_;  // hash of a record -> the pending node it was
   bool keep_values_ = false;  // reset with keep_outputs: the blocks' scratch buffers are kept too
   bool poison_ = false;  // ACROBAT_POISON_RELEASED: released buffers NaN-filled and held back
 

@@ -134,6 +134,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   for (size_t b = 0; b < num_batches; ++b) members[b].assign(static_cast<size_t>(batch_sizes_[b]), -1);
   for (int32_t id = 0; id < num_nodes_; ++id) {
     const Node& n = nodes_[id];
+    if (n.repeats >= 0) continue;  // a shared node: its adjoints are the node's it repeats
     ACROBAT_ASSERT(n.batch >= 0, "backward over a graph with pending nodes");
     members[n.batch][n.row] = id;
   }
@@ -159,7 +160,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   // Sends the adjoint `g` (n floats) of the tensor `v` refers to where it came from.
   auto send = [&](const aot::Val& v, const float* g, int64_t n) {
     if (v.node >= 0) {
-      const Node& src = nodes_[v.node];
+      const Node& src = nodes_[first(v.node)];
       add(output_adjoint(src.batch, v.lazy.slot) + output_offset(src.batch, v.lazy.slot, src.row), g, n);
       return;
     }

@@ -189,6 +189,7 @@ TEST(Phases, IndependentCallsStartAtTheSameDepth) {
   for (bool phases : {true, false}) {
     AnalysisOptions a;
     a.phases = phases;
+    a.share = false;  // the instances' chains are the same computations: counted here unshared
     auto m = compile(kIndependent, a);
     auto inputs = int_inputs(*m, {1, 2, 3, 4, 5, 6, 7, 8});
     Runs r = run_both(m, inputs);
@@ -220,6 +221,7 @@ TEST(Ghosts, PadTheShorterBranchSoLaterWorkAligns) {
   for (bool ghosts : {true, false}) {
     AnalysisOptions a;
     a.ghosts = ghosts;
+    a.share = false;  // every instance starts from the same x: counted here unshared
     auto m = compile(kGhost, a);
     EXPECT_EQ(m->plan->depth.ghosts.size(), ghosts ? 1u : 0u);
     if (ghosts) {
@@ -235,6 +237,65 @@ TEST(Ghosts, PadTheShorterBranchSoLaterWorkAligns) {
     EXPECT_EQ(h.nodes, 10);
     EXPECT_EQ(h.batches, ghosts ? 1 : 2);
   }
+}
+
+// Shared nodes (runtime/graph.h): instances whose chains start from the same tensors compute the
+// same steps; each step runs once, with the values and gradients of running it for each instance.
+TEST(SharedNodes, ARepeatedComputationRunsOnce) {
+  AnalysisOptions a;
+  auto shared = compile(kIndependent, a);
+  a.share = false;
+  auto unshared = compile(kIndependent, a);
+  auto inputs = int_inputs(*shared, {1, 2, 3, 4, 5, 6, 7, 8});
+  Runs r = run_both(shared, inputs);
+  // chain(ones, n) is a prefix of one chain of 8 steps for every n, chain(zeros, n + 1) of one of 9.
+  EXPECT_EQ(counts_at(r.batched.stats, 4).nodes, 8 + 9);
+  EXPECT_EQ(r.batched.stats.shared_nodes, (1 + 2 + 3 + 4 + 5 + 6 + 7 + 8) + (2 + 3 + 4 + 5 + 6 + 7 + 8 + 9) - 17);
+  EXPECT_EQ(counts_at(r.batched.stats, 9).nodes, 8);  // a * b + a differs per instance
+  // The FLOPs are the model's, as if every node ran.
+  EXPECT_EQ(r.batched.stats.flops, r.reference.stats.flops);
+  auto params = std::make_shared<ParamStore>(init_params(*shared, 1));
+  RunResult off = BatchedEngine(unshared, params).run(inputs);
+  EXPECT_EQ(off.stats.shared_nodes, 0);
+  RunResult on = BatchedEngine(shared, params).run(inputs);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (int64_t j = 0; j < on.outputs[i].tensor->size(); ++j)
+      EXPECT_EQ(on.outputs[i].tensor->data[j], off.outputs[i].tensor->data[j]) << i << " " << j;
+}
+
+TEST(SharedNodes, ALeafOfAWordThatRepeatsRunsOnceAndGetsEveryUsesGradient) {
+  AnalysisOptions a;
+  auto shared = compile_file(source("models/treelstm.acr"), a);
+  a.share = false;
+  auto unshared = compile_file(source("models/treelstm.acr"), a);
+  const ir::Function& f = shared->functions[entry_function(*shared, "loss")];
+  auto inputs = load_inputs(InputSpec{InputKind::Sst, source("data/sst/test.txt")},
+                            f.vars[f.params[0]].type, source("data/sst/vocab.txt"), 32);
+  auto params = std::make_shared<ParamStore>(init_params(*shared, 2));
+  GradResult on = BatchedEngine(shared, params).gradients(inputs);
+  GradResult off = BatchedEngine(unshared, params).gradients(inputs);
+  // Every leaf after the first of its word, and the classifier of its h, repeat a node.
+  std::set<std::string> words;
+  int64_t leaves = 0;
+  std::ifstream in(source("data/sst/test.txt"));
+  std::string line;
+  for (int t = 0; t < 32 && std::getline(in, line); ++t)
+    for (size_t p = line.find("(", 1); p != std::string::npos; p = line.find("(", p + 1)) {
+      const size_t close = line.find(")", p), open = line.find("(", p + 1);
+      if (close < open) {  // a leaf: (label word)
+        words.insert(line.substr(line.find(" ", p) + 1, close - line.find(" ", p) - 1));
+        ++leaves;
+      }
+    }
+  EXPECT_EQ(on.stats.shared_nodes, 2 * (leaves - static_cast<int64_t>(words.size())));
+  EXPECT_EQ(off.stats.shared_nodes, 0);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    EXPECT_EQ(on.outputs[i].tensor->data[0], off.outputs[i].tensor->data[0]) << i;
+  ASSERT_EQ(on.grads.size(), off.grads.size());
+  for (size_t p = 0; p < on.grads.size(); ++p)
+    for (int64_t j = 0; j < on.grads[p].size(); ++j)
+      EXPECT_NEAR(on.grads[p].data[j], off.grads[p].data[j], 1e-5 + 1e-4 * std::fabs(off.grads[p].data[j]))
+          << shared->params[p].name << " " << j;
 }
 
 TEST(Ghosts, AreNotAddedWhereABranchIsUnbounded) {

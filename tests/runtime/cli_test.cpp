@@ -215,7 +215,7 @@ TEST(Cli, ExplainShowsBlocksModesAndPhases) {
   Result bad = run("explain " + kModel + " --disable taint");
   EXPECT_EQ(bad.exit_code, 1) << bad.out;
   EXPECT_NE(bad.out.find("--disable 'taint': expected specialise, reuse, clone, ghosts, phases, "
-                         "concurrent or release"),
+                         "concurrent, release or share"),
             std::string::npos)
       << bad.out;
 }
