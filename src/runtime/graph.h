@@ -17,7 +17,7 @@
 //     of its arguments. It gets a node id of its own (the host program has bound lazy handles to
 //     it) that repeats the first: it is never run, its reads, references and adjoints are the
 //     first node's. A batch of trees computes the leaf of a word once however often the word
-//     occurs (at batch 64, 51% of SST's leaves are distinct words).
+//     occurs (in batches of 64 SST training trees, about half of the leaves are distinct words).
 //  2. Flushing, by the scheduler: inline-depth runs the buckets as recorded (only what waiting
 //     tensor reads demand, when some do); depth (DyNet) recomputes depths by one pass over the
 //     pending nodes; agenda (DyNet) repeatedly runs, among the blocks with ready nodes, the one
