@@ -51,8 +51,13 @@ class PackedWeights {
   // Packs B (of the same K x N) again into the same storage: the weights changed in place
   // (training), and every kernel holding this object reads the new values. Not while a kernel runs.
   virtual void repack(const float* B, int ldb) = 0;
+  // The same from B's transpose: B = W^T for a W[N, K] of row stride ldw (a product by a weight's
+  // transpose, dX = dY W^T, packed straight from the weight).
+  virtual void repack_transposed(const float* W, int ldw) = 0;
 };
 std::shared_ptr<PackedWeights> pack_weights(int K, int N, const float* B, int ldb);
+// B = W^T packed from W[N, K] (row stride ldw).
+std::shared_ptr<PackedWeights> pack_transposed_weights(int K, int N, const float* W, int ldw);
 
 // C[M,N] = A[M,K] * W (+ C). Uses choose_gemm_path(M, N, K). The first Xsmm call for a new
 // (min(M, 64) or M % 64, N, K, lda, ldc, accumulate) on a thread JIT-compiles its kernels and
@@ -112,6 +117,8 @@ void copy_2d(const float* src, int64_t src_ld, float* dst, int64_t dst_ld, int64
 void gather_rows(const float* table, int64_t row_len, const int64_t* index, int64_t n, float* out);
 // y[c, r] = x[r, c] for an x of rows x cols.
 void transpose_2d(const float* x, float* y, int64_t rows, int64_t cols);
+// The same with row strides: y[c * ldy + r] = x[r * ldx + c].
+void transpose_2d(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, int64_t cols);
 
 // ---- Optimiser updates ---------------------------------------------------------------------------
 // One step on n elements of a param p with its gradient g (read as g * grad_scale, then set to 0,
@@ -135,5 +142,7 @@ struct SgdStep {
 void sgd_update(const SgdStep& s, float* p, float* g, float* b, size_t n);
 // The sum of the squares of x[0, n) in double (a gradient's norm for clipping).
 double sum_squares(const float* x, size_t n);
+// Whether every x[0, n) is zero (+0 or -0).
+bool all_zero(const float* x, size_t n);
 
 }  // namespace acrobat::kernels

@@ -55,7 +55,9 @@ inline void transpose_8x8(const float* x, int64_t ldx, float* y, int64_t ldy) {
 
 }  // namespace
 
-void transpose_2d(const float* x, float* y, int64_t rows, int64_t cols) {
+void transpose_2d(const float* x, float* y, int64_t rows, int64_t cols) { transpose_2d(x, cols, y, rows, rows, cols); }
+
+void transpose_2d(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, int64_t cols) {
   // Square tiles keep both the rows read and the rows written in L1; a 32 x 32 float tile is 4 KiB.
   // Inside a tile, 8 x 8 blocks go through registers where the target has AVX.
   constexpr int64_t kTile = 32;
@@ -67,13 +69,13 @@ void transpose_2d(const float* x, float* y, int64_t rows, int64_t cols) {
 #if defined(__AVX__)
       for (; r + 8 <= r1; r += 8) {
         int64_t c = c0;
-        for (; c + 8 <= c1; c += 8) transpose_8x8(x + r * cols + c, cols, y + c * rows + r, rows);
+        for (; c + 8 <= c1; c += 8) transpose_8x8(x + r * ldx + c, ldx, y + c * ldy + r, ldy);
         for (; c < c1; ++c)
-          for (int64_t i = r; i < r + 8; ++i) y[c * rows + i] = x[i * cols + c];
+          for (int64_t i = r; i < r + 8; ++i) y[c * ldy + i] = x[i * ldx + c];
       }
 #endif
       for (; r < r1; ++r) {
-        for (int64_t c = c0; c < c1; ++c) y[c * rows + r] = x[r * cols + c];
+        for (int64_t c = c0; c < c1; ++c) y[c * ldy + r] = x[r * ldx + c];
       }
     }
   }

@@ -59,7 +59,8 @@ AlignedFloats allocate_aligned(size_t count) {
 
 class CpuPackedWeights final : public PackedWeights {
  public:
-  CpuPackedWeights(int K, int N, const float* B, int ldb)
+  // B[K, N] of row stride ldb, or (transposed) B = W^T for W[N, K] of row stride ldb.
+  CpuPackedWeights(int K, int N, const float* B, int ldb, bool transposed)
       : k_(K),
         n_(N),
         row_major_(allocate_aligned(size_t(K) * N)),
@@ -69,29 +70,40 @@ class CpuPackedWeights final : public PackedWeights {
       transposed_ = allocate_aligned(size_t(N) * transposed_ld_);
       std::fill_n(transposed_.get(), size_t(N) * transposed_ld_, 0.0f);
     }
-    repack(B, ldb);
+    pack(B, ldb, transposed);
   }
 
-  void repack(const float* B, int ldb) override {
+  void repack(const float* B, int ldb) override { pack(B, ldb, false); }
+  void repack_transposed(const float* W, int ldw) override { pack(W, ldw, true); }
+
+  // B[k, n] is src[k * ld + n], or src[n * ld + k] when `transposed`.
+  void pack(const float* src, int ld, bool transposed) {
     const int K = k_, N = n_;
     if (transposed_) {
       // W^T, N rows of K zero-padded to a whole number of vectors (the dot-product kernel).
-      for (int k = 0; k < K; ++k) {
-        for (int n = 0; n < N; ++n) transposed_[size_t(n) * transposed_ld_ + k] = B[size_t(k) * ldb + n];
+      for (int n = 0; n < N; ++n) {
+        float* row = transposed_.get() + size_t(n) * transposed_ld_;
+        if (transposed)
+          std::memcpy(row, src + size_t(n) * ld, sizeof(float) * K);
+        else
+          for (int k = 0; k < K; ++k) row[k] = src[size_t(k) * ld + n];
       }
     }
-    for (int k = 0; k < K; ++k) {
-      std::memcpy(row_major_.get() + size_t(k) * N, B + size_t(k) * ldb, sizeof(float) * N);
-    }
+    if (transposed)
+      transpose_2d(src, ld, row_major_.get(), N, N, K);
+    else
+      for (int k = 0; k < K; ++k) std::memcpy(row_major_.get() + size_t(k) * N, src + size_t(k) * ld, sizeof(float) * N);
     // Panel p holds columns [128p, 128p + width) as a contiguous row-major K x width block, which
     // is exactly a column-major width x K matrix (Bpanel^T) with leading dimension width.
     for (int p = 0; p < num_panels(); ++p) {
       float* dst = panels_.get() + panel_offset(p);
       const int width = panel_width(p);
-      for (int k = 0; k < K; ++k) {
-        std::memcpy(dst + size_t(k) * width, B + size_t(k) * ldb + size_t(p) * kPanelWidth,
-                    sizeof(float) * width);
+      if (transposed) {
+        transpose_2d(src + size_t(p) * kPanelWidth * ld, ld, dst, width, width, K);
+        continue;
       }
+      for (int k = 0; k < K; ++k)
+        std::memcpy(dst + size_t(k) * width, src + size_t(k) * ld + size_t(p) * kPanelWidth, sizeof(float) * width);
     }
   }
 
@@ -531,7 +543,12 @@ void gemm_packed_xsmm_unblocked_for_bench(int M, const float* A, int lda, const 
 
 std::shared_ptr<PackedWeights> pack_weights(int K, int N, const float* B, int ldb) {
   ACROBAT_ASSERT(K >= 0 && N >= 0 && ldb >= N, "bad weight matrix shape");
-  return std::make_shared<CpuPackedWeights>(K, N, B, ldb);
+  return std::make_shared<CpuPackedWeights>(K, N, B, ldb, false);
+}
+
+std::shared_ptr<PackedWeights> pack_transposed_weights(int K, int N, const float* W, int ldw) {
+  ACROBAT_ASSERT(K >= 0 && N >= 0 && ldw >= K, "bad weight matrix shape");
+  return std::make_shared<CpuPackedWeights>(K, N, W, ldw, true);
 }
 
 void gemm_packed(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,

@@ -1,6 +1,8 @@
 // The optimisers' element loops (include/acrobat/kernels.h), a register at a time. A tail shorter
 // than a register goes through padded buffers, so that every element sees exactly the same code.
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 #include "acrobat/kernels.h"
 #include "kernels/simd.h"
@@ -76,6 +78,22 @@ double sum_squares(const float* x, size_t n) {
   double sum = 0;
   for (double s : sums) sum += s;
   return sum;
+}
+
+bool all_zero(const float* x, size_t n) {
+  // The bits without the sign, ORed a block at a time (integer ORs vectorise; no early exit inside).
+  constexpr size_t kBlock = 256;
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t len = std::min(kBlock, n - i);
+    uint32_t bits = 0;
+    for (size_t k = 0; k < len; ++k) {
+      uint32_t u;
+      std::memcpy(&u, x + i + k, sizeof u);
+      bits |= u << 1;
+    }
+    if (bits != 0) return false;
+  }
+  return true;
 }
 
 }  // namespace acrobat::kernels

@@ -297,7 +297,6 @@ class Graph {
     uint64_t call = 0;
   };
   std::unordered_map<const float*, TransposedWeight> transposed_;
-  std::vector<float> transpose_scratch_;
   uint64_t backward_calls_ = 0;
   double flush_seconds_ = 0;
 };

@@ -218,12 +218,10 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   auto transposed = [&](const float* w, int K, int N) -> const kernels::PackedWeights& {
     TransposedWeight& t = transposed_[w];
     if (t.call == backward_calls_ && t.packed->K() == N && t.packed->N() == K) return *t.packed;
-    transpose_scratch_.resize(size_t(K) * size_t(N));
-    kernels::transpose_2d(w, transpose_scratch_.data(), K, N);
     if (t.packed && t.packed->K() == N && t.packed->N() == K)
-      t.packed->repack(transpose_scratch_.data(), K);
+      t.packed->repack_transposed(w, N);
     else
-      t.packed = kernels::pack_weights(N, K, transpose_scratch_.data(), K);
+      t.packed = kernels::pack_transposed_weights(N, K, w, N);
     t.call = backward_calls_;
     return *t.packed;
   };
@@ -288,9 +286,10 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       a.shape = s.args[e].shape;
       a.size = num_elements(a.shape);
       const float* first = data(args_[nodes_[ids[0]].arg_begin + e]);
-      // One instance of a ragged batch: a param's tensor is shared, anything else its own (so that
-      // a product by weights takes the weights' path).
-      a.shared = !ragged || ranges.find(first).first >= 0;
+      // One instance (a ragged batch's, or a batch of one node): a param's tensor is shared,
+      // anything else its own, so that a product by weights takes the weights' path (and a batch
+      // of one reads the values its forward kernels kept).
+      a.shared = (!ragged && B > 1) || ranges.find(first).first >= 0;
       for (int64_t i = 1; i < B && a.shared; ++i) a.shared = data(args_[nodes_[ids[i]].arg_begin + e]) == first;
       if (a.shared) {
         a.data = const_cast<float*>(first);
@@ -374,12 +373,18 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     for (size_t k = 0; k < s.ops.size(); ++k) {
       if (!s.ops[k].escapes || !adj[b][k]) continue;
       const BatchValue& v = vals[k];
+      if (!v.shared && !ragged) {
+        // The batch output's adjoint as it lies (rows in node order): no batch adds to it any more
+        // (its readers ran later, so were differentiated before).
+        dval[k] = adj[b][k];
+        continue;
+      }
       float* d = dval[k] = alloc(v.shared ? v.size : B * v.size, true);
       const float* g = adj[b][k] + (ragged ? output_offset(b, k, nodes_[ids[0]].row) : 0);
       if (v.shared)
         for (int64_t i = 0; i < B; ++i) add(d, g + i * v.size, v.size);  // a shared value's: summed
       else
-        add(d, g, B * v.size);
+        add(d, g, v.size);
     }
     std::vector<TensorArg<float>> targs;
     std::vector<std::vector<int64_t>> tshapes;
@@ -393,8 +398,25 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
         if (weight_product(op, operand(xo), operand(op.operands[1]), dval[k], xo.local ? dval[xo.index] : darg[xo.index], B))
           continue;
       }
+      // y = a + b where a is stacked like y and has no adjoint yet: a's adjoint is y's, taken over
+      // rather than copied (y's is not read again; a's other readers, differentiated later, add
+      // to it).
+      int taken = -1;
+      if (op.rhs->op == OpId::Add && !v.shared && stacked_op[k]) {
+        const analysis::BlockOperand &o0 = op.operands[0], &o1 = op.operands[1];
+        const bool same = o0.local == o1.local && o0.index == o1.index;
+        for (int j = 0; j < 2 && taken < 0 && !same; ++j) {
+          const analysis::BlockOperand& o = op.operands[size_t(j)];
+          float*& d = o.local ? dval[o.index] : darg[o.index];
+          const BatchValue& x = operand(o);
+          if (d || x.shared || x.shape != v.shape) continue;
+          d = dval[k];
+          taken = j;
+        }
+      }
       std::vector<float*> din;
-      for (const auto& o : op.operands) din.push_back(adjoint_of(o));
+      for (size_t j = 0; j < op.operands.size(); ++j)
+        din.push_back(int(j) == taken ? nullptr : adjoint_of(op.operands[j]));
       if (stacked_op[k] && !v.shared) {
         tshapes.clear();
         for (const auto& o : op.operands) tshapes.push_back(stacked_shape(operand(o), B));

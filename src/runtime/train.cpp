@@ -10,6 +10,11 @@
 
 namespace acrobat {
 
+namespace {
+// Elements per chunk of Optimizer::live_ (a divisor of the step's pieces).
+constexpr int64_t kChunk = 256;
+}  // namespace
+
 void check_optimizer(const OptimizerOptions& o) {
   if (o.kind != "adam" && o.kind != "sgd")
     throw UserError("--optimizer '" + o.kind + "': expected adam or sgd");
@@ -33,6 +38,7 @@ Optimizer::Optimizer(OptimizerOptions options, const ParamStore& params, int thr
   for (const ParamValue& p : params.params) {
     m_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
     if (o_.kind == "adam") v_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
+    live_.emplace_back(static_cast<size_t>((p.tensor.size() + kChunk - 1) / kChunk), uint8_t{0});
   }
   if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads);
 }
@@ -81,15 +87,42 @@ double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, flo
   const kernels::SgdStep sgd{scale, static_cast<float>(o_.weight_decay), static_cast<float>(o_.lr),
                              static_cast<float>(o_.momentum), t_ == 1};
   const bool is_adam = o_.kind == "adam";
+  // Without weight decay, an element whose state is zero and whose gradient is zero keeps its
+  // value, and its state stays zero, bit for bit (m = v = 0, the step 0): such chunks are skipped.
+  // They are the rows of an embedding no instance has used yet; an epoch over part of the data
+  // leaves most of a large vocabulary's rows so.
+  const bool skip_idle = o_.weight_decay == 0;
+  static_assert((int64_t{1} << 16) % kChunk == 0, "a piece is whole chunks");
   for_pieces([&](const Piece& piece) {
-    const size_t k = piece.param, n = size_t(piece.end - piece.begin);
-    float* p = params.params[k].tensor.data.get() + piece.begin;
-    float* g = grads[k].data.get() + piece.begin;
-    float* m = m_[k].data() + piece.begin;
-    if (is_adam)
-      kernels::adam_update(adam, p, g, m, v_[k].data() + piece.begin, n);
-    else
-      kernels::sgd_update(sgd, p, g, m, n);
+    const size_t k = piece.param;
+    float* const p = params.params[k].tensor.data.get();
+    float* const g = grads[k].data.get();
+    float* const m = m_[k].data();
+    float* const v = is_adam ? v_[k].data() : nullptr;
+    uint8_t* const live = live_[k].data();
+    auto update = [&](int64_t b, int64_t e) {
+      if (b == e) return;
+      if (is_adam)
+        kernels::adam_update(adam, p + b, g + b, m + b, v + b, size_t(e - b));
+      else
+        kernels::sgd_update(sgd, p + b, g + b, m + b, size_t(e - b));
+    };
+    if (!skip_idle) {
+      update(piece.begin, piece.end);
+      return;
+    }
+    int64_t run = piece.begin;  // the chunks from `run` on are updated together
+    for (int64_t c0 = piece.begin; c0 < piece.end; c0 += kChunk) {
+      const int64_t c1 = std::min(piece.end, c0 + kChunk);
+      uint8_t& l = live[c0 / kChunk];
+      if (!l && kernels::all_zero(g + c0, size_t(c1 - c0))) {
+        update(run, c0);
+        run = c1;
+        continue;
+      }
+      l = 1;
+    }
+    update(run, piece.end);
   });
   refresh_packed(params);
   return norm;

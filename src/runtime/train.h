@@ -52,6 +52,8 @@ class Optimizer {
   OptimizerOptions o_;
   int64_t t_ = 0;
   std::vector<std::vector<float>> m_, v_;  // per param: momentum / Adam's moments
+  // Per param, per chunk of kChunk elements (train.cpp): whether its state (m_, v_) may be non-zero.
+  std::vector<std::vector<uint8_t>> live_;
   std::unique_ptr<ThreadPool> pool_;
 };
 

@@ -69,5 +69,21 @@ TEST(DataMovement, Transpose) {
   }
 }
 
+TEST(DataMovement, TransposeWithStrides) {
+  // A 37 x 70 block of a 40 x 75 matrix into a 70 x 37 block of rows 45 wide; the padding stays.
+  const int64_t rows = 37, cols = 70, ldx = 75, ldy = 45;
+  const auto x = random_floats(size_t(40 * ldx), -1, 1, 3);
+  std::vector<float> y(size_t(cols * ldy), kSentinel);
+  transpose_2d(x.data(), ldx, y.data(), ldy, rows, cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t r = 0; r < ldy; ++r) {
+      if (r < rows)
+        ASSERT_EQ(y[c * ldy + r], x[r * ldx + c]) << r << "," << c;
+      else
+        ASSERT_EQ(y[c * ldy + r], kSentinel) << r << "," << c;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace acrobat::kernels

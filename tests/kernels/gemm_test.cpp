@@ -96,6 +96,17 @@ TEST_P(GemmShapes, EveryPathMatchesDoubleReference) {
   const auto W = pack_weights(K, N, B_padded.data(), ldb);
   ASSERT_EQ(W->K(), K);
   ASSERT_EQ(W->N(), N);
+  // B^T [N, K] with rows K + 4 wide, NaN in the padding; packed again after a first packing of
+  // other values, as a training step repacks it.
+  const int ldbt = K + 4;
+  std::vector<float> Bt(size_t(N) * ldbt, kNaN);
+  for (int k = 0; k < K; ++k)
+    for (int n = 0; n < N; ++n) Bt[size_t(n) * ldbt + k] = B[size_t(k) * N + n];
+  const std::vector<float> other(Bt.size(), 3.0f);
+  const auto Wt = pack_transposed_weights(K, N, other.data(), ldbt);
+  Wt->repack_transposed(Bt.data(), ldbt);
+  ASSERT_EQ(Wt->K(), K);
+  ASSERT_EQ(Wt->N(), N);
 
   for (bool accumulate : {false, true}) {
     // Without accumulation C starts as NaN, which must be overwritten, not scaled by beta = 0.
@@ -114,6 +125,12 @@ TEST_P(GemmShapes, EveryPathMatchesDoubleReference) {
     }
     run("dispatcher",
         [&](float* C) { gemm_packed(M, A_padded.data(), lda, *W, C, ldc, accumulate); });
+    // The same B packed from its transpose (dX = dY W^T in the backward pass).
+    for (GemmPath path : {GemmPath::Gemv, GemmPath::Xsmm, GemmPath::Blas}) {
+      run(std::string("from the transpose, ") + gemm_path_name(path), [&](float* C) {
+        gemm_packed_via(path, M, A_padded.data(), lda, *Wt, C, ldc, accumulate);
+      });
+    }
     run("unpacked gemm", [&](float* C) {
       gemm(M, N, K, A_padded.data(), lda, B_padded.data(), ldb, C, ldc, accumulate);
     });
