@@ -42,7 +42,7 @@ void gemm_via(GemmPath path, int M, int N, int K, const float* A, int lda, const
 
 // A weight matrix B[K,N] used by many GEMMs (a model parameter), prepared once for every path:
 // the original row-major copy (for Gemv/Blas) and column panels for the JIT kernels (plus W^T
-// when N <= 8).
+// when N <= 8). Packed from B's transpose W, the row-major paths read W itself.
 class PackedWeights {
  public:
   virtual ~PackedWeights() = default;
@@ -56,7 +56,9 @@ class PackedWeights {
   virtual void repack_transposed(const float* W, int ldw) = 0;
 };
 std::shared_ptr<PackedWeights> pack_weights(int K, int N, const float* B, int ldb);
-// B = W^T packed from W[N, K] (row stride ldw).
+// B = W^T packed from W[N, K] (row stride ldw). The row-major paths (Gemv, Blas) read W in place:
+// W must outlive the object's use, and after W changes the object must be repacked (its panels are
+// a copy).
 std::shared_ptr<PackedWeights> pack_transposed_weights(int K, int N, const float* W, int ldw);
 
 // C[M,N] = A[M,K] * W (+ C). Uses choose_gemm_path(M, N, K). The first Xsmm call for a new

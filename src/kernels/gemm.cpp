@@ -61,10 +61,7 @@ class CpuPackedWeights final : public PackedWeights {
  public:
   // B[K, N] of row stride ldb, or (transposed) B = W^T for W[N, K] of row stride ldb.
   CpuPackedWeights(int K, int N, const float* B, int ldb, bool transposed)
-      : k_(K),
-        n_(N),
-        row_major_(allocate_aligned(size_t(K) * N)),
-        panels_(allocate_aligned(size_t(K) * N)) {
+      : k_(K), n_(N), panels_(allocate_aligned(size_t(K) * N)) {
     if (N <= kDotMaxN) {
       transposed_ld_ = (K + kDotKStep - 1) / kDotKStep * kDotKStep;
       transposed_ = allocate_aligned(size_t(N) * transposed_ld_);
@@ -89,10 +86,14 @@ class CpuPackedWeights final : public PackedWeights {
           for (int k = 0; k < K; ++k) row[k] = src[size_t(k) * ld + n];
       }
     }
-    if (transposed)
-      transpose_2d(src, ld, row_major_.get(), N, N, K);
-    else
+    if (transposed) {
+      // The row-major paths read W in place (as B^T); only the panels are a copy.
+      rows_ = {src, ld, true};
+    } else {
+      if (!row_major_) row_major_ = allocate_aligned(size_t(K) * N);
       for (int k = 0; k < K; ++k) std::memcpy(row_major_.get() + size_t(k) * N, src + size_t(k) * ld, sizeof(float) * N);
+      rows_ = {row_major_.get(), N, false};
+    }
     // Panel p holds columns [128p, 128p + width) as a contiguous row-major K x width block, which
     // is exactly a column-major width x K matrix (Bpanel^T) with leading dimension width.
     for (int p = 0; p < num_panels(); ++p) {
@@ -110,7 +111,13 @@ class CpuPackedWeights final : public PackedWeights {
   int K() const override { return k_; }
   int N() const override { return n_; }
 
-  const float* row_major() const { return row_major_.get(); }  // K x N, row stride N
+  // B for the row-major paths: B itself (K x N), or B^T (N x K, `transposed`) in the caller's memory.
+  struct Rows {
+    const float* data;
+    int ld;
+    bool transposed;
+  };
+  const Rows& rows() const { return rows_; }
   int num_panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
   int panel_width(int p) const { return std::min(kPanelWidth, n_ - p * kPanelWidth); }
   const float* panel(int p) const { return panels_.get() + panel_offset(p); }
@@ -125,7 +132,8 @@ class CpuPackedWeights final : public PackedWeights {
 
   int k_;
   int n_;
-  AlignedFloats row_major_;
+  AlignedFloats row_major_;  // B's row-major copy (none when packed from B^T)
+  Rows rows_{nullptr, 0, false};
   AlignedFloats panels_;
   AlignedFloats transposed_;
   int transposed_ld_ = 0;
@@ -152,20 +160,25 @@ void check_gemm_args(int M, int N, int K, int lda, int ldb, int ldc) {
 }
 
 // One sgemv per row of A: the M == 1 path, and correct (if slow) for any M.
+// `transposed_b`: B is given as B^T, an N x K row-major matrix of row stride ldb.
 void gemm_gemv(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
-               int ldc, bool accumulate) {
+               int ldc, bool accumulate, bool transposed_b = false) {
   const float beta = accumulate ? 1.0f : 0.0f;
   for (int m = 0; m < M; ++m) {
     // Row-major C[1,N] = A[1,K] B[K,N] is y = B^T x with B as a K x N row-major matrix.
-    cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, B, ldb, A + size_t(m) * lda, 1, beta,
-                C + size_t(m) * ldc, 1);
+    if (transposed_b)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, B, ldb, A + size_t(m) * lda, 1, beta,
+                  C + size_t(m) * ldc, 1);
+    else
+      cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, B, ldb, A + size_t(m) * lda, 1, beta,
+                  C + size_t(m) * ldc, 1);
   }
 }
 
 void gemm_blas(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
-               int ldc, bool accumulate) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb,
-              accumulate ? 1.0f : 0.0f, C, ldc);
+               int ldc, bool accumulate, bool transposed_b = false) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, lda,
+              B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
 }
 
 // ---- libxsmm kernels ----------------------------------------------------------------------------
@@ -251,7 +264,7 @@ void gemm_xsmm_unblocked(int M, const float* A, int lda, const CpuPackedWeights&
                          int ldc, bool accumulate) {
   const XsmmKernels& kernels = xsmm_kernels({M, W.N(), W.K(), lda, ldc, accumulate});
   if (!kernels.ok) {
-    gemm_blas(M, W.N(), W.K(), A, lda, W.row_major(), W.N(), C, ldc, accumulate);
+    gemm_blas(M, W.N(), W.K(), A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
     return;
   }
   for (int p = 0; p < W.num_panels(); ++p) run_xsmm_rows(kernels, A, W, C, p);
@@ -355,7 +368,7 @@ void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float*
   const XsmmKernels& block = xsmm_kernels({kXsmmRowBlock, N, K, lda, ldc, accumulate});
   const XsmmKernels* tail = rest > 0 ? &xsmm_kernels({rest, N, K, lda, ldc, accumulate}) : nullptr;
   if (!block.ok || (tail != nullptr && !tail->ok)) {
-    gemm_blas(M, N, K, A, lda, W.row_major(), N, C, ldc, accumulate);
+    gemm_blas(M, N, K, A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
     return;
   }
   for (int p = 0; p < W.num_panels(); ++p) {
@@ -565,9 +578,9 @@ void gemm_packed_via(GemmPath path, int M, const float* A, int lda, const Packed
   if (trivial_gemm(M, N, K, C, ldc, accumulate)) return;
   ensure_backend_ready();
   switch (path) {
-    case GemmPath::Gemv: return gemm_gemv(M, N, K, A, lda, w.row_major(), N, C, ldc, accumulate);
+    case GemmPath::Gemv: return gemm_gemv(M, N, K, A, lda, w.rows().data, w.rows().ld, C, ldc, accumulate, w.rows().transposed);
     case GemmPath::Xsmm: return gemm_xsmm(M, A, lda, w, C, ldc, accumulate);
-    case GemmPath::Blas: return gemm_blas(M, N, K, A, lda, w.row_major(), N, C, ldc, accumulate);
+    case GemmPath::Blas: return gemm_blas(M, N, K, A, lda, w.rows().data, w.rows().ld, C, ldc, accumulate, w.rows().transposed);
   }
   ACROBAT_ASSERT(false, "unknown GemmPath");
 }

@@ -291,7 +291,7 @@ class Graph {
   };
   std::vector<WeightRows> weight_rows_;
   // W^T packed for dX = dY W^T, by W's address; `call` is the backward call that last packed it
-  // (the params change between calls, in place).
+  // (the params change between calls, in place; its row-major paths read W itself).
   struct TransposedWeight {
     std::shared_ptr<kernels::PackedWeights> packed;
     uint64_t call = 0;

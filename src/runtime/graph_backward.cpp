@@ -485,7 +485,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   // and adjoints at most, the rows kept for dW and the packed W^T.
   size_t held = buffers_.bytes_in_use() + grad_outputs_.bytes_in_use() + grad_values_.peak_bytes();
   for (const WeightRows& r : weight_rows_) held += (r.x.size() + r.dy.size()) * sizeof(float);
-  for (const auto& [w, t] : transposed_) held += size_t(t.packed->K()) * t.packed->N() * 2 * sizeof(float);
+  for (const auto& [w, t] : transposed_) held += size_t(t.packed->K()) * t.packed->N() * sizeof(float);  // panels
   stats_->peak_bytes = std::max<int64_t>(stats_->peak_bytes, static_cast<int64_t>(held));
 
   // dW = X^T dY over every row of every product by W: one GEMM per matrix, cut into blocks of
