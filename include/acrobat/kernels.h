@@ -56,9 +56,11 @@ class PackedWeights {
   virtual void repack_transposed(const float* W, int ldw) = 0;
 };
 std::shared_ptr<PackedWeights> pack_weights(int K, int N, const float* B, int ldb);
-// B = W^T packed from W[N, K] (row stride ldw). The row-major paths (Gemv, Blas) read W in place:
-// W must outlive the object's use, and after W changes the object must be repacked (its panels are
-// a copy).
+// The same with the row-major paths (Gemv, Blas) reading B in place instead of a copy: B must
+// outlive the object's use, and after B changes the object must be repacked (its panels are a
+// copy). A model parameter's matrices, updated in place by training and repacked after each step.
+std::shared_ptr<PackedWeights> pack_weights_in_place(int K, int N, const float* B, int ldb);
+// B = W^T packed from W[N, K] (row stride ldw), read in place like pack_weights_in_place's B.
 std::shared_ptr<PackedWeights> pack_transposed_weights(int K, int N, const float* W, int ldw);
 
 // C[M,N] = A[M,K] * W (+ C). Uses choose_gemm_path(M, N, K). The first Xsmm call for a new

@@ -59,9 +59,10 @@ AlignedFloats allocate_aligned(size_t count) {
 
 class CpuPackedWeights final : public PackedWeights {
  public:
-  // B[K, N] of row stride ldb, or (transposed) B = W^T for W[N, K] of row stride ldb.
-  CpuPackedWeights(int K, int N, const float* B, int ldb, bool transposed)
-      : k_(K), n_(N), panels_(allocate_aligned(size_t(K) * N)) {
+  // B[K, N] of row stride ldb, or (transposed) B = W^T for W[N, K] of row stride ldb; `in_place`:
+  // the row-major paths read B itself rather than a copy (always so from a transpose).
+  CpuPackedWeights(int K, int N, const float* B, int ldb, bool transposed, bool in_place)
+      : k_(K), n_(N), in_place_(in_place), panels_(allocate_aligned(size_t(K) * N)) {
     if (N <= kDotMaxN) {
       transposed_ld_ = (K + kDotKStep - 1) / kDotKStep * kDotKStep;
       transposed_ = allocate_aligned(size_t(N) * transposed_ld_);
@@ -86,9 +87,9 @@ class CpuPackedWeights final : public PackedWeights {
           for (int k = 0; k < K; ++k) row[k] = src[size_t(k) * ld + n];
       }
     }
-    if (transposed) {
-      // The row-major paths read W in place (as B^T); only the panels are a copy.
-      rows_ = {src, ld, true};
+    if (transposed || in_place_) {
+      // The row-major paths read the caller's matrix (W as B^T, or B); only the panels are a copy.
+      rows_ = {src, ld, transposed};
     } else {
       if (!row_major_) row_major_ = allocate_aligned(size_t(K) * N);
       for (int k = 0; k < K; ++k) std::memcpy(row_major_.get() + size_t(k) * N, src + size_t(k) * ld, sizeof(float) * N);
@@ -132,7 +133,8 @@ class CpuPackedWeights final : public PackedWeights {
 
   int k_;
   int n_;
-  AlignedFloats row_major_;  // B's row-major copy (none when packed from B^T)
+  bool in_place_;
+  AlignedFloats row_major_;  // B's row-major copy (none when read in place)
   Rows rows_{nullptr, 0, false};
   AlignedFloats panels_;
   AlignedFloats transposed_;
@@ -556,12 +558,17 @@ void gemm_packed_xsmm_unblocked_for_bench(int M, const float* A, int lda, const 
 
 std::shared_ptr<PackedWeights> pack_weights(int K, int N, const float* B, int ldb) {
   ACROBAT_ASSERT(K >= 0 && N >= 0 && ldb >= N, "bad weight matrix shape");
-  return std::make_shared<CpuPackedWeights>(K, N, B, ldb, false);
+  return std::make_shared<CpuPackedWeights>(K, N, B, ldb, false, false);
+}
+
+std::shared_ptr<PackedWeights> pack_weights_in_place(int K, int N, const float* B, int ldb) {
+  ACROBAT_ASSERT(K >= 0 && N >= 0 && ldb >= N, "bad weight matrix shape");
+  return std::make_shared<CpuPackedWeights>(K, N, B, ldb, false, true);
 }
 
 std::shared_ptr<PackedWeights> pack_transposed_weights(int K, int N, const float* W, int ldw) {
   ACROBAT_ASSERT(K >= 0 && N >= 0 && ldw >= K, "bad weight matrix shape");
-  return std::make_shared<CpuPackedWeights>(K, N, W, ldw, true);
+  return std::make_shared<CpuPackedWeights>(K, N, W, ldw, true, true);
 }
 
 void gemm_packed(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,

@@ -35,7 +35,8 @@ std::vector<int64_t> without_ones(const std::vector<int64_t>& shape) {
 }
 
 // Prepares the matrices of a param for GEMM (any 2-D param, or element of an indexed one, may be a
-// matmul's right operand: `x @ W` or `x @ W[layer]`). Rows of an indexed param (`emb[V]: f32[1, E]`:
+// matmul's right operand: `x @ W` or `x @ W[layer]`); the packed copies read the param's own
+// memory on the row-major paths (the tensor owns both). Rows of an indexed param (`emb[V]: f32[1, E]`:
 // embeddings, biases per layer) are left as they are: there are many, and they are read as vectors.
 ParamValue make_value(const ir::Param& p, Tensor t) {
   ParamValue v;
@@ -44,10 +45,10 @@ ParamValue make_value(const ir::Param& p, Tensor t) {
   if (p.shape.size() == 2) {
     const int K = static_cast<int>(p.shape[0]), N = static_cast<int>(p.shape[1]);
     if (p.count == 0) {
-      t.packed = kernels::pack_weights(K, N, t.data.get(), N);
+      t.packed = kernels::pack_weights_in_place(K, N, t.data.get(), N);
     } else if (K > 1) {
       for (int64_t i = 0; i < p.count; ++i)
-        v.packed_rows.push_back(kernels::pack_weights(K, N, t.data.get() + i * K * N, N));
+        v.packed_rows.push_back(kernels::pack_weights_in_place(K, N, t.data.get() + i * K * N, N));
     }
   }
   v.tensor = std::move(t);

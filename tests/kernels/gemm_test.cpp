@@ -194,6 +194,24 @@ TEST(Gemm, PackedWeightsOwnACopy) {
   }
 }
 
+TEST(Gemm, InPlaceWeightsFollowTheirMatrixWhenRepacked) {
+  // A param's packing: the row-major paths read B itself, the panels are repacked after B changes.
+  const int M = 5, N = 130, K = 40;
+  auto B = random_floats(size_t(K) * N, -1, 1, 15);
+  const auto A = random_floats(size_t(M) * K, -1, 1, 16);
+  const auto W = pack_weights_in_place(K, N, B.data(), N);
+  for (int round = 0; round < 2; ++round) {
+    const Reference ref = reference_product(M, N, K, A, B);
+    for (GemmPath path : {GemmPath::Gemv, GemmPath::Xsmm, GemmPath::Blas}) {
+      std::vector<float> C(size_t(M) * N);
+      gemm_packed_via(path, M, A.data(), K, *W, C.data(), N, false);
+      EXPECT_TRUE(matches(C, N, /*C0=*/{}, false, ref, M, N, K)) << gemm_path_name(path) << ", round " << round;
+    }
+    for (float& b : B) b = 0.5f - b;  // changed in place, as an optimiser step does
+    W->repack(B.data(), N);
+  }
+}
+
 TEST(Gemm, ThreadsShareWeightsSafely) {
   // Each thread has its own JIT kernel cache; the packed weights are shared read-only.
   const int N = 300, K = 64;
