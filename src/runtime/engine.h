@@ -80,10 +80,17 @@ struct RunResult {
 // module in its order, d(sum of the instances' losses)/d(param) with the param's full shape (an
 // indexed param: all its tensors, [count, ...]). Decisions taken from tensor values (argmax, item)
 // are those of the forward run and are not differentiated.
+// Per param, per chunk of kGradChunk elements of its gradient: whether the gradient computation
+// wrote there (1); a chunk it did not write kept the values it was given (zero, for zeroed
+// gradients). Empty when the engine does not say (anything may have been written).
+inline constexpr int64_t kGradChunk = 256;
+using WrittenChunks = std::vector<std::vector<uint8_t>>;
+
 struct GradResult {
   std::vector<Value> outputs;
   std::vector<Tensor> grads;
   RunStats stats;
+  WrittenChunks written;
 };
 
 class Engine {

@@ -134,8 +134,9 @@ class Graph {
   // keep_outputs and everything has run. The run's peak_bytes then counts the backward's memory
   // too (not `grads`). `pool` (optional) shares the pieces of the products by weights, which are
   // cut the same way whatever the threads, so the bits do not depend on it.
+  // `written` (optional) gets the chunks of `grads` it adds to (engine.h, WrittenChunks).
   void backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads,
-                ThreadPool* pool = nullptr);
+                ThreadPool* pool = nullptr, WrittenChunks* written = nullptr);
   // A tensor the host program stacked from rows of a param (a gather by a list of ids) at `out`,
   // `row` floats per row, row k copied from `sources[k]`. Kept by a training run (reset with
   // keep_outputs; ignored otherwise): backward() sends each row's adjoint to its source.

@@ -125,7 +125,7 @@ std::vector<int64_t> stacked_shape(const BatchValue& v, int64_t B) {
 }  // namespace
 
 void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads,
-                     ThreadPool* pool) {
+                     ThreadPool* pool, WrittenChunks* written) {
   const size_t num_batches = batch_sizes_.size();
   ACROBAT_ASSERT(!release_, "backward needs the outputs of a run reset with keep_outputs");
   // The nodes of each batch by row, and the adjoints of the batch outputs (allocated when first
@@ -154,6 +154,17 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     return a;
   };
   const ParamRanges ranges(params);
+  if (written) {
+    written->assign(grads.size(), {});
+    for (size_t p = 0; p < grads.size(); ++p)
+      (*written)[p].assign(size_t((grads[p].size() + kGradChunk - 1) / kGradChunk), uint8_t{0});
+  }
+  // Notes that elements [offset, offset + n) of param p's gradient are written.
+  auto mark = [&](int p, int64_t offset, int64_t n) {
+    if (!written || n <= 0) return;
+    std::vector<uint8_t>& w = (*written)[size_t(p)];
+    std::fill(w.begin() + offset / kGradChunk, w.begin() + (offset + n - 1) / kGradChunk + 1, uint8_t{1});
+  };
   std::vector<const Gather*> gathers;  // by address
   for (const Gather& x : gathers_) gathers.push_back(&x);
   std::sort(gathers.begin(), gathers.end(), [](const Gather* a, const Gather* b) { return a->out < b->out; });
@@ -167,6 +178,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     const auto [param, offset] = ranges.find(v.data);
     if (param >= 0) {
       add(grads[param].data.get() + offset, g, n);
+      mark(param, offset, n);
       return;
     }
     // Rows a gather stacked: each row's adjoint to the row of the param it came from.
@@ -181,6 +193,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       const auto [p, o] = ranges.find(gather_rows_[x.begin + k]);
       ACROBAT_ASSERT(p >= 0, "a gathered row comes from a param");  // Graph::gathered records param rows only
       add(grads[p].data.get() + o + in_row, g + i, len);
+      mark(p, o + in_row, len);
       i += len;
     }
   };
@@ -496,9 +509,11 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     int begin, end;
   };
   std::vector<Piece> pieces;
-  for (const WeightRows& r : weight_rows_)
-    if (r.rows > 0)
-      for (int c = 0; c < r.N; c += kColumns) pieces.push_back({&r, c, std::min(r.N, c + kColumns)});
+  for (const WeightRows& r : weight_rows_) {
+    if (r.rows == 0) continue;
+    mark(r.param, r.offset, int64_t(r.K) * r.N);
+    for (int c = 0; c < r.N; c += kColumns) pieces.push_back({&r, c, std::min(r.N, c + kColumns)});
+  }
   auto dw = [&](const Piece& p) {
     const WeightRows& r = *p.r;
     kernels::gemm_strided(true, false, r.K, p.end - p.begin, static_cast<int>(r.rows), r.x.data(), r.K,

@@ -10,11 +10,6 @@
 
 namespace acrobat {
 
-namespace {
-// Elements per chunk of Optimizer::live_ (a divisor of the step's pieces).
-constexpr int64_t kChunk = 256;
-}  // namespace
-
 void check_optimizer(const OptimizerOptions& o) {
   if (o.kind != "adam" && o.kind != "sgd")
     throw UserError("--optimizer '" + o.kind + "': expected adam or sgd");
@@ -38,15 +33,18 @@ Optimizer::Optimizer(OptimizerOptions options, const ParamStore& params, int thr
   for (const ParamValue& p : params.params) {
     m_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
     if (o_.kind == "adam") v_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
-    live_.emplace_back(static_cast<size_t>((p.tensor.size() + kChunk - 1) / kChunk), uint8_t{0});
+    live_.emplace_back(static_cast<size_t>((p.tensor.size() + kGradChunk - 1) / kGradChunk), uint8_t{0});
   }
   if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads);
 }
 
 Optimizer::~Optimizer() = default;
 
-double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale) {
+double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale,
+                       const WrittenChunks* written) {
   ACROBAT_ASSERT(grads.size() == params.params.size(), "one gradient per param");
+  if (written && written->empty()) written = nullptr;
+  ACROBAT_ASSERT(!written || written->size() == grads.size(), "written chunks per param");
   ++t_;
   // The pieces of work: every param cut at multiples of kPiece elements (the cut does not change the
   // bits, kernels::adam_update's elements are independent).
@@ -92,7 +90,7 @@ double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, flo
   // They are the rows of an embedding no instance has used yet; an epoch over part of the data
   // leaves most of a large vocabulary's rows so.
   const bool skip_idle = o_.weight_decay == 0;
-  static_assert((int64_t{1} << 16) % kChunk == 0, "a piece is whole chunks");
+  static_assert((int64_t{1} << 16) % kGradChunk == 0, "a piece is whole chunks");
   for_pieces([&](const Piece& piece) {
     const size_t k = piece.param;
     float* const p = params.params[k].tensor.data.get();
@@ -100,6 +98,7 @@ double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, flo
     float* const m = m_[k].data();
     float* const v = is_adam ? v_[k].data() : nullptr;
     uint8_t* const live = live_[k].data();
+    const uint8_t* const wrote = written ? (*written)[k].data() : nullptr;
     auto update = [&](int64_t b, int64_t e) {
       if (b == e) return;
       if (is_adam)
@@ -112,10 +111,10 @@ double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, flo
       return;
     }
     int64_t run = piece.begin;  // the chunks from `run` on are updated together
-    for (int64_t c0 = piece.begin; c0 < piece.end; c0 += kChunk) {
-      const int64_t c1 = std::min(piece.end, c0 + kChunk);
-      uint8_t& l = live[c0 / kChunk];
-      if (!l && kernels::all_zero(g + c0, size_t(c1 - c0))) {
+    for (int64_t c0 = piece.begin; c0 < piece.end; c0 += kGradChunk) {
+      const int64_t c1 = std::min(piece.end, c0 + kGradChunk);
+      uint8_t& l = live[c0 / kGradChunk];
+      if (!l && (wrote ? !wrote[c0 / kGradChunk] : kernels::all_zero(g + c0, size_t(c1 - c0)))) {
         update(run, c0);
         run = c1;
         continue;
@@ -156,7 +155,7 @@ StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& pa
   r.peak_bytes = g.stats.peak_bytes;
   // The gradient of the batch's mean loss.
   const auto update = std::chrono::steady_clock::now();
-  optimizer.step(params, g.grads, 1.0f / static_cast<float>(batch.size()));
+  optimizer.step(params, g.grads, 1.0f / static_cast<float>(batch.size()), &g.written);
   r.update_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - update).count();
   grads = std::move(g.grads);
   return r;

@@ -45,14 +45,17 @@ class Optimizer {
   // (grads: the gradient of the batch's summed loss, grad_scale = 1 / batch for its mean), clipped
   // and decayed on the fly. `grads` are left zero, ready for the next gradient (Engine::gradients'
   // `zeroed`). Returns the gradient's norm before clipping when clipping, else -1.
-  double step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale = 1.0f);
+  // `written` (optional, GradResult::written): the chunks the gradient may be non-zero in; the
+  // others are known to be zero without reading them.
+  double step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale = 1.0f,
+              const WrittenChunks* written = nullptr);
   int64_t steps() const { return t_; }
 
  private:
   OptimizerOptions o_;
   int64_t t_ = 0;
   std::vector<std::vector<float>> m_, v_;  // per param: momentum / Adam's moments
-  // Per param, per chunk of kChunk elements (train.cpp): whether its state (m_, v_) may be non-zero.
+  // Per param, per chunk of kGradChunk elements: whether its state (m_, v_) may be non-zero.
   std::vector<std::vector<uint8_t>> live_;
   std::unique_ptr<ThreadPool> pool_;
 };

@@ -28,7 +28,9 @@ bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a
 // Steps where most of the gradient is zero, like an embedding's rows no instance of the batch used:
 // the optimiser, which skips chunks whose state and gradient are zero, must leave the same bits as
 // the element kernel run over every element with PyTorch's definitions.
-void check_sparse_steps(const OptimizerOptions& o) {
+// `with_written`: the steps are told which chunks the gradient was written in (GradResult::written)
+// instead of reading them.
+void check_sparse_steps(const OptimizerOptions& o, bool with_written = false) {
   const int64_t n = 3000;  // not a whole number of chunks
   ParamStore params = one_param(n, 1);
   std::vector<float> p(params.params[0].tensor.data.get(), params.params[0].tensor.data.get() + n);
@@ -43,7 +45,9 @@ void check_sparse_steps(const OptimizerOptions& o) {
     std::fill(g.begin(), g.end(), 0.0f);
     for (int64_t i : touched[t]) g[size_t(i)] = grads[0].data[i] = 0.25f * float(i % 7) - 0.5f + 0.01f * float(t);
     const float scale = 0.5f;
-    opt.step(params, grads, scale);
+    WrittenChunks written(1, std::vector<uint8_t>(size_t((n + kGradChunk - 1) / kGradChunk), 0));
+    for (int64_t i : touched[t]) written[0][size_t(i / kGradChunk)] = 1;
+    opt.step(params, grads, scale, with_written ? &written : nullptr);
     const double step = double(t + 1);
     if (o.kind == "adam") {
       const kernels::AdamStep s{scale,
@@ -75,6 +79,13 @@ TEST(Optimizer, AdamOnASparseGradientEqualsTheFullUpdate) {
   o.kind = "adam";
   o.lr = 0.01;
   check_sparse_steps(o);
+}
+
+TEST(Optimizer, AdamToldWhereTheGradientWasWrittenEqualsTheFullUpdate) {
+  OptimizerOptions o;
+  o.kind = "adam";
+  o.lr = 0.01;
+  check_sparse_steps(o, true);
 }
 
 TEST(Optimizer, AdamWithWeightDecayEqualsTheFullUpdate) {
