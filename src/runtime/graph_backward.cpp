@@ -5,7 +5,9 @@
 // adjoint is skipped. For one batch:
 //  1. Its arguments as batch values: an argument whose instances all read one tensor (a reused
 //     weight, a constant, a value every instance shares) is that tensor, shared; the others are
-//     stacked, instance after instance ([B, ...] of the per-instance shape).
+//     stacked, instance after instance ([B, ...] of the per-instance shape). A batch of one node
+//     shares only params (a stack of one reads the values its kernels kept, and its products by
+//     weights join the deferred dW like any other's).
 //  2. Its operators' values: those the forward kernels stored (GEMM results, escaping outputs,
 //     values read across fused loops) as they lie; the rest (values of fused loops kept in
 //     registers, strided views) recomputed from their operands. An operator whose per-instance
