@@ -41,8 +41,8 @@ void gemm_via(GemmPath path, int M, int N, int K, const float* A, int lda, const
               float* C, int ldc, bool accumulate);
 
 // A weight matrix B[K,N] used by many GEMMs (a model parameter), prepared once for every path:
-// the original row-major copy (for Gemv/Blas) and column panels for the JIT kernels (plus W^T
-// when N <= 8). Packed from B's transpose W, the row-major paths read W itself.
+// B row-major for Gemv/Blas (a copy, or the caller's matrix read in place: pack_weights_in_place,
+// pack_transposed_weights) and column panels for the JIT kernels (plus W^T when N <= 8).
 class PackedWeights {
  public:
   virtual ~PackedWeights() = default;

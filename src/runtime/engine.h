@@ -76,16 +76,17 @@ struct RunResult {
   RunStats stats;
 };
 
-// A gradient run: each instance's loss (the entry's output, one number) and, for every param of the
-// module in its order, d(sum of the instances' losses)/d(param) with the param's full shape (an
-// indexed param: all its tensors, [count, ...]). Decisions taken from tensor values (argmax, item)
-// are those of the forward run and are not differentiated.
 // Per param, per chunk of kGradChunk elements of its gradient: whether the gradient computation
 // wrote there (1); a chunk it did not write kept the values it was given (zero, for zeroed
 // gradients). Empty when the engine does not say (anything may have been written).
 inline constexpr int64_t kGradChunk = 256;
 using WrittenChunks = std::vector<std::vector<uint8_t>>;
 
+// A gradient run: each instance's loss (the entry's output, one number) and, for every param of the
+// module in its order, d(sum of the instances' losses)/d(param) with the param's full shape (an
+// indexed param: all its tensors, [count, ...]), and where it wrote them (`written`, WrittenChunks).
+// Decisions taken from tensor values (argmax, item) are those of the forward run and are not
+// differentiated.
 struct GradResult {
   std::vector<Value> outputs;
   std::vector<Tensor> grads;

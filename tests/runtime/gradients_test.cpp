@@ -147,7 +147,9 @@ void expect_same_grads(const GradResult& a, const GradResult& e, const std::stri
     ASSERT_EQ(a.written.size(), a.grads.size());
     for (size_t k = 0; k < a.grads.size(); ++k)
       for (int64_t j = 0; j < a.grads[k].size(); ++j)
-        if (a.grads[k].data[j] != 0) ASSERT_TRUE(a.written[k][size_t(j / kGradChunk)]) << what << ", param " << k << ", entry " << j;
+        if (a.grads[k].data[j] != 0) {
+          ASSERT_TRUE(a.written[k][size_t(j / kGradChunk)]) << what << ", param " << k << ", entry " << j;
+        }
   }
   for (size_t k = 0; k < e.grads.size(); ++k) {
     float scale = 0;
