@@ -15,7 +15,7 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 7;
+inline constexpr uint32_t kAbiVersion = 8;
 
 struct Obj;
 
@@ -122,6 +122,22 @@ struct KernelCall {
 };
 using BlockKernel = void (*)(const KernelCall& call);
 
+// What the adjoint of one fused loop (a step of kind Fused of the block's kernel plan,
+// analysis/kernel_plan.h) gets in the backward pass: instances [0, B). The loop's values are
+// recomputed in registers from its operands in memory (analysis::fused_inputs, in that order); then,
+// from the last operator back, each operator's adjoint (what the operators after it in the loop
+// gave it, plus what it received from outside the loop) goes to its operands: in registers to the
+// loop's own, added to memory for the rest.
+struct AdjointCall {
+  int64_t B;
+  const Operand* in;     // per operand in memory: instance b's at data + b * stride (stride 0: shared)
+  float* const* din;     // per operand in memory: its adjoint, laid out as `in`; added to
+  const Operand* dout;   // per operator of the step's range [begin, end) whose value the plan stores:
+                         // the adjoint it received from outside the loop (a zero row of stride 0
+                         // for none); unused for the others
+};
+using FusedAdjoint = void (*)(const AdjointCall& call);
+
 // Per run, what the generated host program reads directly.
 struct AotContext {
   const AotHost* host;
@@ -150,6 +166,9 @@ struct AotModel {
   const char* isa;          // ACROBAT_AOT_ISA as the object was compiled: what its CPU must have
   int32_t num_blocks;
   const BlockKernel* kernels;  // by block id
+  // By block id, then by step of the block's kernel plan: the adjoint of a fused loop; null for
+  // other steps and for blocks without a kernel.
+  const FusedAdjoint* const* adjoints;
   // Calls function `function` with its parameters args[0..]: the instance, then the values of its
   // size variables (ir::Function::size_params).
   Val (*entry)(AotContext* ctx, int32_t function, const Val* args);

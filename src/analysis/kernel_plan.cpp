@@ -1,5 +1,7 @@
 #include "analysis/kernel_plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "ir/ops.h"
@@ -224,6 +226,23 @@ std::string kernel_plan_str(const StaticBlock& s, const KernelPlan& k) {
     out += "\n";
   }
   return out;
+}
+
+std::vector<BlockOperand> fused_inputs(const StaticBlock& s, const KernelPlan& k, const KernelStep& step) {
+  std::vector<BlockOperand> in;
+  const int g = k.group[size_t(step.begin)];
+  for (int i = step.begin; i < step.end; ++i) {
+    if (k.group[size_t(i)] != g) continue;
+    for (size_t a = 0; a < s.ops[size_t(i)].operands.size(); ++a) {
+      const BlockOperand& o = s.ops[size_t(i)].operands[a];
+      if (k.loads[size_t(i)][a] == FusedLoad::Register) continue;
+      const bool seen = std::any_of(in.begin(), in.end(), [&](const BlockOperand& x) {
+        return x.local == o.local && x.index == o.index;
+      });
+      if (!seen) in.push_back(o);
+    }
+  }
+  return in;
 }
 
 }  // namespace acrobat::analysis

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
@@ -78,6 +79,23 @@ class Emitter {
       if (has_kernel(s)) kernel(s);
     out_ += "const BlockKernel kKernels[] = {";
     for (const auto& s : plan_.blocks) out_ += has_kernel(s) ? fmt::format("kernel{}, ", s.id) : "nullptr, ";
+    out_ += "nullptr};\n\n";
+    // The adjoints of the fused loops, by block and step.
+    std::vector<bool> has_adjoints(plan_.blocks.size(), false);
+    for (const auto& s : plan_.blocks) {
+      if (!has_kernel(s)) continue;
+      const analysis::KernelPlan& kp = plan_.kernels[s.id];
+      std::string table;
+      for (size_t i = 0; i < kp.steps.size(); ++i) {
+        const bool emitted = kp.steps[i].kind == analysis::StepKind::Fused && fused_adjoint(s, kp, i);
+        table += emitted ? fmt::format("adjoint{}_{}, ", s.id, i) : "nullptr, ";
+        has_adjoints[size_t(s.id)] = has_adjoints[size_t(s.id)] || emitted;
+      }
+      if (has_adjoints[size_t(s.id)]) out_ += fmt::format("const FusedAdjoint kAdjoints{}[] = {{{}}};\n\n", s.id, table);
+    }
+    out_ += "const FusedAdjoint* const kAdjoints[] = {";
+    for (const auto& s : plan_.blocks)
+      out_ += has_adjoints[size_t(s.id)] ? fmt::format("kAdjoints{}, ", s.id) : "nullptr, ";
     out_ += "nullptr};\n\n}  // namespace\n";
     return out_;
   }
@@ -649,7 +667,7 @@ class Emitter {
             default: in.push_back(load(p)); break;
           }
         }
-        line(fmt::format("const Vec t{} = {};", k, expression(op.rhs->op, in)));
+        line(fmt::format("const Vec t{} = {};", k, expression(op_info(op.rhs->op).simd, in)));
         if (kp.stored[k])
           line(tail ? fmt::format("tail_store(w{} + j, t{}, {} - j);", k, k, size)
                     : fmt::format("simd::store(w{} + j, t{});", k, k));
@@ -672,10 +690,163 @@ class Emitter {
     line("}");
   }
 
-  // The operator's fused SIMD expression (ops.def) with its operands `a` and `b` replaced by `in`.
-  static std::string expression(OpId op, const std::vector<std::string>& in) {
-    const std::string simd = op_info(op).simd;
-    ACROBAT_ASSERT(simd != "()", "a fused operator without a SIMD expression");
+  // The adjoint of the fused loop of step `si` (aot::AdjointCall): per instance and register, the
+  // loop's values recomputed from its operands in memory, then the operators' adjoints from the
+  // last back, in registers, each operand in memory getting the sum of what its readers give it.
+  // Emits nothing and returns false when an operand is read in two ways (not planned so).
+  bool fused_adjoint(const StaticBlock& s, const analysis::KernelPlan& kp, size_t si) {
+    using analysis::FusedLoad;
+    const analysis::KernelStep& step = kp.steps[si];
+    const int g = kp.group[step.begin];
+    const int64_t size = step.size;
+    auto in_group = [&](int k) { return kp.group[k] == g; };
+    const std::vector<analysis::BlockOperand> inputs = analysis::fused_inputs(s, kp, step);
+    auto input_of = [&](const analysis::BlockOperand& o) {
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i].local == o.local && inputs[i].index == o.index) return i;
+      ACROBAT_ASSERT(false, "an operand in memory missing from fused_inputs");
+      return size_t(0);
+    };
+    // How each input is read (FullPlusBias as Full: the backward's values have the bias added).
+    std::vector<FusedLoad> how(inputs.size(), FusedLoad::Register);
+    for (int k = step.begin; k < step.end; ++k) {
+      if (!in_group(k)) continue;
+      for (size_t a = 0; a < s.ops[k].operands.size(); ++a) {
+        FusedLoad l = kp.loads[k][a];
+        if (l == FusedLoad::Register) continue;
+        if (l == FusedLoad::FullPlusBias) l = FusedLoad::Full;
+        FusedLoad& h = how[input_of(s.ops[k].operands[a])];
+        if (h != FusedLoad::Register && h != l) return false;
+        h = l;
+      }
+    }
+    out_ += fmt::format("// adjoint of the fused loop of block #{} (step {})\nvoid adjoint{}_{}(const AdjointCall& c) {{\n",
+                        s.id, si, s.id, si);
+    indent_ = 1;
+    line("for (int64_t b = 0; b < c.B; ++b) {");
+    ++indent_;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      line(fmt::format("const float* x{0} = c.in[{0}].data + b * c.in[{0}].stride;", i));
+      line(fmt::format("float* dx{0} = c.din[{0}] + b * c.in[{0}].stride;", i));
+    }
+    for (int k = step.begin; k < step.end; ++k)
+      if (in_group(k) && kp.stored[k])
+        line(fmt::format("const float* g{0} = c.dout[{1}].data + b * c.dout[{1}].stride;", k, k - step.begin));
+    auto body = [&](bool tail) {
+      auto load = [&](const std::string& ptr) {
+        return tail ? fmt::format("tail_load({}, {} - j)", ptr, size) : fmt::format("simd::load({})", ptr);
+      };
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        std::string v;
+        switch (how[i]) {
+          case FusedLoad::Splat: v = fmt::format("simd::splat(x{}[0])", i); break;
+          case FusedLoad::RowBroadcast:
+            v = fmt::format("simd::load(x{} + j % {})", i, operand_shape(s, inputs[i])[1]);
+            break;
+          default: v = load(fmt::format("x{} + j", i)); break;
+        }
+        line(fmt::format("const Vec v{} = {};", i, v));
+        line(fmt::format("Vec m{} = simd::splat(0.0f);", i));
+      }
+      // The values, then the adjoints in reverse.
+      std::vector<std::vector<std::string>> operands(s.ops.size());
+      for (int k = step.begin; k < step.end; ++k) {
+        if (!in_group(k)) continue;
+        for (size_t a = 0; a < s.ops[k].operands.size(); ++a) {
+          const auto& o = s.ops[k].operands[a];
+          operands[k].push_back(kp.loads[k][a] == FusedLoad::Register ? fmt::format("t{}", o.index)
+                                                                      : fmt::format("v{}", input_of(o)));
+        }
+        line(fmt::format("const Vec t{} = {};", k, expression(op_info(s.ops[k].rhs->op).simd, operands[k])));
+        line(fmt::format("Vec d{} = {};", k,
+                         kp.stored[k] ? load(fmt::format("g{} + j", k)) : std::string("simd::splat(0.0f)")));
+      }
+      for (int k = step.end; k-- > step.begin;) {
+        if (!in_group(k)) continue;
+        const BlockOp& op = s.ops[k];
+        const std::vector<std::string> rules = adjoint_rules(op.rhs->op);
+        for (size_t a = 0; a < op.operands.size(); ++a) {
+          const std::string e = expression(rules[a], operands[k], fmt::format("t{}", k), fmt::format("d{}", k));
+          const std::string target = kp.loads[k][a] == FusedLoad::Register
+                                         ? fmt::format("d{}", op.operands[a].index)
+                                         : fmt::format("m{}", input_of(op.operands[a]));
+          line(fmt::format("{0} = {0} + {1};", target, e));
+        }
+      }
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        switch (how[i]) {
+          case FusedLoad::Splat:
+            if (tail) {
+              line("{");
+              ++indent_;
+              line("float lanes[simd::kLanes];");
+              line(fmt::format("simd::store(lanes, m{});", i));
+              line(fmt::format("for (int64_t q = 0; q < {} - j; ++q) dx{}[0] += lanes[q];", size, i));
+              --indent_;
+              line("}");
+            } else {
+              line(fmt::format("dx{0}[0] += simd::reduce_add(m{0});", i));
+            }
+            break;
+          case FusedLoad::RowBroadcast: {
+            const int64_t n = operand_shape(s, inputs[i])[1];
+            line(fmt::format("simd::store(dx{0} + j % {1}, simd::load(dx{0} + j % {1}) + m{0});", i, n));
+            break;
+          }
+          default:
+            line(tail ? fmt::format("tail_store(dx{0} + j, tail_load(dx{0} + j, {1} - j) + m{0}, {1} - j);", i, size)
+                      : fmt::format("simd::store(dx{0} + j, simd::load(dx{0} + j) + m{0});", i));
+            break;
+        }
+      }
+    };
+    line("int64_t j = 0;");
+    line(fmt::format("for (; j + simd::kLanes <= {}; j += simd::kLanes) {{", size));
+    ++indent_;
+    body(false);
+    --indent_;
+    line("}");
+    if (size % analysis::kMaxLanes != 0) {
+      line(fmt::format("if (j < {}) {{", size));
+      ++indent_;
+      body(true);
+      --indent_;
+      line("}");
+    }
+    --indent_;
+    line("}");
+    out_ += "}\n\n";
+    return true;
+  }
+
+  // The adjoint expressions of ops.def for `op`, one per operand.
+  static std::vector<std::string> adjoint_rules(OpId op) {
+    const std::string all = op_info(op).adjoint;
+    ACROBAT_ASSERT(all.size() > 2 && all != "()", "a fused operator without adjoint expressions");
+    std::vector<std::string> out(1);
+    int depth = 0;
+    for (size_t i = 1; i + 1 < all.size(); ++i) {
+      const char ch = all[i];
+      depth += ch == '(' ? 1 : ch == ')' ? -1 : 0;
+      if (ch == ',' && depth == 0) {
+        out.emplace_back();
+        continue;
+      }
+      out.back() += ch;
+    }
+    for (std::string& e : out) {
+      const size_t first = e.find_first_not_of(' ');
+      e = "(" + e.substr(first) + ")";
+    }
+    return out;
+  }
+
+  // A SIMD expression of ops.def with its operands `a`, `b` replaced by `in` and, in an adjoint
+  // expression, the value `y` and its adjoint `g` by `y` and `g`.
+  static std::string expression(const std::string& simd, const std::vector<std::string>& in,
+                                const std::string& y = "y", const std::string& g = "g") {
+    std::vector<std::pair<std::string, std::string>> names = {{"y", y}, {"g", g}};
+    for (size_t i = 0; i < in.size(); ++i) names.emplace_back(std::string(1, char('a' + i)), in[i]);
     std::string out;
     for (size_t i = 0; i < simd.size();) {
       char ch = simd[i];
@@ -684,10 +855,8 @@ class Emitter {
         while (j < simd.size() && (std::isalnum(static_cast<unsigned char>(simd[j])) || simd[j] == '_')) ++j;
         std::string word = simd.substr(i, j - i);
         bool qualified = i >= 2 && simd.compare(i - 2, 2, "::") == 0;
-        if (!qualified && (word == "a" || word == "b"))
-          out += in[static_cast<size_t>(word[0] - 'a')];
-        else
-          out += word;
+        auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == word; });
+        out += !qualified && it != names.end() ? it->second : word;
         i = j;
       } else {
         out += ch;
@@ -824,7 +993,7 @@ GeneratedCpp emit_cpp(const ir::Module& module) {
   g.hash = content_hash(g.source);
   g.source += fmt::format(
       "\nextern \"C\" const AotModel* acrobat_aot_model() {{\n"
-      "  static const AotModel model = {{kAbiVersion, \"{}\", ACROBAT_AOT_ISA, {}, kKernels, entry}};\n"
+      "  static const AotModel model = {{kAbiVersion, \"{}\", ACROBAT_AOT_ISA, {}, kKernels, kAdjoints, entry}};\n"
       "  return &model;\n}}\n",
       g.hash, module.plan->blocks.size());
   return g;

@@ -333,14 +333,14 @@ std::vector<OpAttrSpec> parse_attr_spec(const char* spec) {
   return out;
 }
 
-#define ACROBAT_OP(id, name, arity, attrs, cls, simd) ACROBAT_CHECK_OP_ROW(id, name, cls, simd)
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint) ACROBAT_CHECK_OP_ROW(id, name, arity, cls, simd, adjoint)
 #include "ir/ops.def"
 #undef ACROBAT_OP
 
 const std::vector<OpInfo>& table() {
   static const std::vector<OpInfo> ops = {
-#define ACROBAT_OP(id, name, arity, attrs, cls, simd) \
-  OpInfo{OpId::id, name, arity, parse_attr_spec(attrs), OpClass::cls, &shape_##id, &flops_##id, #simd},
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint)                                              \
+  OpInfo{OpId::id, name, arity, parse_attr_spec(attrs), OpClass::cls, &shape_##id, &flops_##id, #simd, #adjoint},
 #include "ir/ops.def"
 #undef ACROBAT_OP
   };

@@ -12,12 +12,12 @@
 namespace acrobat {
 
 enum class OpId {
-#define ACROBAT_OP(id, name, arity, attrs, cls, simd) id,
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint) id,
 #include "ir/ops.def"
 #undef ACROBAT_OP
 };
 inline constexpr int kNumOps = 0
-#define ACROBAT_OP(id, name, arity, attrs, cls, simd) +1
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint) +1
 #include "ir/ops.def"
 #undef ACROBAT_OP
     ;
@@ -72,6 +72,9 @@ struct OpInfo {
   // Elementwise operators: the fused SIMD expression of ops.def in `a` and `b`, e.g. "(a + b)";
   // "()" for the other classes.
   const char* simd;
+  // Elementwise operators: the adjoint SIMD expressions of ops.def, one per operand in a, b, y
+  // and g, e.g. "(g * b, g * a)"; "()" for the other classes.
+  const char* adjoint;
 };
 
 const OpInfo& op_info(OpId id);

@@ -269,7 +269,7 @@ Type Checker::infer_split(Call& c) {
   bool ok = tensor_operands(c, "split", 1, shapes);
   static const OpInfo spec{OpId::Slice, "split", 1,
                            {OpAttrSpec{"parts"}, OpAttrSpec{"axis", true, -1}},
-                           OpClass::DataMovement, nullptr, nullptr, "()"};
+                           OpClass::DataMovement, nullptr, nullptr, "()", "()"};
   OpAttrs attrs;
   ok = bind_attrs(c, spec, 1, attrs) && ok;
   if (!ok) return error_type();

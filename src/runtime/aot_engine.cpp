@@ -92,6 +92,11 @@ struct AotEngine::State : HostRuntime, BlockExecutor {
     *c.kernel_calls += static_cast<int64_t>(plan->kernels[c.block->id].steps.size());
   }
 
+  aot::FusedAdjoint fused_adjoint(const analysis::StaticBlock& s, size_t step) const override {
+    const aot::FusedAdjoint* const block = model->adjoints[s.id];
+    return block ? block[step] : nullptr;
+  }
+
   // ---- kernel services to the generated code ----
 
   static KernelThread& thread_of(aot::AotContext* ctx) {

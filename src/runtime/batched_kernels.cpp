@@ -245,7 +245,7 @@ void kernel_Item(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out)
 }
 
 constexpr std::array<BatchedKernel, kNumOps> kKernels = {
-#define ACROBAT_OP(id, name, arity, attrs, cls, simd) &kernel_##id,
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint) &kernel_##id,
 #include "ir/ops.def"
 #undef ACROBAT_OP
 };

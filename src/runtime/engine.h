@@ -30,6 +30,7 @@ struct RunStats {
   double schedule_seconds = 0;  // forming batches
   double kernel_seconds = 0;    // executing batches, gathers included
   double backward_seconds = 0;  // gradients: the reverse pass (after the forward run)
+  int64_t compiled_adjoints = 0;  // gradients: fused loops the reverse pass ran as compiled adjoints
   // Ragged blocks: the matmuls by parameter weights (the linear layers, one GEMM over every
   // instance's rows, with their gathers and fused addends), their FLOPs and time.
   int64_t weight_gemm_flops = 0;

@@ -34,7 +34,7 @@ void apply(int64_t n, const float* a, const float* b, float* out, F f) {
 // One entry per operator of ops.def: its fused SIMD expression over a tile (null for operators
 // that are not elementwise).
 const TileFn kTileFns[] = {
-#define ACROBAT_OP(id, name, arity, attrs, cls, simd_expr)                                       \
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd_expr, adjoint)                              \
   OpClass::cls != OpClass::Elementwise                                                           \
       ? TileFn{nullptr}                                                                          \
       : TileFn{[](int64_t n, const float* pa, const float* pb, float* out) {                     \

@@ -81,6 +81,13 @@ class BlockExecutor {
   // By default: as many as keep the block's intermediate values in L2 (see graph.cpp).
   virtual int64_t chunk_instances(const analysis::StaticBlock& s) const;
   virtual void run(const BatchCall& call) = 0;
+  // The compiled adjoint of step `step` of `s`'s kernel plan (a fused loop), or null: then the
+  // backward pass differentiates the loop's operators one by one.
+  virtual aot::FusedAdjoint fused_adjoint(const analysis::StaticBlock& s, size_t step) const {
+    (void)s;
+    (void)step;
+    return nullptr;
+  }
 };
 
 // Whether splitting batches across threads pays. With another process on one of the cores a
@@ -135,8 +142,10 @@ class Graph {
   // too (not `grads`). `pool` (optional) shares the pieces of the products by weights, which are
   // cut the same way whatever the threads, so the bits do not depend on it.
   // `written` (optional) gets the chunks of `grads` it adds to (engine.h, WrittenChunks).
+  // `executor` (optional) gives the compiled adjoints of fused loops (BlockExecutor::fused_adjoint).
   void backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads,
-                ThreadPool* pool = nullptr, WrittenChunks* written = nullptr);
+                ThreadPool* pool = nullptr, WrittenChunks* written = nullptr,
+                const BlockExecutor* executor = nullptr);
   // A tensor the host program stacked from rows of a param (a gather by a list of ids) at `out`,
   // `row` floats per row, row k copied from `sources[k]`. Kept by a training run (reset with
   // keep_outputs; ignored otherwise): backward() sends each row's adjoint to its source.

@@ -127,7 +127,7 @@ std::vector<int64_t> stacked_shape(const BatchValue& v, int64_t B) {
 }  // namespace
 
 void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads,
-                     ThreadPool* pool, WrittenChunks* written) {
+                     ThreadPool* pool, WrittenChunks* written, const BlockExecutor* executor) {
   const size_t num_batches = batch_sizes_.size();
   ACROBAT_ASSERT(!release_, "backward needs the outputs of a run reset with keep_outputs");
   // The nodes of each batch by row, and the adjoints of the batch outputs (allocated when first
@@ -316,6 +316,57 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
                     static_cast<size_t>(a.size) * sizeof(float));
     }
 
+    // Fused loops differentiated by their compiled adjoints (per operator: its step, or -1): those
+    // whose operators are all stacked and whose values no view in their range reads.
+    const analysis::KernelPlan& kp = plan_.kernels[s.id];
+    std::vector<int> compiled(s.ops.size(), -1);
+    // Slices of stacked rows ([1, N] per instance, along N) that only compiled adjoints read, as
+    // whole rows: the adjoint reads them inside the sliced rows and adds to the sliced value's
+    // adjoint in place, so that neither the slice nor its adjoint is copied. Per operator: where
+    // the slice begins in the row, or -1.
+    std::vector<int64_t> in_place(s.ops.size(), -1);
+    if (executor && !ragged) {
+      std::vector<uint8_t> shared(s.ops.size(), 0);
+      for (size_t k = 0; k < s.ops.size(); ++k) {
+        bool all = true;
+        for (const auto& o : s.ops[k].operands) all = all && (o.local ? shared[o.index] != 0 : args[o.index].shared);
+        shared[k] = all ? 1 : 0;
+      }
+      for (size_t si = 0; si < kp.steps.size(); ++si) {
+        const analysis::KernelStep& st = kp.steps[si];
+        if (st.kind != analysis::StepKind::Fused || !executor->fused_adjoint(s, si)) continue;
+        const int g = kp.group[st.begin];
+        bool ok = true;
+        for (int k = st.begin; k < st.end && ok; ++k) {
+          if (kp.group[k] == g) {
+            ok = !shared[k];
+            continue;
+          }
+          for (const auto& o : s.ops[k].operands) ok = ok && !(o.local && kp.group[o.index] == g);
+        }
+        for (int k = st.begin; k < st.end && ok; ++k)
+          if (kp.group[k] == g) compiled[k] = static_cast<int>(si);
+      }
+      std::vector<uint8_t> read_whole(s.ops.size(), 0), read_otherwise(s.ops.size(), 0);
+      for (size_t k = 0; k < s.ops.size(); ++k)
+        for (size_t a = 0; a < s.ops[k].operands.size(); ++a) {
+          const analysis::BlockOperand& o = s.ops[k].operands[a];
+          if (!o.local) continue;
+          const bool whole = compiled[k] >= 0 && (kp.loads[k][a] == analysis::FusedLoad::Full ||
+                                                   kp.loads[k][a] == analysis::FusedLoad::FullPlusBias);
+          (whole ? read_whole : read_otherwise)[o.index] = 1;
+        }
+      for (size_t k = 0; k < s.ops.size(); ++k) {
+        const analysis::BlockOp& op = s.ops[k];
+        if (op.rhs->op != OpId::Slice || op.escapes || !read_whole[k] || read_otherwise[k]) continue;
+        const analysis::BlockOperand& base = op.operands[0];
+        const std::vector<int64_t>& shape = base.local ? s.ops[base.index].shape : s.args[base.index].shape;
+        const bool stacked = base.local ? !shared[base.index] : !args[base.index].shared;
+        if (stacked && shape.size() == 2 && shape[0] == 1 && normalize_axis(op.rhs->attrs.ints[2], 2) == 1)
+          in_place[k] = op.rhs->attrs.ints[0];
+      }
+    }
+
     // 2. Values.
     vals.assign(s.ops.size(), BatchValue{});
     std::vector<uint8_t> stacked_op(s.ops.size(), 0);
@@ -348,6 +399,8 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       v.shared = !any_stacked;
       const OpAttrs& attrs = attrs_of(k);
       const ReferenceKernel kernel = reference_kernel(op.rhs->op);
+      if (compiled[k] >= 0 && !kp.stored[k]) continue;  // recomputed in the compiled adjoint's registers
+      if (in_place[k] >= 0) continue;                    // read in place by compiled adjoints
       if (!v.shared) {
         if (float* kept = ragged ? nullptr : kept_value(b, s, k)) {  // as the forward run computed it
           stacked_op[k] = stackable(op, attrs, in) ? 1 : 0;
@@ -404,8 +457,51 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     std::vector<TensorArg<float>> targs;
     std::vector<std::vector<int64_t>> tshapes;
     std::vector<float*> dins;
+    std::vector<aot::Operand> fin, fout;
+    std::vector<float*> fdin;
+    // The compiled adjoint of fused step `si`, unless no adjoint reached its operators.
+    auto run_compiled = [&](size_t si) {
+      const analysis::KernelStep& st = kp.steps[si];
+      const int g = kp.group[st.begin];
+      bool any = false;
+      for (int k = st.begin; k < st.end; ++k) any = any || (kp.group[k] == g && dval[k]);
+      if (!any) return;
+      const std::vector<analysis::BlockOperand> inputs = analysis::fused_inputs(s, kp, st);
+      fin.clear();
+      fdin.clear();
+      for (const analysis::BlockOperand& o : inputs) {
+        if (o.local && in_place[o.index] >= 0) {  // a slice of stacked rows
+          const analysis::BlockOperand& base = s.ops[o.index].operands[0];
+          const BatchValue& x = operand(base);
+          fin.push_back({x.data + in_place[o.index], x.size, nullptr, nullptr});
+          fdin.push_back(adjoint_of(base) + in_place[o.index]);
+          continue;
+        }
+        const BatchValue& x = operand(o);
+        fin.push_back({x.data, x.shared ? 0 : x.size, nullptr, nullptr});
+        fdin.push_back(adjoint_of(o));
+      }
+      const float* zeros = nullptr;
+      fout.assign(size_t(st.end - st.begin), aot::Operand{nullptr, 0, nullptr, nullptr});
+      for (int k = st.begin; k < st.end; ++k) {
+        if (kp.group[k] != g || !kp.stored[k]) continue;
+        if (!dval[k] && !zeros) zeros = alloc(st.size, true);
+        fout[size_t(k - st.begin)] = dval[k] ? aot::Operand{dval[k], st.size, nullptr, nullptr}
+                                             : aot::Operand{zeros, 0, nullptr, nullptr};
+      }
+      executor->fused_adjoint(s, si)(aot::AdjointCall{B, fin.data(), fdin.data(), fout.data()});
+      stats_->compiled_adjoints++;
+    };
     for (size_t k = s.ops.size(); k-- > 0;) {
       const analysis::BlockOp& op = s.ops[k];
+      if (compiled[k] >= 0) {
+        // The whole loop at its last operator (its range's others are views, differentiated after).
+        const analysis::KernelStep& st = kp.steps[size_t(compiled[k])];
+        bool last = true;
+        for (int j = static_cast<int>(k) + 1; j < st.end; ++j) last = last && kp.group[j] != kp.group[k];
+        if (last) run_compiled(size_t(compiled[k]));
+        continue;
+      }
       if (!dval[k] || !differentiable(op.rhs->op)) continue;
       const BatchValue& v = vals[k];
       if (!v.shared && op.operands.size() == 2) {

@@ -107,7 +107,7 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   for (size_t i = 0; i < inputs.size(); ++i) losses.push_back(l.program->output_val(i));
   result.grads = zero_grads(*params_, std::move(zeroed));
   const auto t1 = Clock::now();
-  l.graph.backward(losses, *params_, result.grads, pool_.get(), &result.written);
+  l.graph.backward(losses, *params_, result.grads, pool_.get(), &result.written, &l.program->executor());
   result.stats.backward_seconds = seconds_since(t1);
   result.stats.wall_seconds = seconds_since(t0);
   return result;

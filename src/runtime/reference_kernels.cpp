@@ -174,7 +174,7 @@ void kernel_Item(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out)
 }
 
 constexpr std::array<ReferenceKernel, kNumOps> kKernels = {
-#define ACROBAT_OP(id, name, arity, attrs, cls, simd) &kernel_##id,
+#define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint) &kernel_##id,
 #include "ir/ops.def"
 #undef ACROBAT_OP
 };

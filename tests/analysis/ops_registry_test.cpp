@@ -1,6 +1,6 @@
 // The operator registry refuses, when acrobat is built, an elementwise operator without its fused
-// SIMD expression: the check of src/ir/ops_check.h compiled against the real ops.def and against
-// one with an extra elementwise row that gives none (and one with an expression on a row-wise row).
+// SIMD expression or without one adjoint expression per operand: the check of src/ir/ops_check.h
+// compiled against the real ops.def and against ones with an extra row that breaks a rule.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -28,7 +28,8 @@ Compiled compile_check(const std::string& registry) {
   std::ofstream(dir / "ops.def") << registry;
   std::ofstream(dir / "check.cpp")
       << "#include \"ir/ops_check.h\"\n"
-         "#define ACROBAT_OP(id, name, arity, attrs, cls, simd) ACROBAT_CHECK_OP_ROW(id, name, cls, simd)\n"
+         "#define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint) "
+         "ACROBAT_CHECK_OP_ROW(id, name, arity, cls, simd, adjoint)\n"
          "#include \"ops.def\"\n";
   std::string cmd = std::string(ACROBAT_CXX) + " -std=c++20 -fsyntax-only -I" + kSource + "/src -I" +
                     dir.string() + " " + (dir / "check.cpp").string() + " > " +
@@ -52,7 +53,7 @@ TEST(OpsRegistry, TheRealRegistryPassesItsCheck) {
 }
 
 TEST(OpsRegistry, AnElementwiseOperatorWithoutAFusedExpressionIsRefused) {
-  Compiled c = compile_check(real_registry() + "ACROBAT_OP(Fake, \"fake\", 1, \"\", Elementwise, ())\n");
+  Compiled c = compile_check(real_registry() + "ACROBAT_OP(Fake, \"fake\", 1, \"\", Elementwise, (), (g))\n");
   EXPECT_NE(c.status, 0);
   EXPECT_NE(c.output.find("ops.def: operator 'fake': an elementwise operator needs its fused SIMD "
                           "expression"),
@@ -61,9 +62,31 @@ TEST(OpsRegistry, AnElementwiseOperatorWithoutAFusedExpressionIsRefused) {
 }
 
 TEST(OpsRegistry, AFusedExpressionOnAnotherClassIsRefused) {
-  Compiled c = compile_check(real_registry() + "ACROBAT_OP(Fake, \"fake\", 1, \"\", RowWise, (a + a))\n");
+  Compiled c = compile_check(real_registry() + "ACROBAT_OP(Fake, \"fake\", 1, \"\", RowWise, (a + a), ())\n");
   EXPECT_NE(c.status, 0);
   EXPECT_NE(c.output.find("operator 'fake'"), std::string::npos) << c.output;
+}
+
+TEST(OpsRegistry, AnElementwiseOperatorWithoutOneAdjointPerOperandIsRefused) {
+  for (const char* adjoint : {"()", "(g)", "(g, g, g)"}) {
+    Compiled c = compile_check(real_registry() + "ACROBAT_OP(Fake, \"fake\", 2, \"\", Elementwise, (a + b), " +
+                               adjoint + ")\n");
+    EXPECT_NE(c.status, 0) << adjoint;
+    EXPECT_NE(c.output.find("ops.def: operator 'fake': an elementwise operator needs one adjoint SIMD expression "
+                            "per operand"),
+              std::string::npos)
+        << c.output;
+  }
+  // Commas inside parentheses belong to one operand's expression.
+  Compiled c = compile_check(real_registry() + "ACROBAT_OP(Fake, \"fake\", 1, \"\", Elementwise, (a), "
+                             "(simd::max(g, a)))\n");
+  EXPECT_EQ(c.status, 0) << c.output;
+}
+
+TEST(OpsRegistry, AnAdjointOnAnotherClassIsRefused) {
+  Compiled c = compile_check(real_registry() + "ACROBAT_OP(Fake, \"fake\", 1, \"\", RowWise, (), (g))\n");
+  EXPECT_NE(c.status, 0);
+  EXPECT_NE(c.output.find("adjoint SIMD"), std::string::npos) << c.output;
 }
 
 }  // namespace

@@ -135,8 +135,10 @@ TEST(Cli, CompiledObjectRunsAndOtherDimsAreRefused) {
 
 
 // `acrobat train`: the loss falls, the dev accuracy and a checkpoint after each epoch, the same
-// weights bit for bit with 1 and 2 threads and on both batched engines, a checkpoint `run --params`
-// reads, a log with every epoch; bad options are one clear error.
+// weights bit for bit with 1 and 2 threads, the same losses on both batched engines (to 1e-3: the
+// AOT engine's compiled adjoints of fused loops round differently from the interpreter's operator
+// by operator), a checkpoint `run --params` reads, a log with every epoch; bad options are one
+// clear error.
 TEST(Cli, TrainLowersTheLossAndWritesTheSameWeightsOnAnyThreads) {
   auto dir = std::filesystem::temp_directory_path() / "acrobat_cli_train";
   std::filesystem::create_directories(dir);
@@ -144,6 +146,7 @@ TEST(Cli, TrainLowersTheLossAndWritesTheSameWeightsOnAnyThreads) {
   const std::string common = "train " + kModel + " --set H=16 --input sst:" + data + "train.txt --dev sst:" + data +
                              "dev.txt --dev-limit 50 --limit 200 --epochs 3 --batch 10 --lr 0.01 --quiet";
   std::vector<std::string> weights;
+  std::vector<nlohmann::json> logs;
   for (const char* engine_threads : {"aot --threads 1", "aot --threads 2", "batched --threads 2"}) {
     const std::string w = (dir / ("w" + std::to_string(weights.size()) + ".safetensors")).string();
     const std::string log = (dir / "log.json").string();
@@ -156,9 +159,13 @@ TEST(Cli, TrainLowersTheLossAndWritesTheSameWeightsOnAnyThreads) {
     EXPECT_LT(doc["epochs"][2]["train_loss"].get<double>(), 0.8 * doc["epochs"][0]["train_loss"].get<double>()) << doc.dump();
     EXPECT_EQ(doc["batch_losses"].size(), 60u);
     weights.push_back(read(w));
+    logs.push_back(doc);
   }
   EXPECT_EQ(weights[0], weights[1]) << "1 and 2 threads trained different weights";
-  EXPECT_EQ(weights[0], weights[2]) << "the batched and the AOT engine trained different weights";
+  for (size_t e = 0; e < 3; ++e) {
+    const double aot = logs[0]["epochs"][e]["train_loss"], batched = logs[2]["epochs"][e]["train_loss"];
+    EXPECT_NEAR(aot, batched, 1e-3 * std::fabs(batched)) << "epoch " << e + 1;
+  }
   Result trained = run("run " + kModel + " --set H=16 --params " + (dir / "w0.safetensors").string() + " --input sst:" +
                        data + "test.txt --limit 5");
   ASSERT_EQ(trained.exit_code, 0) << trained.out;

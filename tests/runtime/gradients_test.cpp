@@ -91,6 +91,36 @@ def enc(t: Tree) -> f32[1, H] {
 def loss(t: Tree) -> f32[1, 1] { -sum(log_softmax(enc(t) @ out)) }
 )";
 
+// Every elementwise operator in fused loops, with their operands read every way a fused loop reads
+// them: whole rows (20 floats: a partial last register), one number shared by the batch (s, exp(s)),
+// and a row [1, 16] broadcast down a [2, 16] matrix (r, exp(r)).
+const char* kElementwise = R"(dim H = 20
+param emb[12]: f32[1, H]
+param s: f32[1, 1]
+param r: f32[1, 16]
+param W: f32[2 * H, H]
+param b: f32[1, H]
+param V1: f32[H, 16]
+param V2: f32[H, 16]
+param out: f32[H, 3]
+def enc(t: Tree) -> f32[1, H] {
+  match t {
+    Leaf(w) => tanh(emb[w] - s) * sigmoid(emb[w]),
+    Node(l, r2) => {
+      let x = concat(enc(l), enc(r2)) @ W + b;
+      let y = sigmoid(x) * tanh(x - s) + relu(x) / (exp(x * s) + exp(s));
+      log(exp(-y) + exp(s))
+    },
+  }
+}
+def loss(t: Tree) -> f32[1, 1] {
+  let h = enc(t);
+  let P = concat(h @ V1, h @ V2, axis=0);
+  let q = sigmoid(P * r - r) / (exp(P) + exp(r));
+  sum(sum(q, axis=1), axis=0) - sum(log_softmax(h @ out))
+}
+)";
+
 nlohmann::json random_tree(std::mt19937_64& rng, int leaves) {
   if (leaves == 1) return {{"Leaf", {static_cast<int>(rng() % 12)}}};
   const int left = 1 + static_cast<int>(rng() % static_cast<uint64_t>(leaves - 1));
@@ -198,25 +228,44 @@ TEST(Gradients, BatchedEqualsReferenceWithDecisionsFromTensors) { batched_equals
 
 TEST(Gradients, BatchedEqualsReferenceWithWideWeights) { batched_equals_reference(kWideTree, true); }
 
-// The same bits with 1 and 2 threads and on both batched engines, where the backward splits work
-// across threads (the weight-gradient GEMMs by blocks of columns).
-TEST(Gradients, SameBitsOnAnyThreadsAndEitherBatchedEngine) {
+TEST(Gradients, BatchedEqualsReferenceThroughEveryElementwiseOperator) {
+  batched_equals_reference(kElementwise, true);
+}
+
+// The AOT engine differentiates fused loops with their compiled adjoints (here every loop of the
+// model), the interpreter operator by operator; the gradients agree (above).
+TEST(Gradients, TheAotEngineRunsCompiledAdjoints) {
+  Loaded s = setup(kElementwise, 20, true);
+  auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
+  AotOptions o;
+  o.cache_dir = kCache;
+  const GradResult a = AotEngine(s.module, params, o).gradients(s.inputs);
+  EXPECT_GT(a.stats.compiled_adjoints, 0);
+  const GradResult i = BatchedEngine(s.module, params, Scheduler::InlineDepth, 1).gradients(s.inputs);
+  EXPECT_EQ(i.stats.compiled_adjoints, 0);
+}
+
+// The same bits with 1 and 2 threads on each batched engine, where the backward splits work across
+// threads (the weight-gradient GEMMs by blocks of columns). The engines differ in their last bits
+// (the AOT engine's fused loops have compiled adjoints, the interpreter's run operator by
+// operator), within the 1e-4 of batched_equals_reference.
+TEST(Gradients, SameBitsOnAnyThreadsOnEachBatchedEngine) {
   Loaded s = setup(kWideTree, 300, true);  // batches of over 256 rows: dX in blocks too
   auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
-  std::vector<GradResult> got;
+  std::vector<GradResult> batched, aot;
   for (int threads : {1, 2}) {
-    BatchedEngine batched(s.module, params, Scheduler::InlineDepth, threads);
-    got.push_back(batched.gradients(s.inputs));
+    batched.push_back(BatchedEngine(s.module, params, Scheduler::InlineDepth, threads).gradients(s.inputs));
     AotOptions o;
     o.cache_dir = kCache;
     o.threads = threads;
-    AotEngine aot(s.module, params, o);
-    got.push_back(aot.gradients(s.inputs));
+    aot.push_back(AotEngine(s.module, params, o).gradients(s.inputs));
   }
-  for (size_t r = 1; r < got.size(); ++r)
-    for (size_t k = 0; k < got[0].grads.size(); ++k)
-      for (int64_t j = 0; j < got[0].grads[k].size(); ++j)
-        ASSERT_EQ(got[r].grads[k].data[j], got[0].grads[k].data[j]) << "run " << r << ", param " << k << ", entry " << j;
+  for (const auto* got : {&batched, &aot})
+    for (size_t k = 0; k < (*got)[0].grads.size(); ++k)
+      for (int64_t j = 0; j < (*got)[0].grads[k].size(); ++j)
+        ASSERT_EQ((*got)[1].grads[k].data[j], (*got)[0].grads[k].data[j])
+            << (got == &aot ? "aot" : "batched") << ", param " << k << ", entry " << j;
+  expect_same_grads(aot[0], batched[0], "aot against batched");
 }
 
 // The reference gradient against central differences of the summed loss, entry by entry of every

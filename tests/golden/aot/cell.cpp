@@ -229,9 +229,109 @@ void kernel2(const KernelCall& c) {
 
 const BlockKernel kKernels[] = {kernel0, kernel1, kernel2, nullptr};
 
+// adjoint of the fused loop of block #0 (step 0)
+void adjoint0_0(const AdjointCall& c) {
+  for (int64_t b = 0; b < c.B; ++b) {
+    const float* x0 = c.in[0].data + b * c.in[0].stride;
+    float* dx0 = c.din[0] + b * c.in[0].stride;
+    const float* g0 = c.dout[0].data + b * c.dout[0].stride;
+    int64_t j = 0;
+    for (; j + simd::kLanes <= 20; j += simd::kLanes) {
+      const Vec v0 = simd::load(x0 + j);
+      Vec m0 = simd::splat(0.0f);
+      const Vec t0 = (simd::tanh(v0));
+      Vec d0 = simd::load(g0 + j);
+      m0 = m0 + (d0 * (simd::splat(1.0f) - t0 * t0));
+      simd::store(dx0 + j, simd::load(dx0 + j) + m0);
+    }
+    if (j < 20) {
+      const Vec v0 = tail_load(x0 + j, 20 - j);
+      Vec m0 = simd::splat(0.0f);
+      const Vec t0 = (simd::tanh(v0));
+      Vec d0 = tail_load(g0 + j, 20 - j);
+      m0 = m0 + (d0 * (simd::splat(1.0f) - t0 * t0));
+      tail_store(dx0 + j, tail_load(dx0 + j, 20 - j) + m0, 20 - j);
+    }
+  }
+}
+
+const FusedAdjoint kAdjoints0[] = {adjoint0_0, };
+
+// adjoint of the fused loop of block #1 (step 2)
+void adjoint1_2(const AdjointCall& c) {
+  for (int64_t b = 0; b < c.B; ++b) {
+    const float* x0 = c.in[0].data + b * c.in[0].stride;
+    float* dx0 = c.din[0] + b * c.in[0].stride;
+    const float* x1 = c.in[1].data + b * c.in[1].stride;
+    float* dx1 = c.din[1] + b * c.in[1].stride;
+    const float* x2 = c.in[2].data + b * c.in[2].stride;
+    float* dx2 = c.din[2] + b * c.in[2].stride;
+    const float* g8 = c.dout[3].data + b * c.dout[3].stride;
+    int64_t j = 0;
+    for (; j + simd::kLanes <= 20; j += simd::kLanes) {
+      const Vec v0 = simd::load(x0 + j);
+      Vec m0 = simd::splat(0.0f);
+      const Vec v1 = simd::load(x1 + j);
+      Vec m1 = simd::splat(0.0f);
+      const Vec v2 = simd::splat(x2[0]);
+      Vec m2 = simd::splat(0.0f);
+      const Vec t5 = (simd::sigmoid(v0));
+      Vec d5 = simd::splat(0.0f);
+      const Vec t6 = (simd::tanh(v1));
+      Vec d6 = simd::splat(0.0f);
+      const Vec t7 = (t5 * t6);
+      Vec d7 = simd::splat(0.0f);
+      const Vec t8 = (t7 + v2);
+      Vec d8 = simd::load(g8 + j);
+      d7 = d7 + (d8);
+      m2 = m2 + (d8);
+      d5 = d5 + (d7 * t6);
+      d6 = d6 + (d7 * t5);
+      m1 = m1 + (d6 * (simd::splat(1.0f) - t6 * t6));
+      m0 = m0 + (d5 * (t5 * (simd::splat(1.0f) - t5)));
+      simd::store(dx0 + j, simd::load(dx0 + j) + m0);
+      simd::store(dx1 + j, simd::load(dx1 + j) + m1);
+      dx2[0] += simd::reduce_add(m2);
+    }
+    if (j < 20) {
+      const Vec v0 = tail_load(x0 + j, 20 - j);
+      Vec m0 = simd::splat(0.0f);
+      const Vec v1 = tail_load(x1 + j, 20 - j);
+      Vec m1 = simd::splat(0.0f);
+      const Vec v2 = simd::splat(x2[0]);
+      Vec m2 = simd::splat(0.0f);
+      const Vec t5 = (simd::sigmoid(v0));
+      Vec d5 = simd::splat(0.0f);
+      const Vec t6 = (simd::tanh(v1));
+      Vec d6 = simd::splat(0.0f);
+      const Vec t7 = (t5 * t6);
+      Vec d7 = simd::splat(0.0f);
+      const Vec t8 = (t7 + v2);
+      Vec d8 = tail_load(g8 + j, 20 - j);
+      d7 = d7 + (d8);
+      m2 = m2 + (d8);
+      d5 = d5 + (d7 * t6);
+      d6 = d6 + (d7 * t5);
+      m1 = m1 + (d6 * (simd::splat(1.0f) - t6 * t6));
+      m0 = m0 + (d5 * (t5 * (simd::splat(1.0f) - t5)));
+      tail_store(dx0 + j, tail_load(dx0 + j, 20 - j) + m0, 20 - j);
+      tail_store(dx1 + j, tail_load(dx1 + j, 20 - j) + m1, 20 - j);
+      {
+        float lanes[simd::kLanes];
+        simd::store(lanes, m2);
+        for (int64_t q = 0; q < 20 - j; ++q) dx2[0] += lanes[q];
+      }
+    }
+  }
+}
+
+const FusedAdjoint kAdjoints1[] = {nullptr, nullptr, adjoint1_2, };
+
+const FusedAdjoint* const kAdjoints[] = {kAdjoints0, kAdjoints1, nullptr, nullptr};
+
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "47813a39a6650ebd", ACROBAT_AOT_ISA, 3, kKernels, entry};
+  static const AotModel model = {kAbiVersion, "15b7a689990fc31d", ACROBAT_AOT_ISA, 3, kKernels, kAdjoints, entry};
   return &model;
 }
