@@ -12,6 +12,9 @@ every node) on SST training trees, three ways side by side in one run:
                      level-by-level batching a careful user writes), the loss of every node in one
                      product at the end
 
+With --rounds R, acrobat and PyTorch by height run R times each, alternating, and each figure is
+the median over all their epochs, so that a slow phase of a shared host weighs on both sides.
+
 Same initial weights (the oracle's, seed 0), same trees (the first --limit of data/sst/train.txt),
 the same batches in the same order (acrobat's std::mt19937_64 shuffle, reproduced by
 tests/reference/check_train.py), the same optimiser (torch.optim.Adam, lr 1e-3). Every figure is
@@ -20,7 +23,7 @@ PyTorch runs with its and OpenBLAS's threads held to the row's threads. Before t
 checks that the level-batched loss equals the eager one on the first batch (1e-4).
 
     /usr/bin/python3 bench/train_treelstm.py [--acrobat build/tools/acrobat] [--hidden 256,512]
-        [--batch 25,64] [--threads 1,2] [--limit 1000] [--eager-limit 200] [--epochs 3]
+        [--batch 25,64] [--threads 1,2] [--limit 1000] [--eager-limit 200] [--epochs 3] [--rounds 1]
         [--engine aot] [--out bench/results/train]
 
 Writes train.json and train.md (the table) in --out.
@@ -116,6 +119,8 @@ def main(argv=None):
     ap.add_argument("--limit", type=int, default=1000, help="training trees for acrobat and by-height")
     ap.add_argument("--eager-limit", type=int, default=200, help="training trees for PyTorch eager")
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of acrobat and PyTorch by height, alternating (eager runs once)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--engine", default="aot")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "train"))
@@ -135,9 +140,14 @@ def main(argv=None):
             nodes = sum(t.size() for t in trees) / len(trees)
             for batch in ints(args.batch):
                 for threads in ints(args.threads):
-                    acro, command = acrobat_rates(args, init_path, hidden, batch, threads, workdir)
-                    height = pytorch_rates(state, lambda: spec.Model(**dims), trees, batch, threads, args.epochs,
-                                           "height", args.lr)
+                    # Rounds of acrobat then PyTorch by height, so that a slow phase of the host
+                    # falls on both sides alike; the medians over every round's epochs.
+                    acro, height = [], []
+                    for _ in range(args.rounds):
+                        a, command = acrobat_rates(args, init_path, hidden, batch, threads, workdir)
+                        acro += a
+                        height += pytorch_rates(state, lambda: spec.Model(**dims), trees, batch, threads, args.epochs,
+                                                "height", args.lr)
                     eager = pytorch_rates(state, lambda: spec.Model(**dims), trees[:args.eager_limit], batch, threads,
                                           args.epochs, "eager", args.lr)
                     row = {"H": hidden, "batch": batch, "threads": threads, "nodes_per_tree": nodes,
@@ -153,14 +163,18 @@ def main(argv=None):
 
     os.makedirs(args.out, exist_ok=True)
     meta = {"cpu": cpu_model(), "torch": torch.__version__, "engine": args.engine, "limit": args.limit,
-            "eager_limit": args.eager_limit, "epochs": args.epochs, "optimizer": "adam", "lr": args.lr,
+            "eager_limit": args.eager_limit, "epochs": args.epochs, "rounds": args.rounds, "optimizer": "adam",
+            "lr": args.lr,
             "command": " ".join(["bench/train_treelstm.py"] + (argv if argv is not None else sys.argv[1:]))}
     with open(os.path.join(args.out, "train.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     lines = ["# Tree-LSTM training throughput (trees/s, forward + backward + Adam step)", "",
              "CPU: %s. PyTorch %s. Command: `/usr/bin/python3 %s`." % (meta["cpu"], meta["torch"], meta["command"]),
              "acrobat engine %s on the first %d SST training trees; PyTorch by height on the same trees, eager on the "
-             "first %d. Median of %d epochs." % (args.engine, args.limit, args.eager_limit, args.epochs), "",
+             "first %d. Median of %d epochs%s." % (
+                 args.engine, args.limit, args.eager_limit, args.epochs * args.rounds,
+                 " (%d rounds of %d, acrobat and PyTorch by height alternating)" % (args.rounds, args.epochs)
+                 if args.rounds > 1 else ""), "",
              "| H | batch | threads | acrobat | PyTorch by height | PyTorch eager | vs by height | vs eager |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -613,6 +613,25 @@ class Emitter {
     return Src{true, o.index, 0, 0};
   }
 
+  // The loop over an instance's `size` elements a register at a time: `body(false)` on whole
+  // registers, then `body(true)` on the partial last one (when `size` may leave one).
+  template <class Body>
+  void registers(int64_t size, Body&& body) {
+    line("int64_t j = 0;");
+    line(fmt::format("for (; j + simd::kLanes <= {}; j += simd::kLanes) {{", size));
+    ++indent_;
+    body(false);
+    --indent_;
+    line("}");
+    if (size % analysis::kMaxLanes != 0) {
+      line(fmt::format("if (j < {}) {{", size));
+      ++indent_;
+      body(true);
+      --indent_;
+      line("}");
+    }
+  }
+
   // One pass over each instance's row for the operators of one fused step.
   void fused_loop(const StaticBlock& s, const analysis::KernelPlan& kp, const analysis::KernelStep& step) {
     using analysis::FusedLoad;
@@ -673,19 +692,7 @@ class Emitter {
                     : fmt::format("simd::store(w{} + j, t{});", k, k));
       }
     };
-    line("int64_t j = 0;");
-    line(fmt::format("for (; j + simd::kLanes <= {}; j += simd::kLanes) {{", size));
-    ++indent_;
-    body(false);
-    --indent_;
-    line("}");
-    if (size % analysis::kMaxLanes != 0) {
-      line(fmt::format("if (j < {}) {{", size));
-      ++indent_;
-      body(true);
-      --indent_;
-      line("}");
-    }
+    registers(size, body);
     --indent_;
     line("}");
   }
@@ -800,19 +807,7 @@ class Emitter {
         }
       }
     };
-    line("int64_t j = 0;");
-    line(fmt::format("for (; j + simd::kLanes <= {}; j += simd::kLanes) {{", size));
-    ++indent_;
-    body(false);
-    --indent_;
-    line("}");
-    if (size % analysis::kMaxLanes != 0) {
-      line(fmt::format("if (j < {}) {{", size));
-      ++indent_;
-      body(true);
-      --indent_;
-      line("}");
-    }
+    registers(size, body);
     --indent_;
     line("}");
     out_ += "}\n\n";

@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <unistd.h>
+
 #include "acrobat/kernels.h"
 #include "kernels/backend.h"
 #include "support/diagnostics.h"
@@ -255,11 +257,31 @@ const XsmmKernels& xsmm_kernels(const XsmmKey& key) {
 // (every panel per row block) is 0-8% behind since all of W then streams from L3 per block.
 constexpr int kXsmmRowBlock = 64;
 
-// Runs the kernel for panel p on the rows of A and C the kernels were dispatched for.
+// Runs the kernel for panel p on the rows of A and C the kernels were dispatched for, from row k0
+// of the panel (column k0 of A) on.
 void run_xsmm_rows(const XsmmKernels& kernels, const float* A, const CpuPackedWeights& W, float* C,
-                   int p) {
+                   int p, int k0 = 0) {
   const libxsmm_smmfunction kernel = W.panel_width(p) == kPanelWidth ? kernels.full : kernels.last;
-  kernel(W.panel(p), A, C + size_t(p) * kPanelWidth);
+  kernel(W.panel(p) + size_t(k0) * W.panel_width(p), A + k0, C + size_t(p) * kPanelWidth);
+}
+
+// Long panels. A K x 128 panel over half of the core's L2 (K > 1024 with 1 MiB, read at run time)
+// no longer stays there while the row blocks stream past it, so it runs in chunks of kXsmmChunkK
+// of its rows, each chunk over all the row blocks, the later chunks accumulating onto C. Measured
+// on the AMD Zen 4 (1 MiB L2; panels packed from the transpose as for dX = dY W^T, 16 MiB written
+// between calls to flush the caches, median of 15; whole panels -> chunks, two runs alternating, on
+// a noisy host): K,N = 2560,1024 (the H 512 Tree-LSTM's dX): 84, 54 -> 91, 75 GFLOP/s at M = 64,
+// 96, 74 -> 96, 99 at M = 256; 3072,768: 86, 76 -> 94, 98 at M = 256 (74, 60 -> 70, 79 at M =
+// 64); 2048,512: 74, 86 -> 87, 96 at M = 256; 4096,1024: 73, 95 -> 89, 98 at M = 256, 54, 58 -> 64,
+// 66 at M = 32. Chunks of 512, 640 and 1280 rows were within noise of each other at K = 2560.
+constexpr int kXsmmChunkK = 512;
+int xsmm_panel_max_k() {
+  static const int k = [] {
+    long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 <= 0) l2 = long{1} << 20;
+    return std::max(kXsmmChunkK, int(l2 / 2 / long(kPanelWidth * sizeof(float))));
+  }();
+  return k;
 }
 
 void gemm_xsmm_unblocked(int M, const float* A, int lda, const CpuPackedWeights& W, float* C,
@@ -359,12 +381,52 @@ void gemm_dot(int, const float*, int, const CpuPackedWeights&, float*, int, bool
 }
 #endif
 
+// Long panels (above): per panel, chunk after chunk of its rows, each over every row block.
+void gemm_xsmm_chunked(int M, const float* A, int lda, const CpuPackedWeights& W, float* C, int ldc,
+                       bool accumulate) {
+  const int N = W.N();
+  const int K = W.K();
+  const int full_blocks = M / kXsmmRowBlock;
+  const int rest = M % kXsmmRowBlock;
+  // [chunk kind][block kind]: the first chunk (the caller's accumulate), a later whole chunk and
+  // a later last partial chunk (both accumulating); whole row blocks and the remainder.
+  const XsmmKernels* kernels[3][2] = {};
+  const int last_k = K % kXsmmChunkK;
+  bool ok = true;
+  for (int c = 0; c < 3; ++c)
+    for (int r = 0; r < 2; ++r) {
+      const int rows = r == 0 ? (full_blocks > 0 ? kXsmmRowBlock : 0) : rest;
+      const int k = c < 2 ? kXsmmChunkK : last_k;
+      if (rows == 0 || k == 0) continue;
+      kernels[c][r] = &xsmm_kernels({rows, N, k, lda, ldc, c == 0 ? accumulate : true});
+      ok = ok && kernels[c][r]->ok;
+    }
+  // The first chunk is a whole one: K > xsmm_panel_max_k() >= kXsmmChunkK.
+  if (!ok) {
+    gemm_blas(M, N, K, A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
+    return;
+  }
+  for (int p = 0; p < W.num_panels(); ++p)
+    for (int k0 = 0; k0 < K; k0 += kXsmmChunkK) {
+      const int c = k0 == 0 ? 0 : (K - k0 >= kXsmmChunkK ? 1 : 2);
+      for (int b = 0; b < full_blocks; ++b) {
+        const size_t m0 = size_t(b) * kXsmmRowBlock;
+        run_xsmm_rows(*kernels[c][0], A + m0 * lda, W, C + m0 * ldc, p, k0);
+      }
+      if (rest > 0) {
+        const size_t m0 = size_t(full_blocks) * kXsmmRowBlock;
+        run_xsmm_rows(*kernels[c][1], A + m0 * lda, W, C + m0 * ldc, p, k0);
+      }
+    }
+}
+
 void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float* C, int ldc,
                bool accumulate) {
   if (W.N() <= kDotMaxN) return gemm_dot(M, A, lda, W, C, ldc, accumulate);
-  if (M <= kXsmmRowBlock) return gemm_xsmm_unblocked(M, A, lda, W, C, ldc, accumulate);
   const int N = W.N();
   const int K = W.K();
+  if (K > xsmm_panel_max_k()) return gemm_xsmm_chunked(M, A, lda, W, C, ldc, accumulate);
+  if (M <= kXsmmRowBlock) return gemm_xsmm_unblocked(M, A, lda, W, C, ldc, accumulate);
   const int full_blocks = M / kXsmmRowBlock;
   const int rest = M % kXsmmRowBlock;
   const XsmmKernels& block = xsmm_kernels({kXsmmRowBlock, N, K, lda, ldc, accumulate});

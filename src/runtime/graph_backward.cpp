@@ -16,7 +16,11 @@
 //     shared.
 //  3. The adjoints of the block's outputs (what the batches that read them added, and the loss
 //     seeds) and then, operator by operator in reverse, the adjoints of their operands
-//     (runtime/adjoints.h). On the stack the adjoint of a shared operand is summed over the
+//     (runtime/adjoints.h). A fused loop of stacked operators that the block executor has a
+//     compiled adjoint for (the AOT engine: BlockExecutor::fused_adjoint, aot::AdjointCall) is
+//     differentiated by it in one pass instead: its values kept in registers are not recomputed in
+//     step 2, and slices of stacked rows that only such loops read are read, and get their
+//     adjoints, in place. On the stack the adjoint of a shared operand is summed over the
 //     instances by the broadcast rule. A product X W of stacked rows by a param's matrix is special:
 //     dX = dY W^T on W^T packed once per call, and dW is deferred: its rows of X and dY are kept,
 //     and one GEMM over every batch's rows adds dW at the end (one pass over the gradient of W

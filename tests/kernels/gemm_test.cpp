@@ -160,6 +160,13 @@ INSTANTIATE_TEST_SUITE_P(RowBlocks, GemmShapes,
                                           testing::Values(5, 200), testing::Values(17, 256)),
                          shape_name);
 
+// K over 1024 (half of a 1 MiB L2 in a panel; 2048 with 2 MiB) runs the Xsmm path's panels in
+// chunks of 512 of their rows: K around and over one chunk boundary, and with a partial last chunk.
+INSTANTIATE_TEST_SUITE_P(LongPanels, GemmShapes,
+                         testing::Combine(testing::Values(1, 5, 64, 65, 300), testing::Values(200),
+                                          testing::Values(1025, 1536, 2600, 4100)),
+                         shape_name);
+
 // N <= 8 takes a dot-product kernel on the Xsmm path: every N it covers and the first it does
 // not, M around its 3- and 4-row groups, K around its 16-float vectors.
 INSTANTIATE_TEST_SUITE_P(SmallN, GemmShapes,
