@@ -217,15 +217,17 @@ struct XsmmKernels {
 };
 
 // The kernel for `width` columns of C whose B^T has leading dimension ld_b (a panel's width, or a
-// plain B's row stride).
-libxsmm_smmfunction dispatch_xsmm(int width, int ld_b, const XsmmKey& key) {
+// plain B's row stride). With `prefetch` (LIBXSMM_GEMM_PREFETCH_AL2) the kernel takes three more
+// arguments and, as it reads its panel, prefetches the same places of the first one (the panel data
+// of the next call) into L2.
+libxsmm_smmfunction dispatch_xsmm(int width, int ld_b, const XsmmKey& key,
+                                  int prefetch = LIBXSMM_GEMM_PREFETCH_NONE) {
   const libxsmm_blasint m = width, n = key.M, k = key.K;
   const libxsmm_blasint lda = ld_b, ldb = key.lda, ldc = key.ldc;
   const float alpha = 1.0f;
   const float beta = key.accumulate ? 1.0f : 0.0f;
   // BETA_0 lets the kernel write C without reading it, so garbage (even NaN) in C is harmless.
   const int flags = key.accumulate ? LIBXSMM_GEMM_FLAG_NONE : LIBXSMM_GEMM_FLAG_BETA_0;
-  const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
   return libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
 }
 
@@ -239,8 +241,8 @@ const XsmmKernels& xsmm_kernels(const XsmmKey& key) {
     XsmmKernels& kernels = it->second;
     const int full_panels = key.N / kPanelWidth;
     const int last_width = key.N % kPanelWidth;
-    if (full_panels > 0) kernels.full = dispatch_xsmm(kPanelWidth, kPanelWidth, key);
-    if (last_width > 0) kernels.last = dispatch_xsmm(last_width, last_width, key);
+    if (full_panels > 0) kernels.full = dispatch_xsmm(kPanelWidth, kPanelWidth, key, LIBXSMM_GEMM_PREFETCH_AL2);
+    if (last_width > 0) kernels.last = dispatch_xsmm(last_width, last_width, key, LIBXSMM_GEMM_PREFETCH_AL2);
     kernels.ok = (full_panels == 0 || kernels.full) && (last_width == 0 || kernels.last);
   }
   return it->second;
@@ -257,12 +259,27 @@ const XsmmKernels& xsmm_kernels(const XsmmKey& key) {
 // (every panel per row block) is 0-8% behind since all of W then streams from L3 per block.
 constexpr int kXsmmRowBlock = 64;
 
+// Rows k0.. of panel p (the kernels' operand for columns k0.. of A).
+const float* panel_rows(const CpuPackedWeights& W, int p, int k0) {
+  return W.panel(p) + size_t(k0) * W.panel_width(p);
+}
+
 // Runs the kernel for panel p on the rows of A and C the kernels were dispatched for, from row k0
-// of the panel (column k0 of A) on.
+// of the panel (column k0 of A) on, prefetching `next` (the panel rows the next call reads) into L2.
+// A panel a product reads first comes from L3 or memory (a model's weights rarely stay in L2
+// between its products); streamed during the previous call it is there when its call starts.
+// Measured on the AMD Zen 4 (flushing 64 MiB between calls, median of 21): K,N = 1024,2560 (the
+// H 512 Tree-LSTM's U) 37-41 -> 75-77 GFLOP/s at M = 8, 57-60 -> 79-81 at M = 16, 86-95 -> 93-95 at
+// M = 64; 2560,1024 (its dX, long panels) 32-36 -> 67 at M = 8, 43-55 -> 100 at M = 16, 69-72 ->
+// 101 at M = 32; 512,1280: 38-41 -> 60-73 at M = 8, 81-94 -> 102-104 at M = 64; with warm caches
+// and at M >= 256 within noise. BERxiT base (340 MiB of weights) one instance at a time: 17-18 ->
+// 24-26 instances/s; the Tree-LSTM's training epochs: within the host's drift (its weights stay in
+// L3 between products).
 void run_xsmm_rows(const XsmmKernels& kernels, const float* A, const CpuPackedWeights& W, float* C,
-                   int p, int k0 = 0) {
+                   int p, int k0, const float* next) {
   const libxsmm_smmfunction kernel = W.panel_width(p) == kPanelWidth ? kernels.full : kernels.last;
-  kernel(W.panel(p) + size_t(k0) * W.panel_width(p), A + k0, C + size_t(p) * kPanelWidth);
+  float* c = C + size_t(p) * kPanelWidth;
+  kernel(panel_rows(W, p, k0), A + k0, c, next, A + k0, c);
 }
 
 // Long panels. A K x 128 panel over half of the core's L2 (K > 1024 with 1 MiB, read at run time)
@@ -291,7 +308,8 @@ void gemm_xsmm_unblocked(int M, const float* A, int lda, const CpuPackedWeights&
     gemm_blas(M, W.N(), W.K(), A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
     return;
   }
-  for (int p = 0; p < W.num_panels(); ++p) run_xsmm_rows(kernels, A, W, C, p);
+  for (int p = 0; p < W.num_panels(); ++p)
+    run_xsmm_rows(kernels, A, W, C, p, 0, W.panel(std::min(p + 1, W.num_panels() - 1)));
 }
 
 // ---- Dot-product kernel for N <= kDotMaxN ------------------------------------------------------
@@ -381,70 +399,47 @@ void gemm_dot(int, const float*, int, const CpuPackedWeights&, float*, int, bool
 }
 #endif
 
-// Long panels (above): per panel, chunk after chunk of its rows, each over every row block.
-void gemm_xsmm_chunked(int M, const float* A, int lda, const CpuPackedWeights& W, float* C, int ldc,
-                       bool accumulate) {
-  const int N = W.N();
-  const int K = W.K();
-  const int full_blocks = M / kXsmmRowBlock;
-  const int rest = M % kXsmmRowBlock;
-  // [chunk kind][block kind]: the first chunk (the caller's accumulate), a later whole chunk and
-  // a later last partial chunk (both accumulating); whole row blocks and the remainder.
-  const XsmmKernels* kernels[3][2] = {};
-  const int last_k = K % kXsmmChunkK;
-  bool ok = true;
-  for (int c = 0; c < 3; ++c)
-    for (int r = 0; r < 2; ++r) {
-      const int rows = r == 0 ? (full_blocks > 0 ? kXsmmRowBlock : 0) : rest;
-      const int k = c < 2 ? kXsmmChunkK : last_k;
-      if (rows == 0 || k == 0) continue;
-      kernels[c][r] = &xsmm_kernels({rows, N, k, lda, ldc, c == 0 ? accumulate : true});
-      ok = ok && kernels[c][r]->ok;
-    }
-  // The first chunk is a whole one: K > xsmm_panel_max_k() >= kXsmmChunkK.
-  if (!ok) {
-    gemm_blas(M, N, K, A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
-    return;
-  }
-  for (int p = 0; p < W.num_panels(); ++p)
-    for (int k0 = 0; k0 < K; k0 += kXsmmChunkK) {
-      const int c = k0 == 0 ? 0 : (K - k0 >= kXsmmChunkK ? 1 : 2);
-      for (int b = 0; b < full_blocks; ++b) {
-        const size_t m0 = size_t(b) * kXsmmRowBlock;
-        run_xsmm_rows(*kernels[c][0], A + m0 * lda, W, C + m0 * ldc, p, k0);
-      }
-      if (rest > 0) {
-        const size_t m0 = size_t(full_blocks) * kXsmmRowBlock;
-        run_xsmm_rows(*kernels[c][1], A + m0 * lda, W, C + m0 * ldc, p, k0);
-      }
-    }
-}
-
+// The Xsmm path: per panel, the row blocks (kXsmmRowBlock above) run past it; a long panel (above)
+// runs chunk after chunk of its rows, each over every row block, the later chunks accumulating.
 void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float* C, int ldc,
                bool accumulate) {
   if (W.N() <= kDotMaxN) return gemm_dot(M, A, lda, W, C, ldc, accumulate);
   const int N = W.N();
   const int K = W.K();
-  if (K > xsmm_panel_max_k()) return gemm_xsmm_chunked(M, A, lda, W, C, ldc, accumulate);
-  if (M <= kXsmmRowBlock) return gemm_xsmm_unblocked(M, A, lda, W, C, ldc, accumulate);
+  const int chunk = K > xsmm_panel_max_k() ? kXsmmChunkK : K;
   const int full_blocks = M / kXsmmRowBlock;
   const int rest = M % kXsmmRowBlock;
-  const XsmmKernels& block = xsmm_kernels({kXsmmRowBlock, N, K, lda, ldc, accumulate});
-  const XsmmKernels* tail = rest > 0 ? &xsmm_kernels({rest, N, K, lda, ldc, accumulate}) : nullptr;
-  if (!block.ok || (tail != nullptr && !tail->ok)) {
+  // [chunk kind][block kind]: the first chunk (the caller's accumulate), a later whole chunk and
+  // a later last partial chunk (both accumulating); whole row blocks and the remainder.
+  const XsmmKernels* kernels[3][2] = {};
+  const bool used[3] = {true, K >= 2 * chunk, K > chunk && K % chunk != 0};
+  bool ok = true;
+  for (int c = 0; c < 3; ++c)
+    for (int r = 0; r < 2; ++r) {
+      const int rows = r == 0 ? (full_blocks > 0 ? kXsmmRowBlock : 0) : rest;
+      if (!used[c] || rows == 0) continue;
+      kernels[c][r] = &xsmm_kernels({rows, N, c < 2 ? chunk : K % chunk, lda, ldc, c == 0 ? accumulate : true});
+      ok = ok && kernels[c][r]->ok;
+    }
+  if (!ok) {
     gemm_blas(M, N, K, A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
     return;
   }
-  for (int p = 0; p < W.num_panels(); ++p) {
-    for (int b = 0; b < full_blocks; ++b) {
-      const size_t m0 = size_t(b) * kXsmmRowBlock;
-      run_xsmm_rows(block, A + m0 * lda, W, C + m0 * ldc, p);
+  const int last_panel = W.num_panels() - 1;
+  for (int p = 0; p <= last_panel; ++p)
+    for (int k0 = 0; k0 < K; k0 += chunk) {
+      const int c = k0 == 0 ? 0 : (K - k0 >= chunk ? 1 : 2);
+      // What the calls after this chunk read: the panel's next chunk, else the next panel.
+      const float* next = k0 + chunk < K ? panel_rows(W, p, k0 + chunk) : W.panel(std::min(p + 1, last_panel));
+      for (int b = 0; b < full_blocks; ++b) {
+        const size_t m0 = size_t(b) * kXsmmRowBlock;
+        run_xsmm_rows(*kernels[c][0], A + m0 * lda, W, C + m0 * ldc, p, k0, next);
+      }
+      if (rest > 0) {
+        const size_t m0 = size_t(full_blocks) * kXsmmRowBlock;
+        run_xsmm_rows(*kernels[c][1], A + m0 * lda, W, C + m0 * ldc, p, k0, next);
+      }
     }
-    if (tail != nullptr) {
-      const size_t m0 = size_t(full_blocks) * kXsmmRowBlock;
-      run_xsmm_rows(*tail, A + m0 * lda, W, C + m0 * ldc, p);
-    }
-  }
 }
 
 // ---- libxsmm kernels on a plain (unpacked) B ---------------------------------------------------
