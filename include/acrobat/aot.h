@@ -124,10 +124,10 @@ using BlockKernel = void (*)(const KernelCall& call);
 
 // What the adjoint of one fused loop (a step of kind Fused of the block's kernel plan,
 // analysis/kernel_plan.h) gets in the backward pass: instances [0, B). The loop's values are
-// recomputed in registers from its operands in memory (analysis::fused_inputs, in that order); then,
-// from the last operator back, each operator's adjoint (what the operators after it in the loop
-// gave it, plus what it received from outside the loop) goes to its operands: in registers to the
-// loop's own, added to memory for the rest.
+// recomputed in registers from its operands in memory (analysis::KernelStep::inputs, in that
+// order); then, from the last operator back, each operator's adjoint (what the operators after it
+// in the loop gave it, plus what it received from outside the loop) goes to its operands: in
+// registers to the loop's own, added to memory for the rest.
 struct AdjointCall {
   int64_t B;
   const Operand* in;     // per operand in memory: instance b's at data + b * stride (stride 0: shared)

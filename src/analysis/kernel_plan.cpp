@@ -54,6 +54,24 @@ const char* load_name(FusedLoad l) {
   return "?";
 }
 
+// The operands fused step `step` reads from memory (KernelStep::inputs).
+std::vector<BlockOperand> fused_inputs(const StaticBlock& s, const KernelPlan& k, const KernelStep& step) {
+  std::vector<BlockOperand> in;
+  const int g = k.group[size_t(step.begin)];
+  for (int i = step.begin; i < step.end; ++i) {
+    if (k.group[size_t(i)] != g) continue;
+    for (size_t a = 0; a < s.ops[size_t(i)].operands.size(); ++a) {
+      const BlockOperand& o = s.ops[size_t(i)].operands[a];
+      if (k.loads[size_t(i)][a] == FusedLoad::Register) continue;
+      const bool seen = std::any_of(in.begin(), in.end(), [&](const BlockOperand& x) {
+        return x.local == o.local && x.index == o.index;
+      });
+      if (!seen) in.push_back(o);
+    }
+  }
+  return in;
+}
+
 }  // namespace
 
 KernelPlan plan_kernel(const StaticBlock& s) {
@@ -184,6 +202,8 @@ KernelPlan plan_kernel(const StaticBlock& s) {
   for (size_t i = 0; i < n; ++i)
     if (s.ops[i].view && s.ops[i].escapes)
       k.steps.push_back(KernelStep{StepKind::CopyView, static_cast<int>(i), static_cast<int>(i) + 1});
+  for (KernelStep& step : k.steps)
+    if (step.kind == StepKind::Fused) step.inputs = fused_inputs(s, k, step);
   return k;
 }
 
@@ -226,23 +246,6 @@ std::string kernel_plan_str(const StaticBlock& s, const KernelPlan& k) {
     out += "\n";
   }
   return out;
-}
-
-std::vector<BlockOperand> fused_inputs(const StaticBlock& s, const KernelPlan& k, const KernelStep& step) {
-  std::vector<BlockOperand> in;
-  const int g = k.group[size_t(step.begin)];
-  for (int i = step.begin; i < step.end; ++i) {
-    if (k.group[size_t(i)] != g) continue;
-    for (size_t a = 0; a < s.ops[size_t(i)].operands.size(); ++a) {
-      const BlockOperand& o = s.ops[size_t(i)].operands[a];
-      if (k.loads[size_t(i)][a] == FusedLoad::Register) continue;
-      const bool seen = std::any_of(in.begin(), in.end(), [&](const BlockOperand& x) {
-        return x.local == o.local && x.index == o.index;
-      });
-      if (!seen) in.push_back(o);
-    }
-  }
-  return in;
 }
 
 }  // namespace acrobat::analysis

@@ -58,6 +58,9 @@ struct KernelStep {
   int begin, end;
   int64_t size = 0;       // Fused: elements per instance
   bool add_bias = false;  // Gemm, Library: the operator's fused bias add is done here
+  // Fused: the operands the loop reads from memory (every load but Register), each once, in the
+  // order of first reading: the operands of the loop's generated adjoint (aot::AdjointCall).
+  std::vector<BlockOperand> inputs = {};
 };
 
 struct KernelPlan {
@@ -77,10 +80,6 @@ struct KernelPlan {
 inline constexpr int64_t kMaxLanes = 16;
 
 KernelPlan plan_kernel(const StaticBlock& s);
-
-// The operands a fused step reads from memory (every load but Register), each once, in the order
-// of first reading: the operands of the step's generated adjoint (aot::AdjointCall).
-std::vector<BlockOperand> fused_inputs(const StaticBlock& s, const KernelPlan& k, const KernelStep& step);
 
 // Whether operator i owns a scratch buffer (stored, not an escaping output). A run that keeps its
 // values for the backward pass gives such a buffer a batch output of its own (BatchCall::outputs[i]),

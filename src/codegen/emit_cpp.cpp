@@ -707,11 +707,11 @@ class Emitter {
     const int g = kp.group[step.begin];
     const int64_t size = step.size;
     auto in_group = [&](int k) { return kp.group[k] == g; };
-    const std::vector<analysis::BlockOperand> inputs = analysis::fused_inputs(s, kp, step);
+    const std::vector<analysis::BlockOperand>& inputs = step.inputs;
     auto input_of = [&](const analysis::BlockOperand& o) {
       for (size_t i = 0; i < inputs.size(); ++i)
         if (inputs[i].local == o.local && inputs[i].index == o.index) return i;
-      ACROBAT_ASSERT(false, "an operand in memory missing from fused_inputs");
+      ACROBAT_ASSERT(false, "an operand in memory missing from the step's inputs");
       return size_t(0);
     };
     // How each input is read (FullPlusBias as Full: the backward's values have the bias added).

@@ -470,7 +470,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       bool any = false;
       for (int k = st.begin; k < st.end; ++k) any = any || (kp.group[k] == g && dval[k]);
       if (!any) return;
-      const std::vector<analysis::BlockOperand> inputs = analysis::fused_inputs(s, kp, st);
+      const std::vector<analysis::BlockOperand>& inputs = st.inputs;
       fin.clear();
       fdin.clear();
       for (const analysis::BlockOperand& o : inputs) {
