@@ -264,6 +264,11 @@ const float* panel_rows(const CpuPackedWeights& W, int p, int k0) {
   return W.panel(p) + size_t(k0) * W.panel_width(p);
 }
 
+// The panel after p, what the calls after p's last read (the last panel: itself, already there).
+const float* next_panel(const CpuPackedWeights& W, int p) {
+  return W.panel(std::min(p + 1, W.num_panels() - 1));
+}
+
 // Runs the kernel for panel p on the rows of A and C the kernels were dispatched for, from row k0
 // of the panel (column k0 of A) on, prefetching `next` (the panel rows the next call reads) into L2.
 // A panel a product reads first comes from L3 or memory (a model's weights rarely stay in L2
@@ -309,7 +314,7 @@ void gemm_xsmm_unblocked(int M, const float* A, int lda, const CpuPackedWeights&
     return;
   }
   for (int p = 0; p < W.num_panels(); ++p)
-    run_xsmm_rows(kernels, A, W, C, p, 0, W.panel(std::min(p + 1, W.num_panels() - 1)));
+    run_xsmm_rows(kernels, A, W, C, p, 0, next_panel(W, p));
 }
 
 // ---- Dot-product kernel for N <= kDotMaxN ------------------------------------------------------
@@ -425,12 +430,11 @@ void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float*
     gemm_blas(M, N, K, A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
     return;
   }
-  const int last_panel = W.num_panels() - 1;
-  for (int p = 0; p <= last_panel; ++p)
+  for (int p = 0; p < W.num_panels(); ++p)
     for (int k0 = 0; k0 < K; k0 += chunk) {
       const int c = k0 == 0 ? 0 : (K - k0 >= chunk ? 1 : 2);
       // What the calls after this chunk read: the panel's next chunk, else the next panel.
-      const float* next = k0 + chunk < K ? panel_rows(W, p, k0 + chunk) : W.panel(std::min(p + 1, last_panel));
+      const float* next = k0 + chunk < K ? panel_rows(W, p, k0 + chunk) : next_panel(W, p);
       for (int b = 0; b < full_blocks; ++b) {
         const size_t m0 = size_t(b) * kXsmmRowBlock;
         run_xsmm_rows(*kernels[c][0], A + m0 * lda, W, C + m0 * ldc, p, k0, next);
