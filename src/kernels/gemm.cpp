@@ -196,13 +196,14 @@ struct XsmmKey {
   int M, N, K, lda, ldc;
   bool accumulate;
   int ldb = 0;
+  bool prefetch = false;  // packed panels: the kernels prefetch the next call's panel (run_xsmm_rows)
   bool operator==(const XsmmKey&) const = default;
 };
 
 struct XsmmKeyHash {
   size_t operator()(const XsmmKey& k) const {
     size_t h = 0;
-    for (int v : {k.M, k.N, k.K, k.lda, k.ldc, int(k.accumulate), k.ldb}) {
+    for (int v : {k.M, k.N, k.K, k.lda, k.ldc, int(k.accumulate), k.ldb, int(k.prefetch)}) {
       h = h * 0x9E3779B97F4A7C15ull + std::hash<int>{}(v);
     }
     return h;
@@ -217,9 +218,9 @@ struct XsmmKernels {
 };
 
 // The kernel for `width` columns of C whose B^T has leading dimension ld_b (a panel's width, or a
-// plain B's row stride). With `prefetch` (LIBXSMM_GEMM_PREFETCH_AL2) the kernel takes three more
-// arguments and, as it reads its panel, prefetches the same places of the first one (the panel data
-// of the next call) into L2.
+// plain B's row stride). With `prefetch` (LIBXSMM_GEMM_PREFETCH_AL2) the kernel, as it reads its
+// panel, prefetches the same places of its fourth argument (the panel data of the next call) into
+// L2; without, it ignores the arguments after the third.
 libxsmm_smmfunction dispatch_xsmm(int width, int ld_b, const XsmmKey& key,
                                   int prefetch = LIBXSMM_GEMM_PREFETCH_NONE) {
   const libxsmm_blasint m = width, n = key.M, k = key.K;
@@ -241,8 +242,9 @@ const XsmmKernels& xsmm_kernels(const XsmmKey& key) {
     XsmmKernels& kernels = it->second;
     const int full_panels = key.N / kPanelWidth;
     const int last_width = key.N % kPanelWidth;
-    if (full_panels > 0) kernels.full = dispatch_xsmm(kPanelWidth, kPanelWidth, key, LIBXSMM_GEMM_PREFETCH_AL2);
-    if (last_width > 0) kernels.last = dispatch_xsmm(last_width, last_width, key, LIBXSMM_GEMM_PREFETCH_AL2);
+    const int prefetch = key.prefetch ? LIBXSMM_GEMM_PREFETCH_AL2 : LIBXSMM_GEMM_PREFETCH_NONE;
+    if (full_panels > 0) kernels.full = dispatch_xsmm(kPanelWidth, kPanelWidth, key, prefetch);
+    if (last_width > 0) kernels.last = dispatch_xsmm(last_width, last_width, key, prefetch);
     kernels.ok = (full_panels == 0 || kernels.full) && (last_width == 0 || kernels.last);
   }
   return it->second;
@@ -270,16 +272,19 @@ const float* next_panel(const CpuPackedWeights& W, int p) {
 }
 
 // Runs the kernel for panel p on the rows of A and C the kernels were dispatched for, from row k0
-// of the panel (column k0 of A) on, prefetching `next` (the panel rows the next call reads) into L2.
-// A panel a product reads first comes from L3 or memory (a model's weights rarely stay in L2
-// between its products); streamed during the previous call it is there when its call starts.
-// Measured on the AMD Zen 4 (flushing 64 MiB between calls, median of 21): K,N = 1024,2560 (the
+// of the panel (column k0 of A) on; kernels dispatched with prefetch (prefetch_panels below) stream
+// `next` (the panel rows the next call reads) into L2 meanwhile. The panels of a weight larger than
+// L2 come from L3 or memory at each product; streamed during the previous call, a panel is there
+// when its call starts. Measured on the AMD Zen 4 (1 MiB L2; flushing 64 MiB between calls, median
+// of 21, without -> with): K,N = 1024,2560 (the
 // H 512 Tree-LSTM's U) 37-41 -> 75-77 GFLOP/s at M = 8, 57-60 -> 79-81 at M = 16, 86-95 -> 93-95 at
 // M = 64; 2560,1024 (its dX, long panels) 32-36 -> 67 at M = 8, 43-55 -> 100 at M = 16, 69-72 ->
 // 101 at M = 32; 512,1280: 38-41 -> 60-73 at M = 8, 81-94 -> 102-104 at M = 64; with warm caches
 // and at M >= 256 within noise. BERxiT base (340 MiB of weights) one instance at a time: 17-18 ->
 // 24-26 instances/s; the Tree-LSTM's training epochs: within the host's drift (its weights stay in
-// L3 between products).
+// L3 between products). A weight that fits L2 is read warm, and there the prefetches only cost
+// load slots: warm, 256 x 256 and 256 x 768 at M = 1: 55, 50 -> 48, 41-44 GFLOP/s, M = 2: 104-108,
+// 96 -> 93, 78-85 (DRNN H 256's reference engine lost 10%), so such weights get kernels without.
 void run_xsmm_rows(const XsmmKernels& kernels, const float* A, const CpuPackedWeights& W, float* C,
                    int p, int k0, const float* next) {
   const libxsmm_smmfunction kernel = W.panel_width(p) == kPanelWidth ? kernels.full : kernels.last;
@@ -297,18 +302,30 @@ void run_xsmm_rows(const XsmmKernels& kernels, const float* A, const CpuPackedWe
 // 64); 2048,512: 74, 86 -> 87, 96 at M = 256; 4096,1024: 73, 95 -> 89, 98 at M = 256, 54, 58 -> 64,
 // 66 at M = 32. Chunks of 512, 640 and 1280 rows were within noise of each other at K = 2560.
 constexpr int kXsmmChunkK = 512;
-int xsmm_panel_max_k() {
-  static const int k = [] {
-    long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (l2 <= 0) l2 = long{1} << 20;
-    return std::max(kXsmmChunkK, int(l2 / 2 / long(kPanelWidth * sizeof(float))));
+
+// The core's L2 in bytes (read at run time; 1 MiB when the system does not say).
+long l2_bytes() {
+  static const long bytes = [] {
+    const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? l2 : long{1} << 20;
   }();
+  return bytes;
+}
+
+int xsmm_panel_max_k() {
+  static const int k = std::max(kXsmmChunkK, int(l2_bytes() / 2 / long(kPanelWidth * sizeof(float))));
   return k;
+}
+
+// Whether the kernels on W's panels prefetch the next call's panel (run_xsmm_rows): when W is
+// larger than L2.
+bool prefetch_panels(const CpuPackedWeights& W) {
+  return size_t(W.K()) * size_t(W.N()) * sizeof(float) > size_t(l2_bytes());
 }
 
 void gemm_xsmm_unblocked(int M, const float* A, int lda, const CpuPackedWeights& W, float* C,
                          int ldc, bool accumulate) {
-  const XsmmKernels& kernels = xsmm_kernels({M, W.N(), W.K(), lda, ldc, accumulate});
+  const XsmmKernels& kernels = xsmm_kernels({M, W.N(), W.K(), lda, ldc, accumulate, 0, prefetch_panels(W)});
   if (!kernels.ok) {
     gemm_blas(M, W.N(), W.K(), A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
     return;
@@ -418,12 +435,14 @@ void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float*
   // a later last partial chunk (both accumulating); whole row blocks and the remainder.
   const XsmmKernels* kernels[3][2] = {};
   const bool used[3] = {true, K >= 2 * chunk, K > chunk && K % chunk != 0};
+  const bool prefetch = prefetch_panels(W);
   bool ok = true;
   for (int c = 0; c < 3; ++c)
     for (int r = 0; r < 2; ++r) {
       const int rows = r == 0 ? (full_blocks > 0 ? kXsmmRowBlock : 0) : rest;
       if (!used[c] || rows == 0) continue;
-      kernels[c][r] = &xsmm_kernels({rows, N, c < 2 ? chunk : K % chunk, lda, ldc, c == 0 ? accumulate : true});
+      kernels[c][r] = &xsmm_kernels(
+          {rows, N, c < 2 ? chunk : K % chunk, lda, ldc, c == 0 ? accumulate : true, 0, prefetch});
       ok = ok && kernels[c][r]->ok;
     }
   if (!ok) {
