@@ -50,7 +50,7 @@ import torch.nn.functional as F  # noqa: E402
 import registry  # noqa: E402
 from treelstm_by_height import LevelPlan, level_batched_loss  # noqa: E402
 from check_train import epoch_orders  # noqa: E402
-from torch_threads import set_threads  # noqa: E402
+from torch_threads import set_threads, splits  # noqa: E402
 
 
 def eager_loss(m, trees):
@@ -58,9 +58,10 @@ def eager_loss(m, trees):
     return sum(m.loss(t, rows) for t in trees) / len(trees)
 
 
-def pytorch_rates(model_state, make_model, trees, batch, threads, epochs, way, lr):
-    """Trees/s of each epoch of PyTorch training `way` ('eager' or 'height')."""
-    set_threads(threads)
+def pytorch_rates(model_state, make_model, trees, batch, split, epochs, way, lr):
+    """Trees/s of each epoch of PyTorch training `way` ('eager' or 'height') with threads `split`
+    (PyTorch's intra-op threads, OpenBLAS's)."""
+    set_threads(*split)
     m = make_model()
     with torch.no_grad():
         for name in m.PARAM_ORDER:
@@ -80,6 +81,16 @@ def pytorch_rates(model_state, make_model, trees, batch, threads, epochs, way, l
     return rates
 
 
+def fastest_split(model_state, make_model, trees, batch, threads, way, lr):
+    """The split of `threads` between PyTorch's and OpenBLAS's pools (torch_threads.splits) under
+    which one epoch of `way` runs fastest; with one thread, (1, 1) untimed."""
+    options = splits(threads)
+    if len(options) == 1:
+        return options[0]
+    rates = [pytorch_rates(model_state, make_model, trees, batch, s, 1, way, lr)[0] for s in options]
+    return options[rates.index(max(rates))]
+
+
 def acrobat_rates(args, init_path, hidden, batch, threads, workdir):
     log = os.path.join(workdir, "log.json")
     cmd = [args.acrobat, "train", os.path.join(ROOT, "models", "treelstm.acr"), "--set", "H=%d" % hidden,
@@ -91,6 +102,11 @@ def acrobat_rates(args, init_path, hidden, batch, threads, workdir):
         sys.exit("train_treelstm.py: %s failed:\n%s%s" % (" ".join(cmd), p.stdout, p.stderr))
     with open(log) as f:
         return [e["instances_per_s"] for e in json.load(f)["epochs"]], " ".join(cmd[1:])
+
+
+def split_text(split):
+    """A PyTorch thread split as the table shows it: PyTorch's threads/OpenBLAS's."""
+    return "%d/%d" % tuple(split)
 
 
 def cpu_model():
@@ -142,24 +158,32 @@ def main(argv=None):
                 for threads in ints(args.threads):
                     # Rounds of acrobat then PyTorch by height, so that a slow phase of the host
                     # falls on both sides alike; the medians over every round's epochs.
+                    # PyTorch with more than one thread: in its fastest split between its pool and
+                    # OpenBLAS's, found by timing one epoch of each.
+                    make = lambda: spec.Model(**dims)  # noqa: E731
+                    eager_trees = trees[:args.eager_limit]
+                    height_split = fastest_split(state, make, trees, batch, threads, "height", args.lr)
+                    eager_split = fastest_split(state, make, eager_trees, batch, threads, "eager", args.lr)
                     acro, height = [], []
                     for _ in range(args.rounds):
                         a, command = acrobat_rates(args, init_path, hidden, batch, threads, workdir)
                         acro += a
-                        height += pytorch_rates(state, lambda: spec.Model(**dims), trees, batch, threads, args.epochs,
-                                                "height", args.lr)
-                    eager = pytorch_rates(state, lambda: spec.Model(**dims), trees[:args.eager_limit], batch, threads,
-                                          args.epochs, "eager", args.lr)
+                        height += pytorch_rates(state, make, trees, batch, height_split, args.epochs, "height", args.lr)
+                    eager = pytorch_rates(state, make, eager_trees, batch, eager_split, args.epochs, "eager", args.lr)
                     row = {"H": hidden, "batch": batch, "threads": threads, "nodes_per_tree": nodes,
                            "acrobat": statistics.median(acro), "pytorch_height": statistics.median(height),
                            "pytorch_eager": statistics.median(eager), "acrobat_epochs": acro,
-                           "pytorch_height_epochs": height, "pytorch_eager_epochs": eager, "command": command}
+                           "pytorch_height_epochs": height, "pytorch_eager_epochs": eager,
+                           "pytorch_height_split": list(height_split), "pytorch_eager_split": list(eager_split),
+                           "command": command}
                     row["vs_height"] = row["acrobat"] / row["pytorch_height"]
                     row["vs_eager"] = row["acrobat"] / row["pytorch_eager"]
                     rows.append(row)
-                    print("H %d batch %d threads %d: acrobat %.1f trees/s, PyTorch by height %.1f (%.2fx), eager %.1f "
-                          "(%.2fx)" % (hidden, batch, threads, row["acrobat"], row["pytorch_height"], row["vs_height"],
-                                       row["pytorch_eager"], row["vs_eager"]), flush=True)
+                    print("H %d batch %d threads %d: acrobat %.1f trees/s, PyTorch by height %.1f (%.2fx, threads %s), "
+                          "eager %.1f (%.2fx, threads %s)" % (
+                              hidden, batch, threads, row["acrobat"], row["pytorch_height"], row["vs_height"],
+                              split_text(height_split), row["pytorch_eager"], row["vs_eager"], split_text(eager_split)),
+                          flush=True)
 
     os.makedirs(args.out, exist_ok=True)
     meta = {"cpu": cpu_model(), "torch": torch.__version__, "engine": args.engine, "limit": args.limit,
@@ -175,12 +199,14 @@ def main(argv=None):
                  args.engine, args.limit, args.eager_limit, args.epochs * args.rounds,
                  " (%d rounds of %d, acrobat and PyTorch by height alternating)" % (args.rounds, args.epochs)
                  if args.rounds > 1 else ""), "",
+             "PyTorch with more than one thread runs in the fastest split of them between its own pool and "
+             "OpenBLAS's (one epoch of each timed first), shown as PyTorch's/OpenBLAS's threads.", "",
              "| H | batch | threads | acrobat | PyTorch by height | PyTorch eager | vs by height | vs eager |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| %d | %d | %d | %.1f | %.1f | %.1f | %.2fx | %.2fx |" % (
-            r["H"], r["batch"], r["threads"], r["acrobat"], r["pytorch_height"], r["pytorch_eager"], r["vs_height"],
-            r["vs_eager"]))
+        lines.append("| %d | %d | %d | %.1f | %.1f (%s) | %.1f (%s) | %.2fx | %.2fx |" % (
+            r["H"], r["batch"], r["threads"], r["acrobat"], r["pytorch_height"], split_text(r["pytorch_height_split"]),
+            r["pytorch_eager"], split_text(r["pytorch_eager_split"]), r["vs_height"], r["vs_eager"]))
     with open(os.path.join(args.out, "train.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("wrote %s/train.json and train.md" % args.out)
