@@ -19,8 +19,10 @@ Same initial weights (the oracle's, seed 0), same trees (the first --limit of da
 the same batches in the same order (acrobat's std::mt19937_64 shuffle, reproduced by
 tests/reference/check_train.py), the same optimiser (torch.optim.Adam, lr 1e-3). Every figure is
 trees per second over whole epochs (forward, backward and update), the median of --epochs epochs;
-PyTorch runs with its and OpenBLAS's threads held to the row's threads. Before timing, the script
-checks that the level-batched loss equals the eager one on the first batch (1e-4).
+PyTorch's and OpenBLAS's threads together are held to the row's threads: with one, one each; with
+more, the fastest split of them between the two pools (torch_threads.splits; one epoch of each
+timed first). Before timing, the script checks that the level-batched loss equals the eager one on
+the first batch (1e-4).
 
     /usr/bin/python3 bench/train_treelstm.py [--acrobat build/tools/acrobat] [--hidden 256,512]
         [--batch 25,64] [--threads 1,2] [--limit 1000] [--eager-limit 200] [--epochs 3] [--rounds 1]
