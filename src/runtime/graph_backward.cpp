@@ -29,6 +29,10 @@
 //     the producing node's output row, a row or whole tensor of a param to that param's gradient
 //     at the same place, rows a gather stacked (Graph::gathered) to the param rows they were
 //     copied from, anything else (inputs, constants) nowhere.
+// A batch whose nodes pick different matrices of an indexed param (per-layer or per-child
+// weights: the forward ordered it so that each matrix is a run of rows) is differentiated run by
+// run, each matrix shared by its run, so that its products take the path above rather than
+// stacking a matrix per instance.
 // A ragged batch (shapes with size variables) is differentiated instance by instance, each on the
 // block with its sizes bound, every value recomputed from the arguments.
 // Everything runs in an order fixed by the schedule, on the calling thread except the blocks of the
@@ -39,6 +43,7 @@
 
 #include "acrobat/kernels.h"
 #include "runtime/adjoints.h"
+#include "runtime/batched_kernels.h"
 #include "runtime/graph.h"
 #include "runtime/reference_kernels.h"
 
@@ -219,16 +224,17 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   // The value of operator k of batch b as the forward run left it ([B, size], rows in node order),
   // or null where the kernel did not store it (fused into a loop, a strided view, a buffer that
   // holds a matmul plus its bias, or a deferred bias not yet added).
-  auto kept_value = [&](int b, const analysis::StaticBlock& s, size_t k) -> float* {
+  // `row0`: the batch row of the first instance differentiated (a run of a batch, below).
+  auto kept_value = [&](int b, const analysis::StaticBlock& s, size_t k, int64_t row0) -> float* {
     const analysis::KernelPlan& kp = plan_.kernels[s.id];
     const analysis::BlockOp& op = s.ops[k];
     const std::vector<float*>& outputs = batch_outputs_[b];
-    if (op.view) return op.escapes ? outputs[k] : nullptr;  // an escaping view is copied out whole
+    if (op.view) return op.escapes ? outputs[k] + row0 * op.size : nullptr;  // an escaping view is copied out whole
     const analysis::ValueLoc& l = kp.loc[k];
     if (l.arg || l.bias >= 0 || l.stride != op.size || l.offset != 0) return nullptr;
     const int o = l.index;  // the owner of the buffer
     if (static_cast<int>(k) == o && op.bias_arg >= 0 && !kp.deferred_bias[k]) return nullptr;
-    return outputs[kp.buffer_slot[o] >= 0 ? kp.buffer_slot[o] : o];
+    return outputs[kp.buffer_slot[o] >= 0 ? kp.buffer_slot[o] : o] + row0 * op.size;
   };
 
   // Products by a param's matrix (see graph.h): W^T packed once per call, dW deferred.
@@ -260,6 +266,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     // would round each partial sum to the adjoint's magnitude.
     float* const prior = dx;
     dx = alloc(rows * K);
+    stats_->weight_products++;
     // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
     // Cut into blocks of kRows rows (whole 64-row blocks of the JIT kernels, the same cut at any
     // thread count) for the pool to share.
@@ -296,6 +303,8 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   std::vector<OpAttrs> bound_attrs;
   auto differentiate = [&](int b, const analysis::StaticBlock& s, const int* ids, int64_t B, bool ragged) {
     auto attrs_of = [&](size_t k) -> const OpAttrs& { return ragged ? bound_attrs[k] : s.ops[k].rhs->attrs; };
+    // The batch rows of a static batch's instances are consecutive from row0 (all of it, or a run).
+    const int64_t row0 = ragged ? 0 : nodes_[ids[0]].row;
     grad_values_.reset();
 
     // 1. Arguments.
@@ -406,7 +415,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       if (compiled[k] >= 0 && !kp.stored[k]) continue;  // recomputed in the compiled adjoint's registers
       if (in_place[k] >= 0) continue;                    // read in place by compiled adjoints
       if (!v.shared) {
-        if (float* kept = ragged ? nullptr : kept_value(b, s, k)) {  // as the forward run computed it
+        if (float* kept = ragged ? nullptr : kept_value(b, s, k, row0)) {  // as the forward run computed it
           stacked_op[k] = stackable(op, attrs, in) ? 1 : 0;
           v.data = kept;
           continue;
@@ -448,11 +457,11 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       if (!v.shared && !ragged) {
         // The batch output's adjoint as it lies (rows in node order): no batch adds to it any more
         // (its readers ran later, so were differentiated before).
-        dval[k] = adj[b][k];
+        dval[k] = adj[b][k] + row0 * v.size;
         continue;
       }
       float* d = dval[k] = alloc(v.shared ? v.size : B * v.size, true);
-      const float* g = adj[b][k] + (ragged ? output_offset(b, k, nodes_[ids[0]].row) : 0);
+      const float* g = adj[b][k] + output_offset(b, k, nodes_[ids[0]].row);
       if (v.shared)
         for (int64_t i = 0; i < B; ++i) add(d, g + i * v.size, v.size);  // a shared value's: summed
       else
@@ -575,7 +584,19 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     const analysis::StaticBlock& s = plan_.blocks[batch_blocks_[b]];
     const std::vector<int>& ids = members[b];
     if (!s.ragged()) {
-      differentiate(b, s, ids.data(), static_cast<int64_t>(ids.size()), false);
+      // A matrix of an indexed param that the nodes pick (per-layer or per-child weights): each
+      // run of nodes picking the same matrix (the forward ordered the batch so) is differentiated
+      // on its own, the matrix shared by its nodes, so that its products take the weights' path
+      // (dX by one GEMM, dW deferred) instead of one matrix per instance.
+      const int e = indexed_weight_arg(s);
+      size_t r0 = 0;
+      for (size_t r1 = 1; r1 <= ids.size(); ++r1) {
+        if (r1 < ids.size() && (e < 0 || data(args_[nodes_[ids[r1]].arg_begin + e]) ==
+                                              data(args_[nodes_[ids[r0]].arg_begin + e])))
+          continue;
+        differentiate(b, s, ids.data() + r0, static_cast<int64_t>(r1 - r0), false);
+        r0 = r1;
+      }
       continue;
     }
     // A ragged batch: instance by instance, each on the block with its sizes bound.

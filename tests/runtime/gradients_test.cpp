@@ -91,6 +91,27 @@ def enc(t: Tree) -> f32[1, H] {
 def loss(t: Tree) -> f32[1, 1] { -sum(log_softmax(enc(t) @ out)) }
 )";
 
+// Per-child matrices: each child's h through its own matrix of the indexed param U, in a call of
+// its own, so that a batch holds the products of left and right children (two matrices, each a
+// run of the batch's rows) and a leaf's product is one node per word (shared). Wide enough (U[k]:
+// 128 x 384) that dX takes U[k]^T packed. All products are by U's matrices.
+const char* kPerChildWeights = R"(dim H = 128
+param emb[12]: f32[1, H]
+param U[2]: f32[H, 3 * H]
+param b: f32[1, 3 * H]
+def child(h: f32[1, H], k: int) -> f32[1, 3 * H] { h @ U[k] }
+def enc(t: Tree) -> f32[1, H] {
+  match t {
+    Leaf(w) => tanh(emb[w]),
+    Node(l, r) => {
+      let (i, f, g) = split(child(enc(l), 0) + child(enc(r), 1) + b, 3);
+      sigmoid(i) * tanh(g) + sigmoid(f)
+    },
+  }
+}
+def loss(t: Tree) -> f32[1, 1] { let h = enc(t); sum(h * h) }
+)";
+
 // Every elementwise operator in fused loops, with their operands read every way a fused loop reads
 // them: whole rows (20 floats: a partial last register), one number shared by the batch (s, exp(s)),
 // and a row [1, 16] broadcast down a [2, 16] matrix (r, exp(r)).
@@ -227,6 +248,23 @@ TEST(Gradients, BatchedEqualsReferenceOnMatrixTrees) { batched_equals_reference(
 TEST(Gradients, BatchedEqualsReferenceWithDecisionsFromTensors) { batched_equals_reference(kEarlyExit, false); }
 
 TEST(Gradients, BatchedEqualsReferenceWithWideWeights) { batched_equals_reference(kWideTree, true); }
+
+TEST(Gradients, BatchedEqualsReferenceWithPerChildMatrices) { batched_equals_reference(kPerChildWeights, true); }
+
+// A batch picking both matrices of U is differentiated by matrix: every product by U[k] takes the
+// weights' path (one dX GEMM per run, dW deferred), none a matrix per instance.
+TEST(Gradients, ProductsByIndexedMatricesTakeTheWeightsPath) {
+  Loaded s = setup(kPerChildWeights, 40, true);
+  auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
+  BatchedEngine batched(s.module, params, Scheduler::InlineDepth, 1);
+  const GradResult g = batched.gradients(s.inputs);
+  // The trees of up to 9 leaves are at most 8 levels deep; every level's products by U are one
+  // or two runs (left and right children), each one weight product.
+  EXPECT_GE(g.stats.weight_products, 2);
+  EXPECT_LE(g.stats.weight_products, 16);
+  // No matrix of U stacked per instance: the backward's memory stays below 40 copies of one.
+  EXPECT_LT(g.stats.peak_bytes, 40 * 128 * 384 * int64_t(sizeof(float)));
+}
 
 TEST(Gradients, BatchedEqualsReferenceThroughEveryElementwiseOperator) {
   batched_equals_reference(kElementwise, true);
