@@ -52,8 +52,10 @@ def level_batched_scores(m, plan):
     c = torch.sigmoid(i) * torch.tanh(u)
     h = torch.sigmoid(o) * torch.tanh(c)
     hs, cs = h, c
+    # The children's matrices as one [2H, 5H] (a view): one product per level.
+    U = m.U_node.reshape(2 * m.H, 5 * m.H)
     for left, right in zip(plan.left, plan.right):
-        gates = torch.cat([hs.index_select(0, left), hs.index_select(0, right)], dim=1) @ m.U_node + m.b_node
+        gates = torch.cat([hs.index_select(0, left), hs.index_select(0, right)], dim=1) @ U + m.b_node
         i, fl, fr, o, u = torch.split(gates, m.H, dim=1)
         c = (torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cs.index_select(0, left) +
              torch.sigmoid(fr) * cs.index_select(0, right))

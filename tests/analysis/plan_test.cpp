@@ -13,6 +13,7 @@
 
 #include "analysis/explain.h"
 #include "analysis/plan.h"
+#include "io/ptb.h"
 #include "ir/pipeline.h"
 #include "lang/frontend.h"
 #include "runtime/batched_engine.h"
@@ -99,8 +100,10 @@ RunStats::BlockCounts counts_at(const RunStats& s, int line) {
 
 TEST(StaticBlocks, TreeLstmHasOneBlockPerStraightLineRegion) {
   auto m = compile_file(source("models/treelstm.acr"));
-  // The leaf and the internal-node computations, and the classifier.
+  // The leaf and the internal-node computations (a child's product by its matrix, the cell), and
+  // the classifier.
   ASSERT_EQ(blocks_of(*m, "leaf_cell").size(), 1u);
+  ASSERT_EQ(blocks_of(*m, "child_gates").size(), 1u);
   ASSERT_EQ(blocks_of(*m, "node_cell").size(), 1u);
   ASSERT_EQ(blocks_of(*m, "classify").size(), 1u);
   EXPECT_TRUE(blocks_of(*m, "cell").empty());
@@ -109,14 +112,15 @@ TEST(StaticBlocks, TreeLstmHasOneBlockPerStraightLineRegion) {
   const StaticBlock& node = *blocks_of(*m, "node_cell")[0];
   EXPECT_EQ(param_modes(*m, leaf),
             (std::set<std::string>{"emb:indexed", "W_leaf:reuse", "b_leaf:reuse"}));
-  EXPECT_EQ(param_modes(*m, node), (std::set<std::string>{"U_node:reuse", "b_node:reuse"}));
+  EXPECT_EQ(param_modes(*m, *blocks_of(*m, "child_gates")[0]), (std::set<std::string>{"U_node:indexed"}));
+  EXPECT_EQ(param_modes(*m, node), (std::set<std::string>{"b_node:reuse"}));
   // The leaf block reads nothing the graph computes: its depth is fixed. The node block reads
   // both children's (h, c).
   EXPECT_EQ(leaf.static_depth, 1);
   EXPECT_EQ(node.static_depth, 0);
   int scatter = 0;
   for (const auto& a : node.args) scatter += a.mode == ArgMode::Scatter ? 1 : 0;
-  EXPECT_EQ(scatter, 4);  // hl, cl, hr, cr
+  EXPECT_EQ(scatter, 4);  // the children's parts of the gates, cl, cr
   // The matmul takes the bias add; the split's slices are views; only h and c escape.
   EXPECT_GE(leaf.ops[0].bias_arg, 0);
   EXPECT_TRUE(leaf.ops[1].fused);
@@ -274,20 +278,32 @@ TEST(SharedNodes, ALeafOfAWordThatRepeatsRunsOnceAndGetsEveryUsesGradient) {
   auto params = std::make_shared<ParamStore>(init_params(*shared, 2));
   GradResult on = BatchedEngine(shared, params).gradients(inputs);
   GradResult off = BatchedEngine(unshared, params).gradients(inputs);
-  // Every leaf after the first of its word, and the classifier of its h, repeat a node.
+  // Every leaf after the first of its word, and the classifier of its h, repeat a node; so does
+  // the product of a leaf by its parent's matrix for its side (child_gates) after the first of
+  // that word on that side.
   std::set<std::string> words;
-  int64_t leaves = 0;
-  std::ifstream in(source("data/sst/test.txt"));
-  std::string line;
-  for (int t = 0; t < 32 && std::getline(in, line); ++t)
-    for (size_t p = line.find("(", 1); p != std::string::npos; p = line.find("(", p + 1)) {
-      const size_t close = line.find(")", p), open = line.find("(", p + 1);
-      if (close < open) {  // a leaf: (label word)
-        words.insert(line.substr(line.find(" ", p) + 1, close - line.find(" ", p) - 1));
-        ++leaves;
-      }
+  std::set<std::pair<std::string, int>> word_sides;
+  int64_t leaves = 0, leaf_children = 0;
+  std::vector<io::PtbTree> trees = io::read_ptb_file(source("data/sst/test.txt"));
+  trees.resize(32);
+  auto walk = [&](const io::PtbTree& t, auto&& self) -> void {
+    if (t.children.empty()) {
+      words.insert(t.word);
+      ++leaves;
+      return;
     }
-  EXPECT_EQ(on.stats.shared_nodes, 2 * (leaves - static_cast<int64_t>(words.size())));
+    for (int side = 0; side < 2; ++side) {
+      const io::PtbTree& c = t.children[size_t(side)];
+      if (c.children.empty()) {
+        word_sides.insert({c.word, side});
+        ++leaf_children;
+      }
+      self(c, self);
+    }
+  };
+  for (const io::PtbTree& t : trees) walk(t, walk);
+  EXPECT_EQ(on.stats.shared_nodes, 2 * (leaves - static_cast<int64_t>(words.size())) +
+                                       (leaf_children - static_cast<int64_t>(word_sides.size())));
   EXPECT_EQ(off.stats.shared_nodes, 0);
   for (size_t i = 0; i < inputs.size(); ++i)
     EXPECT_EQ(on.outputs[i].tensor->data[0], off.outputs[i].tensor->data[0]) << i;

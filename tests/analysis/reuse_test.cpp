@@ -509,7 +509,7 @@ TEST(Reuse, TreeLstm) {
   EXPECT_TRUE(a.info.clones.empty());
   expect_param_operands_classified(a);
   EXPECT_EQ(right_operands(a, "leaf_cell"), (std::vector<std::string>{"reuse @W_leaf"}));
-  EXPECT_EQ(right_operands(a, "node_cell"), (std::vector<std::string>{"reuse @U_node"}));
+  EXPECT_EQ(right_operands(a, "child_gates"), (std::vector<std::string>{"indexed @U_node"}));
   EXPECT_EQ(right_operands(a, "classify"), (std::vector<std::string>{"reuse @W_out"}));
   EXPECT_EQ(a.mode("node_cell", "hl"), "scatter");
   EXPECT_EQ(a.mode("node_cell", "cl"), "scatter");

@@ -45,7 +45,7 @@ TEST(Cli, EmitPrintsEveryStage) {
     EXPECT_FALSE(r.out.empty()) << name;
   }
   CliResult r = run_cli({"emit", "depth", model});
-  EXPECT_TRUE(contains(r.out, "call of @cell at " + model + ":46:16 ends phase 0")) << r.out;
+  EXPECT_TRUE(contains(r.out, "call of @cell at " + model + ":50:16 ends phase 0")) << r.out;
 }
 
 TEST(Cli, UnknownInputKind) {

@@ -46,7 +46,7 @@ class TreeLSTM(nn.Module):
         self.emb = nn.Parameter(torch.empty(V, E))
         self.W_leaf = nn.Parameter(torch.empty(E, 3 * H))
         self.b_leaf = nn.Parameter(torch.empty(3 * H))
-        self.U_node = nn.Parameter(torch.empty(2 * H, 5 * H))
+        self.U_node = nn.Parameter(torch.empty(2, H, 5 * H))  # [0]: the left child's, [1]: the right's
         self.b_node = nn.Parameter(torch.empty(5 * H))
         self.W_out = nn.Parameter(torch.empty(H, C))
         self.b_out = nn.Parameter(torch.empty(C))
@@ -63,7 +63,7 @@ class TreeLSTM(nn.Module):
     def node(self, left, right):
         hl, cl = left
         hr, cr = right
-        gates = torch.cat([hl, hr], dim=1) @ self.U_node + self.b_node
+        gates = hl @ self.U_node[0] + hr @ self.U_node[1] + self.b_node
         i, fl, fr, o, u = torch.split(gates, self.H, dim=1)
         c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cl + torch.sigmoid(fr) * cr
         h = torch.sigmoid(o) * torch.tanh(c)
@@ -220,13 +220,14 @@ def build_model(name, V, dims):
 def init_tensor(p, embedding=False):
     """The default draw of one parameter from the global torch RNG (under torch.no_grad()): an
     embedding table ~ N(0, 0.5), a bias (1-D) ~ U(-0.1, 0.1), a matrix ~ U(-1/sqrt(fan_in),
-    1/sqrt(fan_in)) with fan_in its first dim. The model modules share it."""
+    1/sqrt(fan_in)) with fan_in its first dim (each matrix's, for a stack of them). The model
+    modules share it."""
     if embedding:
         p.normal_(0.0, 0.5)
     elif p.dim() == 1:
         p.uniform_(-0.1, 0.1)
     else:
-        bound = 1.0 / math.sqrt(p.shape[0])
+        bound = 1.0 / math.sqrt(p.shape[-2])
         p.uniform_(-bound, bound)
 
 
