@@ -15,7 +15,7 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 8;
+inline constexpr uint32_t kAbiVersion = 9;
 
 struct Obj;
 
@@ -128,10 +128,19 @@ using BlockKernel = void (*)(const KernelCall& call);
 // order); then, from the last operator back, each operator's adjoint (what the operators after it
 // in the loop gave it, plus what it received from outside the loop) goes to its operands: in
 // registers to the loop's own, added to memory for the rest.
+// Where the adjoints of an operand go (added to): instance b's at data + b * stride (stride 0: one
+// sum for a shared operand), or at rows[b] when data is null (the rows the operand's instances
+// were read from get their adjoints where they lie).
+struct AdjointTarget {
+  float* data;
+  int64_t stride;
+  float* const* rows;
+};
 struct AdjointCall {
   int64_t B;
-  const Operand* in;     // per operand in memory: instance b's at data + b * stride (stride 0: shared)
-  float* const* din;     // per operand in memory: its adjoint, laid out as `in`; added to
+  const Operand* in;          // per operand in memory: instance b's at data + b * stride (stride 0:
+                              // shared) or at rows[b]
+  const AdjointTarget* din;   // per operand in memory: where its adjoints are added
   const Operand* dout;   // per operator of the step's range [begin, end) whose value the plan stores:
                          // the adjoint it received from outside the loop (a zero row of stride 0
                          // for none); unused for the others

@@ -44,6 +44,9 @@ void run_member(AotContext* ctx, void* env) { (*static_cast<F*>(env))(ctx); }
 inline const float* row(const Operand& a, int64_t b) {
   return a.data ? a.data + b * a.stride : a.rows[b];
 }
+inline float* row(const AdjointTarget& a, int64_t b) {
+  return a.data ? a.data + b * a.stride : a.rows[b];
+}
 // The last partial register of a row goes through a padded buffer, as in the library kernels, so
 // every element sees the same code.
 inline Vec tail_load(const float* p, int64_t n) {
@@ -733,8 +736,8 @@ class Emitter {
     line("for (int64_t b = 0; b < c.B; ++b) {");
     ++indent_;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      line(fmt::format("const float* x{0} = c.in[{0}].data + b * c.in[{0}].stride;", i));
-      line(fmt::format("float* dx{0} = c.din[{0}] + b * c.in[{0}].stride;", i));
+      line(fmt::format("const float* x{0} = row(c.in[{0}], b);", i));
+      line(fmt::format("float* dx{0} = row(c.din[{0}], b);", i));
     }
     for (int k = step.begin; k < step.end; ++k)
       if (in_group(k) && kp.stored[k])

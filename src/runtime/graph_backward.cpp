@@ -5,9 +5,10 @@
 // adjoint is skipped. For one batch:
 //  1. Its arguments as batch values: an argument whose instances all read one tensor (a reused
 //     weight, a constant, a value every instance shares) is that tensor, shared; the others are
-//     stacked, instance after instance ([B, ...] of the per-instance shape). A batch of one node
-//     shares only params (a stack of one reads the values its kernels kept, and its products by
-//     weights join the deferred dW like any other's).
+//     stacked, instance after instance ([B, ...] of the per-instance shape), except node outputs
+//     that only compiled adjoints (step 3) read: those read each instance's where it lies. A batch
+//     of one node shares only params (a stack of one reads the values its kernels kept, and its
+//     products by weights join the deferred dW like any other's).
 //  2. Its operators' values: those the forward kernels stored (GEMM results, escaping outputs,
 //     values read across fused loops) as they lie; the rest (values of fused loops kept in
 //     registers, strided views) recomputed from their operands. An operator whose per-instance
@@ -19,8 +20,10 @@
 //     (runtime/adjoints.h). A fused loop of stacked operators that the block executor has a
 //     compiled adjoint for (the AOT engine: BlockExecutor::fused_adjoint, aot::AdjointCall) is
 //     differentiated by it in one pass instead: its values kept in registers are not recomputed in
-//     step 2, and slices of stacked rows that only such loops read are read, and get their
-//     adjoints, in place. On the stack the adjoint of a shared operand is summed over the
+//     step 2, slices of stacked rows that only such loops read are read, and get their adjoints,
+//     in place, and so are the node outputs of step 1 that were not stacked: their adjoints are
+//     added where the producing nodes' output adjoints lie (step 4 then has nothing to send for
+//     them). On the stack the adjoint of a shared operand is summed over the
 //     instances by the broadcast rule. A product X W of stacked rows by a param's matrix is special:
 //     dX = dY W^T on W^T packed once per call, and dW is deferred: its rows of X and dY are kept,
 //     and one GEMM over every batch's rows adds dW at the end (one pass over the gradient of W
@@ -319,14 +322,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       // of one reads the values its forward kernels kept).
       a.shared = (!ragged && B > 1) || ranges.find(first).first >= 0;
       for (int64_t i = 1; i < B && a.shared; ++i) a.shared = data(args_[nodes_[ids[i]].arg_begin + e]) == first;
-      if (a.shared) {
-        a.data = const_cast<float*>(first);
-        continue;
-      }
-      a.data = alloc(B * a.size);
-      for (int64_t i = 0; i < B; ++i)
-        std::memcpy(a.data + i * a.size, data(args_[nodes_[ids[i]].arg_begin + e]),
-                    static_cast<size_t>(a.size) * sizeof(float));
+      if (a.shared) a.data = const_cast<float*>(first);
     }
 
     // Fused loops differentiated by their compiled adjoints (per operator: its step, or -1): those
@@ -349,13 +345,19 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
         const analysis::KernelStep& st = kp.steps[si];
         if (st.kind != analysis::StepKind::Fused || !executor->fused_adjoint(s, si)) continue;
         const int g = kp.group[st.begin];
+        // The loop runs at its last operator; a view in its range before that one and reading its
+        // values would get its adjoint too late (views after it are differentiated before it).
+        int last = st.begin;
+        for (int k = st.begin; k < st.end; ++k)
+          if (kp.group[k] == g) last = k;
         bool ok = true;
         for (int k = st.begin; k < st.end && ok; ++k) {
           if (kp.group[k] == g) {
             ok = !shared[k];
             continue;
           }
-          for (const auto& o : s.ops[k].operands) ok = ok && !(o.local && kp.group[o.index] == g);
+          if (k < last)
+            for (const auto& o : s.ops[k].operands) ok = ok && !(o.local && kp.group[o.index] == g);
         }
         for (int k = st.begin; k < st.end && ok; ++k)
           if (kp.group[k] == g) compiled[k] = static_cast<int>(si);
@@ -379,6 +381,48 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
           in_place[k] = op.rhs->attrs.ints[0];
       }
     }
+
+    // Arguments read only by compiled adjoints (whose values no operator computes here from them)
+    // and computed by the graph: the adjoints read each instance's where it lies and add to the
+    // adjoint of the node output it came from in place, so that it is neither stacked here nor
+    // sent in step 4. The others not shared are stacked.
+    std::vector<uint8_t> direct(s.args.size(), 0);
+    if (executor && !ragged) {
+      for (size_t e = 0; e < s.args.size(); ++e) {
+        bool ok = !args[e].shared;
+        for (int64_t i = 0; i < B && ok; ++i) ok = args_[nodes_[ids[i]].arg_begin + e].node >= 0;
+        direct[e] = ok ? 1 : 0;
+      }
+      for (size_t k = 0; k < s.ops.size(); ++k)
+        for (const analysis::BlockOperand& o : s.ops[k].operands)
+          if (!o.local && direct[o.index] &&
+              !(compiled[k] >= 0 && (!kp.stored[k] || kept_value(b, s, k, row0))))
+            direct[o.index] = 0;
+    }
+    for (size_t e = 0; e < s.args.size(); ++e) {
+      BatchValue& a = args[e];
+      if (a.shared || direct[e]) continue;
+      a.data = alloc(B * a.size);
+      for (int64_t i = 0; i < B; ++i)
+        std::memcpy(a.data + i * a.size, data(args_[nodes_[ids[i]].arg_begin + e]),
+                    static_cast<size_t>(a.size) * sizeof(float));
+    }
+    // A direct argument's instances where they lie and their adjoints' places (when first needed).
+    std::vector<std::vector<const float*>> direct_rows(s.args.size());
+    std::vector<std::vector<float*>> direct_adjoints(s.args.size());
+    auto direct_operand = [&](size_t e) {
+      if (direct_rows[e].empty()) {
+        for (int64_t i = 0; i < B; ++i) {
+          const aot::Val& v = args_[nodes_[ids[i]].arg_begin + e];
+          const Node& src = nodes_[first(v.node)];
+          direct_rows[e].push_back(data(v));
+          direct_adjoints[e].push_back(output_adjoint(src.batch, v.lazy.slot) +
+                                       output_offset(src.batch, v.lazy.slot, src.row));
+        }
+      }
+      return std::pair{aot::Operand{nullptr, 0, direct_rows[e].data(), nullptr},
+                       aot::AdjointTarget{nullptr, 0, direct_adjoints[e].data()}};
+    };
 
     // 2. Values.
     vals.assign(s.ops.size(), BatchValue{});
@@ -471,7 +515,7 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
     std::vector<std::vector<int64_t>> tshapes;
     std::vector<float*> dins;
     std::vector<aot::Operand> fin, fout;
-    std::vector<float*> fdin;
+    std::vector<aot::AdjointTarget> fdin;
     // The compiled adjoint of fused step `si`, unless no adjoint reached its operators.
     auto run_compiled = [&](size_t si) {
       const analysis::KernelStep& st = kp.steps[si];
@@ -487,12 +531,19 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
           const analysis::BlockOperand& base = s.ops[o.index].operands[0];
           const BatchValue& x = operand(base);
           fin.push_back({x.data + in_place[o.index], x.size, nullptr, nullptr});
-          fdin.push_back(adjoint_of(base) + in_place[o.index]);
+          fdin.push_back({adjoint_of(base) + in_place[o.index], x.size, nullptr});
+          continue;
+        }
+        if (!o.local && direct[o.index]) {
+          const auto [x, dx] = direct_operand(size_t(o.index));
+          fin.push_back(x);
+          fdin.push_back(dx);
           continue;
         }
         const BatchValue& x = operand(o);
-        fin.push_back({x.data, x.shared ? 0 : x.size, nullptr, nullptr});
-        fdin.push_back(adjoint_of(o));
+        const int64_t stride = x.shared ? 0 : x.size;
+        fin.push_back({x.data, stride, nullptr, nullptr});
+        fdin.push_back({adjoint_of(o), stride, nullptr});
       }
       const float* zeros = nullptr;
       fout.assign(size_t(st.end - st.begin), aot::Operand{nullptr, 0, nullptr, nullptr});

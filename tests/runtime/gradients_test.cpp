@@ -283,6 +283,22 @@ TEST(Gradients, TheAotEngineRunsCompiledAdjoints) {
   EXPECT_EQ(i.stats.compiled_adjoints, 0);
 }
 
+// A fused loop whose stored value the views after it slice (the sum of the children's parts,
+// split into gates) runs as a compiled adjoint too: both loops of every node batch do.
+TEST(Gradients, ALoopSlicedByTheViewsAfterItRunsCompiled) {
+  Loaded s = setup(kPerChildWeights, 20, true);
+  auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
+  AotOptions o;
+  o.cache_dir = kCache;
+  const GradResult a = AotEngine(s.module, params, o).gradients(s.inputs);
+  // One loop per batch of the leaf (tanh) and of the loss (h * h), two per batch of the node.
+  const auto& blocks = a.stats.blocks;
+  ASSERT_TRUE(blocks.count("grad.acr:8:16") && blocks.count("grad.acr:10:29") && blocks.count("grad.acr:15:54"));
+  EXPECT_GT(blocks.at("grad.acr:10:29").batches, 1);
+  EXPECT_EQ(a.stats.compiled_adjoints, blocks.at("grad.acr:8:16").batches + 2 * blocks.at("grad.acr:10:29").batches +
+                                           blocks.at("grad.acr:15:54").batches);
+}
+
 // The same bits with 1 and 2 threads on each batched engine, where the backward splits work across
 // threads (the weight-gradient GEMMs by blocks of columns). The engines differ in their last bits
 // (the AOT engine's fused loops have compiled adjoints, the interpreter's run operator by

@@ -21,6 +21,9 @@ void run_member(AotContext* ctx, void* env) { (*static_cast<F*>(env))(ctx); }
 inline const float* row(const Operand& a, int64_t b) {
   return a.data ? a.data + b * a.stride : a.rows[b];
 }
+inline float* row(const AdjointTarget& a, int64_t b) {
+  return a.data ? a.data + b * a.stride : a.rows[b];
+}
 // The last partial register of a row goes through a padded buffer, as in the library kernels, so
 // every element sees the same code.
 inline Vec tail_load(const float* p, int64_t n) {
@@ -232,8 +235,8 @@ const BlockKernel kKernels[] = {kernel0, kernel1, kernel2, nullptr};
 // adjoint of the fused loop of block #0 (step 0)
 void adjoint0_0(const AdjointCall& c) {
   for (int64_t b = 0; b < c.B; ++b) {
-    const float* x0 = c.in[0].data + b * c.in[0].stride;
-    float* dx0 = c.din[0] + b * c.in[0].stride;
+    const float* x0 = row(c.in[0], b);
+    float* dx0 = row(c.din[0], b);
     const float* g0 = c.dout[0].data + b * c.dout[0].stride;
     int64_t j = 0;
     for (; j + simd::kLanes <= 20; j += simd::kLanes) {
@@ -260,12 +263,12 @@ const FusedAdjoint kAdjoints0[] = {adjoint0_0, };
 // adjoint of the fused loop of block #1 (step 2)
 void adjoint1_2(const AdjointCall& c) {
   for (int64_t b = 0; b < c.B; ++b) {
-    const float* x0 = c.in[0].data + b * c.in[0].stride;
-    float* dx0 = c.din[0] + b * c.in[0].stride;
-    const float* x1 = c.in[1].data + b * c.in[1].stride;
-    float* dx1 = c.din[1] + b * c.in[1].stride;
-    const float* x2 = c.in[2].data + b * c.in[2].stride;
-    float* dx2 = c.din[2] + b * c.in[2].stride;
+    const float* x0 = row(c.in[0], b);
+    float* dx0 = row(c.din[0], b);
+    const float* x1 = row(c.in[1], b);
+    float* dx1 = row(c.din[1], b);
+    const float* x2 = row(c.in[2], b);
+    float* dx2 = row(c.din[2], b);
     const float* g8 = c.dout[3].data + b * c.dout[3].stride;
     int64_t j = 0;
     for (; j + simd::kLanes <= 20; j += simd::kLanes) {
@@ -332,6 +335,6 @@ const FusedAdjoint* const kAdjoints[] = {kAdjoints0, kAdjoints1, nullptr, nullpt
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "15b7a689990fc31d", ACROBAT_AOT_ISA, 3, kKernels, kAdjoints, entry};
+  static const AotModel model = {kAbiVersion, "4702685aa26bd2ae", ACROBAT_AOT_ISA, 3, kKernels, kAdjoints, entry};
   return &model;
 }
