@@ -25,6 +25,7 @@
 
 #include "acrobat/kernels.h"
 #include "kernels/backend.h"
+#include "kernels/simd.h"
 #include "support/diagnostics.h"
 
 namespace acrobat::kernels {
@@ -565,6 +566,63 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
 
 constexpr int kStridedBlasMinDim = 128;
 
+// C[M, N] = alpha A^T B (+ C) for a thin B (N <= kDotMaxN: a classifier's weight gradient, X^T dY
+// with N = 5 classes): per 16 columns of C^T, N registers of sums over every row of A and B, each
+// row of A read once. sgemm packs A^T for N = 5 and ran at 7-14 GFLOP/s there (M = 256 or 512,
+// K = 1800 rows); one pass over A runs at the load ports' pace. The sums run over k in order:
+// the same bits for any cut of the columns.
+namespace {
+#if defined(__AVX512F__)
+template <int N>
+void gemm_at_thin_n(int M, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                    bool accumulate, float alpha) {
+  int m0 = 0;
+  for (; m0 + simd::kLanes <= M; m0 += simd::kLanes) {
+    simd::Vec acc[N];
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) acc[n] = simd::splat(0.0f);
+    for (int k = 0; k < K; ++k) {
+      const simd::Vec a = simd::load(A + size_t(k) * lda + m0);
+      #pragma GCC unroll 8
+      for (int n = 0; n < N; ++n) acc[n] = simd::fmadd(simd::splat(B[size_t(k) * ldb + n]), a, acc[n]);
+    }
+    float lanes[N][simd::kLanes];
+    #pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) simd::store(lanes[n], acc[n]);
+    for (int i = 0; i < simd::kLanes; ++i)
+      for (int n = 0; n < N; ++n) {
+        float& c = C[size_t(m0 + i) * ldc + n];
+        c = (accumulate ? c : 0.0f) + alpha * lanes[n][i];
+      }
+  }
+  for (; m0 < M; ++m0)
+    for (int n = 0; n < N; ++n) {
+      float sum = 0;
+      for (int k = 0; k < K; ++k) sum += A[size_t(k) * lda + m0] * B[size_t(k) * ldb + n];
+      float& c = C[size_t(m0) * ldc + n];
+      c = (accumulate ? c : 0.0f) + alpha * sum;
+    }
+}
+
+bool gemm_at_thin(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                  bool accumulate, float alpha) {
+  switch (N) {
+    case 1: gemm_at_thin_n<1>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
+    case 2: gemm_at_thin_n<2>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
+    case 3: gemm_at_thin_n<3>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
+    case 4: gemm_at_thin_n<4>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
+    case 5: gemm_at_thin_n<5>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
+    case 6: gemm_at_thin_n<6>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
+    case 7: gemm_at_thin_n<7>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
+    case 8: gemm_at_thin_n<8>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
+  }
+  return false;
+}
+#else
+bool gemm_at_thin(int, int, int, const float*, int, const float*, int, float*, int, bool, float) { return false; }
+#endif
+}  // namespace
+
 // A transposed operand is copied into a row-major buffer of the thread first (it is the small
 // one: K x N of QK^T is 64 x n against 2 n^2 64 FLOPs), so that every product takes gemm's JIT
 // kernels, which beat sgemm with a transposed operand on these sizes (1.5x at M, K, N =
@@ -577,6 +635,10 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
   // call cost more than the JIT kernels saved (TreeLSTM H=256 backward). Thinner transposed operands
   // (a head's 64 columns in QK^T, a batch's rows in a weight's gradient) are copied, and the product
   // takes the JIT kernels, faster there (ragged encoder layer on race and wiki512: 2-5%).
+  if (trans_a && !trans_b && N <= kDotMaxN && M >= kStridedBlasMinDim && N > 0 && K > 0) {
+    ACROBAT_ASSERT(lda >= M && ldb >= N && ldc >= N, "GEMM leading dimension smaller than the row");
+    if (gemm_at_thin(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha)) return;
+  }
   const bool big_a = trans_a && M >= kStridedBlasMinDim && K >= kStridedBlasMinDim;
   const bool big_b = trans_b && N >= kStridedBlasMinDim && K >= kStridedBlasMinDim;
   if (big_a || big_b) {

@@ -175,6 +175,30 @@ INSTANTIATE_TEST_SUITE_P(SmallN, GemmShapes,
                                           testing::Values(1, 15, 16, 33)),
                          shape_name);
 
+// gemm_strided with A transposed (A stored [K, M]: a weight's gradient X^T dY), C accumulating or
+// not, alpha: a thin B (N <= 8, a classifier's gradient) takes its one-pass kernel from M = 128 on,
+// M around its 16-column registers; wider B and smaller M take sgemm or the copy to the JIT path.
+TEST(Gemm, StridedWithATransposed) {
+  for (int M : {3, 127, 128, 143, 256, 300})
+    for (int N : {1, 5, 8, 9, 40})
+      for (int K : {1, 17, 300})
+        for (bool accumulate : {false, true}) {
+          const int lda = M + 3, ldc = N + 2;
+          const auto At = random_floats(size_t(K) * M, -1, 1, 11);  // A^T: [K, M]
+          const auto B = random_floats(size_t(K) * N, -1, 1, 12);
+          std::vector<float> A(size_t(M) * K);                     // A: [M, K] for the reference
+          for (int k = 0; k < K; ++k)
+            for (int m = 0; m < M; ++m) A[size_t(m) * K + k] = 0.5f * At[size_t(k) * M + m];
+          const Reference ref = reference_product(M, N, K, A, B);
+          const auto C0 = random_floats(size_t(M) * N, -1, 1, 13);
+          std::vector<float> C = padded(C0, M, N, ldc, kSentinel);
+          gemm_strided(true, false, M, N, K, padded(At, K, M, lda, kNaN).data(), lda, B.data(), N, C.data(), ldc,
+                       accumulate, 0.5f);
+          EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
+              << "M " << M << " N " << N << " K " << K << " accumulate " << accumulate;
+        }
+}
+
 TEST(Gemm, ZeroKClearsOrKeepsC) {
   const int M = 3, N = 4;
   const auto W = pack_weights(0, N, nullptr, N);
