@@ -341,7 +341,7 @@ class Trainer {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(model_.mutex_);
     check_params();
-    return train_step(model_.engine(), *optimizer_, *model_.params_.store, inputs, entry_, grads_).loss_sum /
+    return train_step(model_.engine(), *optimizer_, *model_.params_.store, inputs, entry_, optimizer_->grad_buffers()).loss_sum /
            double(inputs.size());
   }
 
@@ -388,7 +388,6 @@ class Trainer {
   std::string entry_;
   std::unique_ptr<Optimizer> optimizer_;
   std::weak_ptr<ParamStore> params_at_start_;  // weak: a store made later at the same address is not it
-  std::vector<Tensor> grads_;  // each step's gradient buffers, left zero by the optimiser
 };
 
 }  // namespace

@@ -172,12 +172,11 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
   EpochResult r;
   double total = 0;
   std::vector<Value> part;
-  std::vector<Tensor> grads;  // each step's gradient in turn, left zero by the optimiser
   for (size_t b0 = 0; b0 < order.size(); b0 += batch) {
     const size_t b1 = std::min(order.size(), b0 + batch);
     part.clear();
     for (size_t i = b0; i < b1; ++i) part.push_back(train[order[i]]);
-    const StepResult step = train_step(engine, optimizer, params, part, loss_entry, grads);
+    const StepResult step = train_step(engine, optimizer, params, part, loss_entry, optimizer.grad_buffers());
     r.backward_seconds += step.backward_seconds;
     r.update_seconds += step.update_seconds;
     r.peak_bytes = std::max(r.peak_bytes, step.peak_bytes);

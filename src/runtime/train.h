@@ -50,6 +50,9 @@ class Optimizer {
   double step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale = 1.0f,
               const WrittenChunks* written = nullptr);
   int64_t steps() const { return t_; }
+  // Buffers for the gradients of the steps of one training (train_step's `grads`), kept across
+  // epochs: left zero by each step, they are never allocated and cleared again.
+  std::vector<Tensor>& grad_buffers() { return grads_; }
 
  private:
   OptimizerOptions o_;
@@ -57,6 +60,7 @@ class Optimizer {
   std::vector<std::vector<float>> m_, v_;  // per param: momentum / Adam's moments
   // Per param, per chunk of kGradChunk elements: whether its state (m_, v_) may be non-zero.
   std::vector<std::vector<uint8_t>> live_;
+  std::vector<Tensor> grads_;
   std::unique_ptr<ThreadPool> pool_;
 };
 
