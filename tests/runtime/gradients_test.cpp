@@ -270,14 +270,19 @@ TEST(Gradients, BatchedEqualsReferenceThroughEveryElementwiseOperator) {
   batched_equals_reference(kElementwise, true);
 }
 
+// The AOT engine's gradient of the instances of `s`.
+GradResult aot_gradients(const Loaded& s, const std::shared_ptr<ParamStore>& params) {
+  AotOptions o;
+  o.cache_dir = kCache;
+  return AotEngine(s.module, params, o).gradients(s.inputs);
+}
+
 // The AOT engine differentiates fused loops with their compiled adjoints (here every loop of the
 // model), the interpreter operator by operator; the gradients agree (above).
 TEST(Gradients, TheAotEngineRunsCompiledAdjoints) {
   Loaded s = setup(kElementwise, 20, true);
   auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
-  AotOptions o;
-  o.cache_dir = kCache;
-  const GradResult a = AotEngine(s.module, params, o).gradients(s.inputs);
+  const GradResult a = aot_gradients(s, params);
   EXPECT_GT(a.stats.compiled_adjoints, 0);
   const GradResult i = BatchedEngine(s.module, params, Scheduler::InlineDepth, 1).gradients(s.inputs);
   EXPECT_EQ(i.stats.compiled_adjoints, 0);
@@ -287,10 +292,7 @@ TEST(Gradients, TheAotEngineRunsCompiledAdjoints) {
 // split into gates) runs as a compiled adjoint too: both loops of every node batch do.
 TEST(Gradients, ALoopSlicedByTheViewsAfterItRunsCompiled) {
   Loaded s = setup(kPerChildWeights, 20, true);
-  auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
-  AotOptions o;
-  o.cache_dir = kCache;
-  const GradResult a = AotEngine(s.module, params, o).gradients(s.inputs);
+  const GradResult a = aot_gradients(s, std::make_shared<ParamStore>(init_params(*s.module, 5)));
   // One loop per batch of the leaf (tanh) and of the loss (h * h), two per batch of the node.
   const auto& blocks = a.stats.blocks;
   ASSERT_TRUE(blocks.count("grad.acr:8:16") && blocks.count("grad.acr:10:29") && blocks.count("grad.acr:15:54"));
