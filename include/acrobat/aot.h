@@ -122,12 +122,6 @@ struct KernelCall {
 };
 using BlockKernel = void (*)(const KernelCall& call);
 
-// What the adjoint of one fused loop (a step of kind Fused of the block's kernel plan,
-// analysis/kernel_plan.h) gets in the backward pass: instances [0, B). The loop's values are
-// recomputed in registers from its operands in memory (analysis::KernelStep::inputs, in that
-// order); then, from the last operator back, each operator's adjoint (what the operators after it
-// in the loop gave it, plus what it received from outside the loop) goes to its operands: in
-// registers to the loop's own, added to memory for the rest.
 // Where the adjoints of an operand go (added to): instance b's at data + b * stride (stride 0: one
 // sum for a shared operand), or at rows[b] when data is null (the rows the operand's instances
 // were read from get their adjoints where they lie).
@@ -136,14 +130,21 @@ struct AdjointTarget {
   int64_t stride;
   float* const* rows;
 };
+
+// What the adjoint of one fused loop (a step of kind Fused of the block's kernel plan,
+// analysis/kernel_plan.h) gets in the backward pass: instances [0, B). The loop's values are
+// recomputed in registers from its operands in memory (analysis::KernelStep::inputs, in that
+// order); then, from the last operator back, each operator's adjoint (what the operators after it
+// in the loop gave it, plus what it received from outside the loop) goes to its operands: in
+// registers to the loop's own, added to memory for the rest.
 struct AdjointCall {
   int64_t B;
   const Operand* in;          // per operand in memory: instance b's at data + b * stride (stride 0:
                               // shared) or at rows[b]
   const AdjointTarget* din;   // per operand in memory: where its adjoints are added
-  const Operand* dout;   // per operator of the step's range [begin, end) whose value the plan stores:
-                         // the adjoint it received from outside the loop (a zero row of stride 0
-                         // for none); unused for the others
+  const Operand* dout;        // per operator of the step's range [begin, end) whose value the plan
+                              // stores: the adjoint it received from outside the loop (a zero row
+                              // of stride 0 for none); unused for the others
 };
 using FusedAdjoint = void (*)(const AdjointCall& call);
 
