@@ -183,10 +183,14 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
   for (const Gather& x : gathers_) gathers.push_back(&x);
   std::sort(gathers.begin(), gathers.end(), [](const Gather* a, const Gather* b) { return a->out < b->out; });
   // Sends the adjoint `g` (n floats) of the tensor `v` refers to where it came from.
+  // Where the adjoint of the lazy tensor `v` (a node's output row) is added.
+  auto node_adjoint = [&](const aot::Val& v) {
+    const Node& src = nodes_[first(v.node)];
+    return output_adjoint(src.batch, v.lazy.slot) + output_offset(src.batch, v.lazy.slot, src.row);
+  };
   auto send = [&](const aot::Val& v, const float* g, int64_t n) {
     if (v.node >= 0) {
-      const Node& src = nodes_[first(v.node)];
-      add(output_adjoint(src.batch, v.lazy.slot) + output_offset(src.batch, v.lazy.slot, src.row), g, n);
+      add(node_adjoint(v), g, n);
       return;
     }
     const auto [param, offset] = ranges.find(v.data);
@@ -414,10 +418,8 @@ void Graph::backward(std::span<const aot::Val> losses, const ParamStore& params,
       if (direct_rows[e].empty()) {
         for (int64_t i = 0; i < B; ++i) {
           const aot::Val& v = args_[nodes_[ids[i]].arg_begin + e];
-          const Node& src = nodes_[first(v.node)];
           direct_rows[e].push_back(data(v));
-          direct_adjoints[e].push_back(output_adjoint(src.batch, v.lazy.slot) +
-                                       output_offset(src.batch, v.lazy.slot, src.row));
+          direct_adjoints[e].push_back(node_adjoint(v));
         }
       }
       return std::pair{aot::Operand{nullptr, 0, direct_rows[e].data(), nullptr},
