@@ -341,7 +341,7 @@ class Trainer {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(model_.mutex_);
     check_params();
-    return train_step(model_.engine(), *optimizer_, *model_.params_.store, inputs, entry_, optimizer_->grad_buffers()).loss_sum /
+    return train_step(model_.engine(), *optimizer_, *model_.params_.store, inputs, entry_).loss_sum /
            double(inputs.size());
   }
 

@@ -146,8 +146,9 @@ void write_checkpoint(const ir::Module& module, const ParamStore& params, const 
 }
 
 StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& params,
-                      const std::vector<Value>& batch, const std::string& loss_entry, std::vector<Tensor>& grads) {
+                      const std::vector<Value>& batch, const std::string& loss_entry) {
   ACROBAT_ASSERT(!batch.empty(), "a step on at least one instance");
+  std::vector<Tensor>& grads = optimizer.grad_buffers();
   GradResult g = engine.gradients(batch, loss_entry, 0, std::move(grads));
   StepResult r;
   for (const Value& v : g.outputs) r.loss_sum += v.tensor->data[0];
@@ -176,7 +177,7 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
     const size_t b1 = std::min(order.size(), b0 + batch);
     part.clear();
     for (size_t i = b0; i < b1; ++i) part.push_back(train[order[i]]);
-    const StepResult step = train_step(engine, optimizer, params, part, loss_entry, optimizer.grad_buffers());
+    const StepResult step = train_step(engine, optimizer, params, part, loss_entry);
     r.backward_seconds += step.backward_seconds;
     r.update_seconds += step.update_seconds;
     r.peak_bytes = std::max(r.peak_bytes, step.peak_bytes);

@@ -50,8 +50,8 @@ class Optimizer {
   double step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale = 1.0f,
               const WrittenChunks* written = nullptr);
   int64_t steps() const { return t_; }
-  // Buffers for the gradients of the steps of one training (train_step's `grads`), kept across
-  // epochs: left zero by each step, they are never allocated and cleared again.
+  // Buffers for the gradients of the steps of one training (train_step's), kept across epochs:
+  // left zero by each step, they are never allocated and cleared again.
   std::vector<Tensor>& grad_buffers() { return grads_; }
 
  private:
@@ -72,15 +72,15 @@ void write_param_tensors(const ir::Module& module, const std::vector<const Tenso
 void write_checkpoint(const ir::Module& module, const ParamStore& params, const std::string& path,
                       const std::map<std::string, std::string>& metadata = {});
 
-// One step: the gradient of `batch`'s mean loss on `engine` (the buffers of `grads` reused, and
-// left zero again by the optimiser) and one update of `params`.
+// One step: the gradient of `batch`'s mean loss on `engine` (in the optimiser's gradient buffers,
+// left zero again by its update) and one update of `params`.
 struct StepResult {
   double loss_sum = 0;  // of the batch's instances
   double backward_seconds = 0, update_seconds = 0;
   int64_t peak_bytes = 0;  // RunStats::peak_bytes of the gradient
 };
 StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& params,
-                      const std::vector<Value>& batch, const std::string& loss_entry, std::vector<Tensor>& grads);
+                      const std::vector<Value>& batch, const std::string& loss_entry);
 
 // One epoch: `train` in a random order drawn from `rng` (Fisher-Yates, the same order for the same
 // seed on any machine), in batches of `batch`, one gradient and one step per batch.
