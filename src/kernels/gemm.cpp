@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +46,23 @@ constexpr int kDotMaxN = 8;
 constexpr int kDotMaxN = 0;
 #endif
 constexpr int kDotKStep = 16;  // floats per AVX-512 register
+
+// Calls f(std::integral_constant<int, N>{}) for N in 1..8, the kernels templated on a thin
+// operand's width; false for any other N.
+template <class F>
+bool with_small_n(int N, F&& f) {
+  switch (N) {
+    case 1: f(std::integral_constant<int, 1>{}); return true;
+    case 2: f(std::integral_constant<int, 2>{}); return true;
+    case 3: f(std::integral_constant<int, 3>{}); return true;
+    case 4: f(std::integral_constant<int, 4>{}); return true;
+    case 5: f(std::integral_constant<int, 5>{}); return true;
+    case 6: f(std::integral_constant<int, 6>{}); return true;
+    case 7: f(std::integral_constant<int, 7>{}); return true;
+    case 8: f(std::integral_constant<int, 8>{}); return true;
+  }
+  return false;
+}
 
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
@@ -404,17 +422,10 @@ void gemm_dot(int M, const float* A, int lda, const CpuPackedWeights& W, float* 
   const float* Wt = W.transposed();
   const int ldw = W.transposed_ld();
   const int K = W.K();
-  switch (W.N()) {
-    case 1: return gemm_dot_n<1>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
-    case 2: return gemm_dot_n<2>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
-    case 3: return gemm_dot_n<3>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
-    case 4: return gemm_dot_n<4>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
-    case 5: return gemm_dot_n<5>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
-    case 6: return gemm_dot_n<6>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
-    case 7: return gemm_dot_n<7>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
-    case 8: return gemm_dot_n<8>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
-  }
-  ACROBAT_ASSERT(false, "gemm_dot: N out of range");
+  const bool ran = with_small_n(W.N(), [&](auto n) {
+    gemm_dot_n<decltype(n)::value>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
+  });
+  ACROBAT_ASSERT(ran, "gemm_dot: N out of range");
 }
 #else
 void gemm_dot(int, const float*, int, const CpuPackedWeights&, float*, int, bool) {
@@ -606,17 +617,9 @@ void gemm_at_thin_n(int M, int K, const float* A, int lda, const float* B, int l
 
 bool gemm_at_thin(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
                   bool accumulate, float alpha) {
-  switch (N) {
-    case 1: gemm_at_thin_n<1>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
-    case 2: gemm_at_thin_n<2>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
-    case 3: gemm_at_thin_n<3>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
-    case 4: gemm_at_thin_n<4>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
-    case 5: gemm_at_thin_n<5>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
-    case 6: gemm_at_thin_n<6>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
-    case 7: gemm_at_thin_n<7>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
-    case 8: gemm_at_thin_n<8>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha); return true;
-  }
-  return false;
+  return with_small_n(N, [&](auto n) {
+    gemm_at_thin_n<decltype(n)::value>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha);
+  });
 }
 #else
 bool gemm_at_thin(int, int, int, const float*, int, const float*, int, float*, int, bool, float) { return false; }
@@ -635,16 +638,17 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
   // call cost more than the JIT kernels saved (TreeLSTM H=256 backward). Thinner transposed operands
   // (a head's 64 columns in QK^T, a batch's rows in a weight's gradient) are copied, and the product
   // takes the JIT kernels, faster there (ragged encoder layer on race and wiki512: 2-5%).
-  if (trans_a && !trans_b && N <= kDotMaxN && M >= kStridedBlasMinDim && N > 0 && K > 0) {
-    ACROBAT_ASSERT(lda >= M && ldb >= N && ldc >= N, "GEMM leading dimension smaller than the row");
-    if (gemm_at_thin(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha)) return;
-  }
+  // A thin B (N <= kDotMaxN) with A transposed takes gemm_at_thin above.
+  const bool thin = trans_a && !trans_b && N <= kDotMaxN && M >= kStridedBlasMinDim && N > 0 && K > 0;
   const bool big_a = trans_a && M >= kStridedBlasMinDim && K >= kStridedBlasMinDim;
   const bool big_b = trans_b && N >= kStridedBlasMinDim && K >= kStridedBlasMinDim;
-  if (big_a || big_b) {
+  if (thin || big_a || big_b) {
     ACROBAT_ASSERT(M >= 0 && N >= 0 && K >= 0, "negative GEMM dimension");
     ACROBAT_ASSERT(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N,
                    "GEMM leading dimension smaller than the row");
+  }
+  if (thin && gemm_at_thin(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha)) return;
+  if (big_a || big_b) {
     ensure_backend_ready();
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
                 alpha, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
