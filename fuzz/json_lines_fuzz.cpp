@@ -8,7 +8,7 @@
 
 #include "io/json_lines.h"
 #include "lang/frontend.h"
-#include "runtime/inputs.h"
+#include "engines/inputs.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "lang/frontend.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -15,14 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "lang/frontend.h"
-#include "runtime/aot_engine.h"
-#include "runtime/batched_engine.h"
-#include "runtime/inputs.h"
-#include "runtime/reference_engine.h"
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
+#include "engines/inputs.h"
+#include "engines/reference_engine.h"
 #include "runtime/thread_pool.h"
-#include "runtime/train.h"
+#include "engines/train.h"
 
 namespace py = pybind11;
 using namespace acrobat;
@@ -42,7 +42,7 @@ struct Instances {
   std::string entry;
 };
 
-// A Python value as JSON, in the encoding of value_from_json (runtime/inputs.h): numbers, bools,
+// A Python value as JSON, in the encoding of value_from_json (engines/inputs.h): numbers, bools,
 // strings, lists and tuples as arrays, dicts as objects, a numpy array as {"shape", "data"}.
 nlohmann::json to_json(py::handle h, int depth = 0) {
   if (depth > 100000) throw UserError("an instance nested more than 100000 levels deep");

@@ -26,9 +26,9 @@
 
 #include "acrobat/kernels.h"
 #include "io/files.h"
-#include "runtime/aot_engine.h"
-#include "runtime/batched_engine.h"
-#include "runtime/reference_engine.h"
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
+#include "engines/reference_engine.h"
 
 namespace acrobat {
 

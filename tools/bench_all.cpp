@@ -14,9 +14,9 @@
 
 #include "bench.h"
 #include "io/files.h"
-#include "ir/pipeline.h"
-#include "runtime/engine.h"
-#include "runtime/inputs.h"
+#include "compiler/pipeline.h"
+#include "engines/engine.h"
+#include "engines/inputs.h"
 #include "runtime/params.h"
 
 namespace acrobat {

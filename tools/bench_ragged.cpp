@@ -29,10 +29,10 @@
 #include "io/files.h"
 #include "io/tokens.h"
 #include "kernels/backend.h"
-#include "ir/pipeline.h"
-#include "runtime/aot_engine.h"
-#include "runtime/batched_engine.h"
-#include "runtime/inputs.h"
+#include "compiler/pipeline.h"
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
+#include "engines/inputs.h"
 
 namespace acrobat {
 

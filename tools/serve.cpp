@@ -19,7 +19,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/inputs.h"
+#include "engines/inputs.h"
 #include "support/diagnostics.h"
 
 namespace acrobat {

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "ir/ir.h"
-#include "runtime/engine.h"
+#include "engines/engine.h"
 
 namespace acrobat {
 

@@ -10,10 +10,10 @@
 #include <iostream>
 #include <string>
 
-#include "ir/pipeline.h"
-#include "runtime/aot_engine.h"
-#include "runtime/batched_engine.h"
-#include "runtime/inputs.h"
+#include "compiler/pipeline.h"
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
+#include "engines/inputs.h"
 
 int main(int argc, char** argv) {
   using namespace acrobat;

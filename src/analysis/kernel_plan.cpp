@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "ir/ops.h"
+#include "ops/ops.h"
 
 namespace acrobat::analysis {
 

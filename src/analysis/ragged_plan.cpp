@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "ir/ops.h"
+#include "ops/ops.h"
 
 namespace acrobat::analysis {
 

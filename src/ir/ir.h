@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/ops.h"
-#include "lang/types.h"
+#include "ops/ops.h"
+#include "types/types.h"
 
 namespace acrobat::ast {
 struct Module;

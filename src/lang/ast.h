@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "lang/types.h"
+#include "types/types.h"
 
 namespace acrobat::ast {
 

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <set>
 
-#include "ir/ops.h"
+#include "ops/ops.h"
 #include "lang/checker.h"
 
 namespace acrobat::checker {

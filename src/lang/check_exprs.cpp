@@ -2,7 +2,7 @@
 // constructors, indexing, tuple fields, unary operators, let, if and lambdas.
 #include <algorithm>
 
-#include "ir/ops.h"
+#include "ops/ops.h"
 #include "lang/checker.h"
 
 namespace acrobat::checker {

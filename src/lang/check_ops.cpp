@@ -2,7 +2,7 @@
 // of registry operators, split, and the typing of + - * / % @, comparisons, && and ||.
 #include <algorithm>
 
-#include "ir/ops.h"
+#include "ops/ops.h"
 #include "lang/checker.h"
 
 namespace acrobat::checker {

@@ -246,7 +246,7 @@ void kernel_Item(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out)
 
 constexpr std::array<BatchedKernel, kNumOps> kKernels = {
 #define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint) &kernel_##id,
-#include "ir/ops.def"
+#include "ops/ops.def"
 #undef ACROBAT_OP
 };
 static_assert(kKernels.size() == static_cast<size_t>(kNumOps), "one kernel per registry operator");

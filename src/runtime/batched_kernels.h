@@ -1,4 +1,4 @@
-// One batched kernel per registry operator (src/ir/ops.def): it computes the operator for B instances
+// One batched kernel per registry operator (src/ops/ops.def): it computes the operator for B instances
 // in one call. Each operand is B per-instance tensors at a fixed stride: stride 0 means every
 // instance uses the same tensor (a shared parameter: `reuse`), otherwise the instances' tensors lie
 // `stride` floats apart (the engine gathers scattered rows into such a panel first). The output is
@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "ir/ops.h"
+#include "ops/ops.h"
 #include "runtime/arena.h"
 
 namespace acrobat::kernels {

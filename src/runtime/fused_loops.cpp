@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "ir/ops.h"
+#include "ops/ops.h"
 #include "kernels/simd.h"
 #include "kernels/vec_math.h"
 #include "runtime/batch_operands.h"
@@ -44,7 +44,7 @@ const TileFn kTileFns[] = {
             return Vec simd_expr;                                                                \
           });                                                                                    \
         }},
-#include "ir/ops.def"
+#include "ops/ops.def"
 #undef ACROBAT_OP
 };
 static_assert(sizeof(kTileFns) / sizeof(kTileFns[0]) == kNumOps, "one tile function per operator");

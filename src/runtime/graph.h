@@ -52,7 +52,9 @@
 #include "runtime/batch_operands.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/ragged_blocks.h"
-#include "runtime/engine.h"
+#include "autodiff/gradients.h"
+#include "runtime/params.h"
+#include "runtime/run_stats.h"
 #include "runtime/schedule.h"
 #include "runtime/thread_pool.h"
 

@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-#include "runtime/interpreter.h"
 
 namespace acrobat {
 

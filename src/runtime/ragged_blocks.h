@@ -11,7 +11,7 @@
 #include "analysis/plan.h"
 #include "runtime/arena.h"
 #include "runtime/batch_operands.h"
-#include "runtime/engine.h"
+#include "runtime/run_stats.h"
 
 namespace acrobat {
 

@@ -175,7 +175,7 @@ void kernel_Item(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out)
 
 constexpr std::array<ReferenceKernel, kNumOps> kKernels = {
 #define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint) &kernel_##id,
-#include "ir/ops.def"
+#include "ops/ops.def"
 #undef ACROBAT_OP
 };
 static_assert(kKernels.size() == static_cast<size_t>(kNumOps), "one kernel per registry operator");

@@ -1,4 +1,4 @@
-// One kernel per registry operator (src/ir/ops.def) for the engines that execute operators one at a
+// One kernel per registry operator (src/ops/ops.def) for the engines that execute operators one at a
 // time: it reads its operands and writes an output the caller allocated with the shape the type
 // checker derived. Host reads (argmax, item) write their value as a one-element tensor.
 #pragma once
@@ -6,7 +6,7 @@
 #include <span>
 
 #include "ir/ir.h"
-#include "ir/ops.h"
+#include "ops/ops.h"
 #include "runtime/value.h"
 
 namespace acrobat {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "acrobat/aot.h"
-#include "lang/types.h"
+#include "types/types.h"
 
 namespace acrobat::kernels {
 class PackedWeights;

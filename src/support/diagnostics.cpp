@@ -35,6 +35,12 @@ UserError::UserError(SourceLoc loc, std::string message)
 
 UserError::UserError(std::string message) : UserError(SourceLoc{}, std::move(message)) {}
 
+UserError for_instance(const UserError& e, size_t i) {
+  std::vector<Diagnostic> ds = e.diagnostics();
+  for (auto& d : ds) d.message = "instance " + std::to_string(i) + ": " + d.message;
+  return UserError(std::move(ds));
+}
+
 void DiagnosticSink::error(SourceLoc loc, std::string message) {
   diagnostics_.push_back(Diagnostic{std::move(loc), std::move(message)});
 }

@@ -46,6 +46,9 @@ class UserError : public std::runtime_error {
   std::vector<Diagnostic> diagnostics_;
 };
 
+// Marks a UserError as belonging to instance `i` of a run ("instance 7: ...").
+UserError for_instance(const UserError& e, size_t i);
+
 // Collects several errors so that one run reports all it can find, then throws them together.
 class DiagnosticSink {
  public:

@@ -4,7 +4,7 @@
 
 #include "analysis/explain.h"
 #include "analysis/plan.h"
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "lang/frontend.h"
 
 namespace acrobat::analysis {

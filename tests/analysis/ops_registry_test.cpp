@@ -1,5 +1,5 @@
 // The operator registry refuses, when acrobat is built, an elementwise operator without its fused
-// SIMD expression or without one adjoint expression per operand: the check of src/ir/ops_check.h
+// SIMD expression or without one adjoint expression per operand: the check of src/ops/ops_check.h
 // compiled against the real ops.def and against ones with an extra row that breaks a rule.
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ Compiled compile_check(const std::string& registry) {
   fs::create_directories(dir);
   std::ofstream(dir / "ops.def") << registry;
   std::ofstream(dir / "check.cpp")
-      << "#include \"ir/ops_check.h\"\n"
+      << "#include \"ops/ops_check.h\"\n"
          "#define ACROBAT_OP(id, name, arity, attrs, cls, simd, adjoint) "
          "ACROBAT_CHECK_OP_ROW(id, name, arity, cls, simd, adjoint)\n"
          "#include \"ops.def\"\n";
@@ -43,7 +43,7 @@ Compiled compile_check(const std::string& registry) {
 
 std::string real_registry() {
   std::stringstream s;
-  s << std::ifstream(kSource + "/src/ir/ops.def").rdbuf();
+  s << std::ifstream(kSource + "/src/ops/ops.def").rdbuf();
   return s.str();
 }
 

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "analysis/plan.h"
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "ir/walk.h"
 
 namespace acrobat::analysis {

@@ -14,11 +14,11 @@
 #include "analysis/explain.h"
 #include "analysis/plan.h"
 #include "io/ptb.h"
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "lang/frontend.h"
-#include "runtime/batched_engine.h"
-#include "runtime/inputs.h"
-#include "runtime/reference_engine.h"
+#include "engines/batched_engine.h"
+#include "engines/inputs.h"
+#include "engines/reference_engine.h"
 
 namespace acrobat::analysis {
 namespace {

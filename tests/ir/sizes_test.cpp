@@ -2,7 +2,7 @@
 // its FLOP counts at the edge of 64-bit integers.
 #include <gtest/gtest.h>
 
-#include "ir/ops.h"
+#include "ops/ops.h"
 #include "support/sizes.h"
 
 namespace acrobat {

@@ -6,7 +6,7 @@
 // it: the files are the reference for what lowering produces.
 #include <cstdlib>
 
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "lang_test_util.h"
 
 namespace acrobat::test {

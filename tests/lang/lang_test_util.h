@@ -18,11 +18,11 @@
 
 #include "ir/ir.h"
 #include "ir/lower.h"
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "lang/frontend.h"
-#include "runtime/inputs.h"
+#include "engines/inputs.h"
 #include "runtime/params.h"
-#include "runtime/reference_engine.h"
+#include "engines/reference_engine.h"
 
 namespace acrobat::test {
 

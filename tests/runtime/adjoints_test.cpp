@@ -1,4 +1,4 @@
-// Every differentiable operator's adjoint (runtime/adjoints.h) against central finite differences of
+// Every differentiable operator's adjoint (autodiff/adjoints.h) against central finite differences of
 // its forward in double precision, on shapes that exercise broadcasting, stacks and every axis; the
 // float adjoint against the double one; and the double forward against the engines' float kernels
 // (runtime/reference_kernels.h), so the rule checked and the operator run are one operator.
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/ops.h"
-#include "runtime/adjoints.h"
+#include "ops/ops.h"
+#include "autodiff/adjoints.h"
 #include "runtime/reference_kernels.h"
 #include "runtime/value.h"
 

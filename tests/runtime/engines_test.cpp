@@ -5,10 +5,10 @@
 #include <cmath>
 #include <map>
 
-#include "ir/pipeline.h"
-#include "runtime/batched_engine.h"
-#include "runtime/inputs.h"
-#include "runtime/reference_engine.h"
+#include "compiler/pipeline.h"
+#include "engines/batched_engine.h"
+#include "engines/inputs.h"
+#include "engines/reference_engine.h"
 #include "expect_values.h"
 #include "loaded_model.h"
 

@@ -12,12 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "lang/frontend.h"
-#include "runtime/aot_engine.h"
-#include "runtime/batched_engine.h"
-#include "runtime/inputs.h"
-#include "runtime/reference_engine.h"
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
+#include "engines/inputs.h"
+#include "engines/reference_engine.h"
 
 namespace acrobat {
 namespace {

@@ -9,12 +9,12 @@
 #include <fstream>
 
 #include "acrobat/kernels.h"
-#include "ir/pipeline.h"
-#include "runtime/aot_engine.h"
-#include "runtime/batched_engine.h"
+#include "compiler/pipeline.h"
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
 #include "runtime/batched_kernels.h"
-#include "runtime/inputs.h"
-#include "runtime/reference_engine.h"
+#include "engines/inputs.h"
+#include "engines/reference_engine.h"
 
 namespace acrobat {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "ir/pipeline.h"
-#include "runtime/engine.h"
-#include "runtime/reference_engine.h"
+#include "compiler/pipeline.h"
+#include "engines/engine.h"
+#include "engines/reference_engine.h"
 
 namespace acrobat {
 

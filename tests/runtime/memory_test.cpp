@@ -11,12 +11,12 @@
 
 #include <cstdlib>
 
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "lang/frontend.h"
-#include "runtime/aot_engine.h"
-#include "runtime/batched_engine.h"
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
 #include "runtime/buffer_pool.h"
-#include "runtime/reference_engine.h"
+#include "engines/reference_engine.h"
 #include "expect_values.h"
 
 namespace acrobat {

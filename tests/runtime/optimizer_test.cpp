@@ -1,4 +1,4 @@
-// The optimisers' steps (runtime/train.h) against the element kernels applied to every element.
+// The optimisers' steps (engines/train.h) against the element kernels applied to every element.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <random>
 
 #include "acrobat/kernels.h"
-#include "runtime/train.h"
+#include "engines/train.h"
 
 namespace acrobat {
 namespace {

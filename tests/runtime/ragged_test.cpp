@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "analysis/explain.h"
-#include "ir/pipeline.h"
+#include "compiler/pipeline.h"
 #include "lang/frontend.h"
-#include "runtime/aot_engine.h"
-#include "runtime/batched_engine.h"
-#include "runtime/inputs.h"
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
+#include "engines/inputs.h"
 #include "runtime/params.h"
-#include "runtime/reference_engine.h"
+#include "engines/reference_engine.h"
 #include "expect_values.h"
 
 namespace acrobat {

@@ -14,11 +14,11 @@
 
 #include "expect_values.h"
 #include "loaded_model.h"
-#include "ir/pipeline.h"
-#include "runtime/aot_engine.h"
-#include "runtime/batched_engine.h"
+#include "compiler/pipeline.h"
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
 #include "runtime/graph.h"
-#include "runtime/reference_engine.h"
+#include "engines/reference_engine.h"
 #include "runtime/thread_pool.h"
 
 namespace acrobat {

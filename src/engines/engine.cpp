@@ -1,0 +1,134 @@
+#include "engines/engine.h"
+
+#include <algorithm>
+#include <map>
+
+#include "analysis/plan.h"
+#include "lang/frontend.h"
+
+namespace acrobat {
+
+int entry_function(const ir::Module& module, const std::string& entry) {
+  // The checks with positions live with the syntax tree (check_entry); a module built without one
+  // still gets them here, without a position.
+  if (module.source) check_entry(*module.source, entry);
+  int index = module.find_function(entry);
+  if (index < 0) throw UserError("the model has no function '" + entry + "' to run");
+  const auto& f = module.functions[index];
+  if (f.declared_params() != 1 || f.num_captures != 0)
+    throw UserError(f.span.begin, "entry function '" + entry +
+                                      "' must take exactly one parameter (the input instance), "
+                                      "found " + std::to_string(f.declared_params()));
+  return index;
+}
+
+int loss_function(const ir::Module& module, const std::string& entry) {
+  const int index = entry_function(module, entry);
+  const ir::Function& f = module.functions[index];
+  if (f.ret->kind != TypeKind::Tensor || is_ragged(f.ret->shape) || num_elements(f.ret->shape) != 1)
+    throw UserError(f.span.begin, "the loss entry '" + entry + "' returns " + type_str(f.ret) +
+                                      "; gradients need one number per instance (f32[], f32[1] or f32[1, 1])");
+  return index;
+}
+
+std::vector<Tensor> zero_grads(const ParamStore& params, std::vector<Tensor> zeroed) {
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < params.params.size(); ++k) {
+    const ParamValue& p = params.params[k];
+    if (k < zeroed.size() && zeroed[k].shape == p.tensor.shape && zeroed[k].data.use_count() == 1) {
+      out.push_back(std::move(zeroed[k]));
+      continue;
+    }
+    Tensor t = Tensor::allocate(p.tensor.shape);
+    std::fill_n(t.data.get(), t.size(), 0.0f);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+namespace {
+bool mentions_sizes(const Type& t) {
+  if (t->kind == TypeKind::Tensor) return is_ragged(t->shape);
+  for (const auto& a : t->args)
+    if (mentions_sizes(a)) return true;
+  return false;
+}
+
+// Binds the size variables of `type` from value `v` (its tensors' shapes) into `sizes`, and checks
+// every tensor of `v` against them: the batched engines read each instance's data by these sizes.
+void bind_entry_sizes(const Type& type, const Value& v, std::map<int64_t, int64_t>& sizes) {
+  if (!mentions_sizes(type)) return;
+  if (type->kind == TypeKind::Tuple) {
+    for (size_t i = 0; i < type->args.size(); ++i) bind_entry_sizes(type->args[i], v.agg->fields[i], sizes);
+    return;
+  }
+  if (type->kind == TypeKind::Adt) {
+    // A list's spine by a loop; another data type's fields at their types.
+    const AdtDef* adt = type->adt;
+    for (const Value* cur = &v; cur;) {
+      const CtorDef* ctor = cur->agg->ctor;
+      const Value* next = nullptr;
+      for (size_t i = 0; i < ctor->fields.size(); ++i) {
+        Type field = substitute_params(ctor->fields[i], adt->type_params, type->args);
+        if (adt->is_list() && i + 1 == ctor->fields.size()) {
+          next = &cur->agg->fields[i];
+          continue;
+        }
+        bind_entry_sizes(field, cur->agg->fields[i], sizes);
+      }
+      cur = next;
+    }
+    return;
+  }
+  if (type->kind != TypeKind::Tensor) return;
+  const std::vector<int64_t>& shape = v.tensor->shape;
+  if (shape.size() != type->shape.size())
+    throw UserError("the instance's tensor " + shape_str(shape) + " does not have the rank of " +
+                    type_str(type));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t want = type->shape[d];
+    if (!is_size_var(want)) {
+      if (shape[d] != want)
+        throw UserError("the instance's tensor " + shape_str(shape) + " does not fit " + type_str(type));
+      continue;
+    }
+    auto [it, fresh] = sizes.emplace(want, shape[d]);
+    if (shape[d] < 1 || it->second != shape[d])
+      throw UserError("the instance's tensors give size " + dim_str(want) + " the values " +
+                      std::to_string(it->second) + " and " + std::to_string(shape[d]) +
+                      " (a size variable has one value, at least 1)");
+  }
+}
+}  // namespace
+
+std::vector<Value> entry_arguments(const ir::Module& module, int func, const Value& input) {
+  const ir::Function& f = module.functions[func];
+  std::vector<Value> args{input};
+  if (f.size_params.empty()) return args;
+  std::map<int64_t, int64_t> sizes;
+  static const std::vector<std::string> none;
+  SizeNamesScope names(module.plan ? module.plan->size_names : none);
+  bind_entry_sizes(f.vars[f.params[0]].type, input, sizes);
+  for (int64_t d : f.size_params) {
+    auto it = sizes.find(d);
+    ACROBAT_ASSERT(it != sizes.end(), "an entry size variable its parameter does not bind");
+    args.push_back(Value::of_int(it->second));
+  }
+  return args;
+}
+
+RunResult Engine::run_batches(const std::vector<Value>& inputs, size_t batch,
+                              const std::string& entry) {
+  RunResult result;
+  size_t step = batch == 0 ? std::max<size_t>(inputs.size(), 1) : batch;
+  for (size_t begin = 0; begin < inputs.size(); begin += step) {
+    std::vector<Value> chunk(inputs.begin() + begin,
+                             inputs.begin() + std::min(inputs.size(), begin + step));
+    RunResult part = run(chunk, entry, begin);
+    result.stats.add(part.stats);
+    for (auto& v : part.outputs) result.outputs.push_back(std::move(v));
+  }
+  return result;
+}
+
+}  // namespace acrobat

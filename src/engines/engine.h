@@ -1,0 +1,75 @@
+// The interface every engine implements: run a model's entry function on a batch of instances.
+// The reference engine runs them one by one; batched engines must produce the same outputs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "autodiff/gradients.h"
+#include "runtime/params.h"
+#include "runtime/run_stats.h"
+#include "runtime/value.h"
+
+namespace acrobat {
+
+struct RunResult {
+  std::vector<Value> outputs;  // one per instance, in input order
+  RunStats stats;
+};
+
+// A gradient run: each instance's loss (the entry's output, one number) and, for every param of the
+// module in its order, d(sum of the instances' losses)/d(param) with the param's full shape (an
+// indexed param: all its tensors, [count, ...]), and where it wrote them (`written`, WrittenChunks).
+// Decisions taken from tensor values (argmax, item) are those of the forward run and are not
+// differentiated.
+struct GradResult {
+  std::vector<Value> outputs;
+  std::vector<Tensor> grads;
+  RunStats stats;
+  WrittenChunks written;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual const char* name() const = 0;
+  // Runs the function `entry` on each input. A user error in any instance (an index out of range,
+  // recursion too deep, ...) throws UserError naming the instance (numbered from `first_instance`,
+  // for a batch cut from a larger input); no partial result is returned.
+  virtual RunResult run(const std::vector<Value>& inputs, const std::string& entry = "main",
+                        size_t first_instance = 0) = 0;
+  // Runs `inputs` in consecutive batches of `batch` instances (0: one batch of all); instance
+  // numbers in errors count from the start of `inputs`. By default one run() per batch; the
+  // batched engines run consecutive batches side by side where they can (graph_engine.h).
+  virtual RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
+                                const std::string& entry = "main");
+  // Runs the loss function `entry` (loss_function) on each input as run() does and differentiates
+  // the sum of the instances' losses with respect to every param (GradResult). `zeroed`: zero
+  // tensors the gradient may be added into (zero_grads), e.g. those of a training loop's previous
+  // step, which its optimiser left zero.
+  virtual GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
+                               size_t first_instance = 0, std::vector<Tensor> zeroed = {}) = 0;
+};
+
+
+// Checks that `entry` exists and takes exactly one parameter; returns its index.
+int entry_function(const ir::Module& module, const std::string& entry);
+// The same for an entry whose output is differentiated: it must also return one number (f32[],
+// f32[1], f32[1, 1], ...); a positioned UserError otherwise.
+int loss_function(const ir::Module& module, const std::string& entry);
+// Zero gradients, one per param of `params` with its full shape: the tensors of `zeroed` (which must
+// be zero) where one has the param's shape and nothing else holds its data, new zero ones
+// elsewhere. A training loop passes its previous step's, which spares it a page fault per 4 KiB of
+// fresh memory and a pass over every gradient per step.
+std::vector<Tensor> zero_grads(const ParamStore& params, std::vector<Tensor> zeroed = {});
+
+// The arguments of entry function `func` for one instance: the instance, then the values of the
+// function's size variables (ir::Function::size_params), read from the instance's tensor shapes.
+// Shapes that do not fit the parameter's type, or give one size two values, are a UserError.
+std::vector<Value> entry_arguments(const ir::Module& module, int func, const Value& input);
+
+}  // namespace acrobat

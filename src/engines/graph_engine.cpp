@@ -1,0 +1,206 @@
+#include "engines/graph_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <system_error>
+#include <thread>
+
+namespace acrobat {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+const analysis::Plan& plan_of(const ir::Module& m) {
+  ACROBAT_ASSERT(m.plan, "a batched engine needs a module compiled by compile_model");
+  return *m.plan;
+}
+}  // namespace
+
+struct GraphEngine::Lane {
+  Lane(const analysis::Plan& plan, std::shared_ptr<const PackedIndex> packed, Scheduler scheduler,
+       std::shared_ptr<ThreadPool> pool, bool fibers)
+      : graph(plan, std::move(packed), scheduler, std::move(pool)), driver(fibers) {}
+  Graph graph;
+  InstanceDriver driver;
+  std::unique_ptr<Program> program;
+};
+
+GraphEngine::GraphEngine(std::shared_ptr<const ir::Module> module,
+                         std::shared_ptr<const ParamStore> params, Scheduler scheduler, int threads,
+                         bool fibers)
+    : module_(std::move(module)),
+      params_(std::move(params)),
+      scheduler_(scheduler),
+      threads_(std::max(1, threads)),
+      fibers_(fibers) {
+  plan_of(*module_);
+  packed_ = std::make_shared<const PackedIndex>(*params_);
+  if (threads_ > 1) pool_ = std::make_shared<ThreadPool>(threads_);
+}
+
+GraphEngine::~GraphEngine() = default;
+
+std::unique_ptr<GraphEngine::Lane> GraphEngine::make_lane(std::shared_ptr<ThreadPool> pool) {
+  auto lane = std::make_unique<Lane>(*module_->plan, packed_, scheduler_, std::move(pool), fibers_);
+  lane->program = make_program(lane->graph, lane->driver);
+  return lane;
+}
+
+GraphEngine::Lane& GraphEngine::lane() {
+  if (!pooled_) pooled_ = make_lane(pool_);
+  return *pooled_;
+}
+
+void GraphEngine::start(Lane& l, int func, const std::vector<Value>& inputs, size_t first_instance,
+                        RunStats& stats, bool keep_outputs) {
+  const analysis::Plan& plan = *module_->plan;
+  l.graph.reset(stats, keep_outputs);
+  l.program->begin_run(func, inputs, stats);
+  Program* program = l.program.get();
+  Lane* lp = &l;
+  l.driver.start(inputs.size(), plan.tensor_reads, plan.concurrency.num_groups > 0, first_instance,
+                 [program](size_t i) { program->run_instance(i); },
+                 [lp] { lp->graph.flush(lp->program->executor()); });
+}
+
+std::vector<Value> GraphEngine::finish(Lane& l, size_t n, RunStats& stats) {
+  l.driver.finish();
+  stats.host_seconds = l.driver.seconds() - l.graph.flush_seconds();
+  l.graph.flush(l.program->executor());
+  std::vector<Value> outputs;
+  outputs.reserve(n);
+  for (size_t i = 0; i < n; ++i) outputs.push_back(l.program->output(i));
+  stats.instances = static_cast<int64_t>(n);
+  stats.nodes = *l.graph.num_nodes();
+  return outputs;
+}
+
+RunResult GraphEngine::run(const std::vector<Value>& inputs, const std::string& entry,
+                           size_t first_instance) {
+  const int func = entry_function(*module_, entry);
+  RunResult result;
+  auto t0 = Clock::now();
+  Lane& l = lane();
+  start(l, func, inputs, first_instance, result.stats);
+  result.outputs = finish(l, inputs.size(), result.stats);
+  result.stats.wall_seconds = seconds_since(t0);
+  return result;
+}
+
+GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::string& entry,
+                                  size_t first_instance, std::vector<Tensor> zeroed) {
+  const int func = loss_function(*module_, entry);
+  GradResult result;
+  auto t0 = Clock::now();
+  // On a lane of its own thread: pieces of a batch split across threads would change the GEMMs'
+  // row blocking, and so the rounding; this way a gradient has the same bits whatever the threads.
+  // Only the backward's products by weights, cut the same way at any thread count, use the pool.
+  if (!gradient_lane_) gradient_lane_ = make_lane(nullptr);
+  Lane& l = *gradient_lane_;
+  start(l, func, inputs, first_instance, result.stats, true);
+  result.outputs = finish(l, inputs.size(), result.stats);
+  std::vector<aot::Val> losses;
+  for (size_t i = 0; i < inputs.size(); ++i) losses.push_back(l.program->output_val(i));
+  result.grads = zero_grads(*params_, std::move(zeroed));
+  const auto t1 = Clock::now();
+  l.graph.backward(losses, *params_, result.grads, pool_.get(), &result.written, &l.program->executor());
+  result.stats.backward_seconds = seconds_since(t1);
+  result.stats.wall_seconds = seconds_since(t0);
+  return result;
+}
+
+RunResult GraphEngine::run_batches(const std::vector<Value>& inputs, size_t batch,
+                                   const std::string& entry) {
+  const size_t step = batch == 0 ? std::max<size_t>(inputs.size(), 1) : batch;
+  if (threads_ == 1 || inputs.size() <= step) return Engine::run_batches(inputs, batch, entry);
+  const int func = entry_function(*module_, entry);
+  RunResult result;
+  auto t0 = Clock::now();
+  const size_t batches = (inputs.size() + step - 1) / step;
+  const size_t whole = batches / static_cast<size_t>(threads_) * static_cast<size_t>(threads_);
+  if (whole > 0) run_parallel(func, inputs, step, whole, result);
+  if (whole * step < inputs.size()) run_pooled(func, inputs, whole * step, step, result);
+  result.stats.wall_seconds = seconds_since(t0);
+  return result;
+}
+
+void GraphEngine::run_parallel(int func, const std::vector<Value>& inputs, size_t step, size_t n,
+                               RunResult& result) {
+  const size_t lanes = std::min(static_cast<size_t>(threads_), n);
+  while (solo_.size() < lanes) solo_.push_back(make_lane(nullptr));
+  struct Done {
+    RunStats stats;
+    std::vector<Value> outputs;
+    std::exception_ptr error;
+  };
+  std::vector<Done> done(n);
+  std::vector<int64_t> peak(lanes, 0);
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> failed{n};  // the lowest batch that failed: later ones are not started
+  auto work = [&](size_t k) {
+    Lane& l = *solo_[k];
+    for (size_t b = next.fetch_add(1); b < failed.load(); b = next.fetch_add(1)) {
+      Done& d = done[b];
+      try {
+        const size_t begin = b * step;
+        std::vector<Value> chunk(
+            inputs.begin() + static_cast<ptrdiff_t>(begin),
+            inputs.begin() + static_cast<ptrdiff_t>(std::min(inputs.size(), begin + step)));
+        start(l, func, chunk, begin, d.stats);
+        d.outputs = finish(l, chunk.size(), d.stats);
+        peak[k] = std::max(peak[k], d.stats.peak_bytes);
+      } catch (...) {
+        d.error = std::current_exception();
+        size_t f = failed.load();
+        while (b < f && !failed.compare_exchange_weak(f, b)) {
+        }
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t k = 1; k < lanes; ++k) {
+    try {
+      helpers.emplace_back(work, k);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: the lanes that run take every batch
+    }
+  }
+  work(0);
+  for (auto& t : helpers) t.join();
+  // Every batch below the first failure ran: its error is the earliest instance's.
+  RunStats stats;
+  for (Done& d : done) {
+    if (d.error) std::rethrow_exception(d.error);
+    stats.add(d.stats);
+    for (auto& v : d.outputs) result.outputs.push_back(std::move(v));
+  }
+  // The lanes' peaks add up while they all hold a batch: the largest of each lane is reported.
+  stats.peak_bytes = 0;
+  for (int64_t p : peak) stats.peak_bytes += p;
+  // The lanes' times ran side by side: their mean is each one's share of the wall time.
+  const double share = 1.0 / static_cast<double>(lanes);
+  stats.host_seconds *= share;
+  stats.schedule_seconds *= share;
+  stats.kernel_seconds *= share;
+  result.stats.add(stats);
+}
+
+void GraphEngine::run_pooled(int func, const std::vector<Value>& inputs, size_t first,
+                             size_t step, RunResult& result) {
+  Lane& l = lane();
+  for (size_t begin = first; begin < inputs.size(); begin += step) {
+    std::vector<Value> chunk(
+        inputs.begin() + static_cast<ptrdiff_t>(begin),
+        inputs.begin() + static_cast<ptrdiff_t>(std::min(inputs.size(), begin + step)));
+    RunStats stats;
+    start(l, func, chunk, begin, stats);
+    for (auto& v : finish(l, chunk.size(), stats)) result.outputs.push_back(std::move(v));
+    result.stats.add(stats);
+  }
+}
+
+}  // namespace acrobat

@@ -1,0 +1,210 @@
+#include "engines/train.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "acrobat/kernels.h"
+#include "io/safetensors.h"
+#include "runtime/thread_pool.h"
+#include "support/diagnostics.h"
+
+namespace acrobat {
+
+void check_optimizer(const OptimizerOptions& o) {
+  if (o.kind != "adam" && o.kind != "sgd")
+    throw UserError("--optimizer '" + o.kind + "': expected adam or sgd");
+  auto positive = [](const char* name, double v) {
+    if (!(v > 0) || !std::isfinite(v)) throw UserError(std::string(name) + ": expected a number > 0, found " + std::to_string(v));
+  };
+  auto non_negative = [](const char* name, double v) {
+    if (!(v >= 0) || !std::isfinite(v)) throw UserError(std::string(name) + ": expected a number >= 0, found " + std::to_string(v));
+  };
+  positive("--lr", o.lr);
+  non_negative("--momentum", o.momentum);
+  non_negative("--weight-decay", o.weight_decay);
+  non_negative("--clip", o.clip_norm);
+  if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1))
+    throw UserError("Adam's betas must lie in [0, 1)");
+  positive("eps", o.eps);
+}
+
+Optimizer::Optimizer(OptimizerOptions options, const ParamStore& params, int threads) : o_(std::move(options)) {
+  check_optimizer(o_);
+  for (const ParamValue& p : params.params) {
+    m_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
+    if (o_.kind == "adam") v_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
+    live_.emplace_back(static_cast<size_t>((p.tensor.size() + kGradChunk - 1) / kGradChunk), uint8_t{0});
+  }
+  if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads);
+}
+
+Optimizer::~Optimizer() = default;
+
+double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale,
+                       const WrittenChunks* written) {
+  ACROBAT_ASSERT(grads.size() == params.params.size(), "one gradient per param");
+  if (written && written->empty()) written = nullptr;
+  ACROBAT_ASSERT(!written || written->size() == grads.size(), "written chunks per param");
+  ++t_;
+  // The pieces of work: every param cut at multiples of kPiece elements (the cut does not change the
+  // bits, kernels::adam_update's elements are independent).
+  constexpr int64_t kPiece = int64_t{1} << 16;
+  struct Piece {
+    size_t param;
+    int64_t begin, end;
+  };
+  std::vector<Piece> pieces;
+  for (size_t k = 0; k < grads.size(); ++k)
+    for (int64_t b = 0, n = grads[k].size(); b < n; b += kPiece) pieces.push_back({k, b, std::min(n, b + kPiece)});
+  auto for_pieces = [&](FunctionRef<void(const Piece&)> fn) {
+    for_each_piece(pool_.get(), static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { fn(pieces[size_t(i)]); });
+  };
+
+  double norm = -1;  // unknown unless clipping
+  float scale = grad_scale;
+  if (o_.clip_norm > 0) {
+    // Sums per piece, added in piece order: the same bits whatever the threads.
+    std::vector<double> sums(pieces.size());
+    for_pieces([&](const Piece& piece) {
+      sums[size_t(&piece - pieces.data())] =
+          kernels::sum_squares(grads[piece.param].data.get() + piece.begin, size_t(piece.end - piece.begin));
+    });
+    double sq = 0;
+    for (double s : sums) sq += s;
+    norm = std::sqrt(sq) * grad_scale;
+    if (norm + 1e-6 > o_.clip_norm) scale = static_cast<float>(grad_scale * (o_.clip_norm / (norm + 1e-6)));
+  }
+  const double bias1 = 1 - std::pow(o_.beta1, double(t_)), bias2 = 1 - std::pow(o_.beta2, double(t_));
+  const kernels::AdamStep adam{scale,
+                               static_cast<float>(o_.weight_decay),
+                               static_cast<float>(o_.beta1),
+                               static_cast<float>(o_.beta2),
+                               static_cast<float>(o_.eps),
+                               static_cast<float>(o_.lr / bias1),
+                               static_cast<float>(std::sqrt(bias2))};
+  const kernels::SgdStep sgd{scale, static_cast<float>(o_.weight_decay), static_cast<float>(o_.lr),
+                             static_cast<float>(o_.momentum), t_ == 1};
+  const bool is_adam = o_.kind == "adam";
+  // Without weight decay, an element whose state is zero and whose gradient is zero keeps its
+  // value, and its state stays zero, bit for bit (m = v = 0, the step 0): such chunks are skipped.
+  // They are the rows of an embedding no instance has used yet; an epoch over part of the data
+  // leaves most of a large vocabulary's rows so.
+  const bool skip_idle = o_.weight_decay == 0;
+  static_assert((int64_t{1} << 16) % kGradChunk == 0, "a piece is whole chunks");
+  for_pieces([&](const Piece& piece) {
+    const size_t k = piece.param;
+    float* const p = params.params[k].tensor.data.get();
+    float* const g = grads[k].data.get();
+    float* const m = m_[k].data();
+    float* const v = is_adam ? v_[k].data() : nullptr;
+    uint8_t* const live = live_[k].data();
+    const uint8_t* const wrote = written ? (*written)[k].data() : nullptr;
+    auto update = [&](int64_t b, int64_t e) {
+      if (b == e) return;
+      if (is_adam)
+        kernels::adam_update(adam, p + b, g + b, m + b, v + b, size_t(e - b));
+      else
+        kernels::sgd_update(sgd, p + b, g + b, m + b, size_t(e - b));
+    };
+    if (!skip_idle) {
+      update(piece.begin, piece.end);
+      return;
+    }
+    int64_t run = piece.begin;  // the chunks from `run` on are updated together
+    for (int64_t c0 = piece.begin; c0 < piece.end; c0 += kGradChunk) {
+      const int64_t c1 = std::min(piece.end, c0 + kGradChunk);
+      uint8_t& l = live[c0 / kGradChunk];
+      if (!l && (wrote ? !wrote[c0 / kGradChunk] : kernels::all_zero(g + c0, size_t(c1 - c0)))) {
+        update(run, c0);
+        run = c1;
+        continue;
+      }
+      l = 1;
+    }
+    update(run, piece.end);
+  });
+  refresh_packed(params);
+  return norm;
+}
+
+void write_param_tensors(const ir::Module& module, const std::vector<const Tensor*>& tensors,
+                         const std::string& path, const std::map<std::string, std::string>& metadata) {
+  ACROBAT_ASSERT(tensors.size() == module.params.size(), "one tensor per param");
+  std::vector<io::NamedTensor> named;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const Tensor& t = *tensors[k];
+    named.push_back({module.params[k].name, t.shape, std::vector<float>(t.data.get(), t.data.get() + t.size())});
+  }
+  io::write_safetensors(path, named, metadata);
+}
+
+void write_checkpoint(const ir::Module& module, const ParamStore& params, const std::string& path,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<const Tensor*> tensors;
+  for (const ParamValue& p : params.params) tensors.push_back(&p.tensor);
+  write_param_tensors(module, tensors, path, metadata);
+}
+
+StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& params,
+                      const std::vector<Value>& batch, const std::string& loss_entry) {
+  ACROBAT_ASSERT(!batch.empty(), "a step on at least one instance");
+  std::vector<Tensor>& grads = optimizer.grad_buffers();
+  GradResult g = engine.gradients(batch, loss_entry, 0, std::move(grads));
+  StepResult r;
+  for (const Value& v : g.outputs) r.loss_sum += v.tensor->data[0];
+  r.backward_seconds = g.stats.backward_seconds;
+  r.peak_bytes = g.stats.peak_bytes;
+  // The gradient of the batch's mean loss.
+  const auto update = std::chrono::steady_clock::now();
+  optimizer.step(params, g.grads, 1.0f / static_cast<float>(batch.size()), &g.written);
+  r.update_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - update).count();
+  grads = std::move(g.grads);
+  return r;
+}
+
+EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& params,
+                        const std::vector<Value>& train, size_t batch, std::mt19937_64& rng,
+                        const std::string& loss_entry, const std::function<void(size_t, double, double)>& progress) {
+  ACROBAT_ASSERT(batch > 0, "a batch of at least one instance");
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<size_t> order(train.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  EpochResult r;
+  double total = 0;
+  std::vector<Value> part;
+  for (size_t b0 = 0; b0 < order.size(); b0 += batch) {
+    const size_t b1 = std::min(order.size(), b0 + batch);
+    part.clear();
+    for (size_t i = b0; i < b1; ++i) part.push_back(train[order[i]]);
+    const StepResult step = train_step(engine, optimizer, params, part, loss_entry);
+    r.backward_seconds += step.backward_seconds;
+    r.update_seconds += step.update_seconds;
+    r.peak_bytes = std::max(r.peak_bytes, step.peak_bytes);
+    total += step.loss_sum;
+    r.batch_losses.push_back(step.loss_sum / double(part.size()));
+    r.instances = b1;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (progress) progress(b1, total / double(b1), r.seconds);
+  }
+  r.mean_loss = r.instances ? total / double(r.instances) : 0;
+  return r;
+}
+
+double accuracy(Engine& engine, const std::vector<Value>& inputs, const std::vector<int>& labels,
+                const std::string& entry, size_t batch) {
+  ACROBAT_ASSERT(inputs.size() == labels.size(), "one label per input");
+  if (inputs.empty()) return 0;
+  RunResult r = engine.run_batches(inputs, batch, entry);
+  size_t right = 0;
+  for (size_t i = 0; i < r.outputs.size(); ++i) {
+    const Tensor& t = *r.outputs[i].tensor;
+    int64_t best = 0;
+    for (int64_t j = 1; j < t.size(); ++j)
+      if (t.data[j] > t.data[best]) best = j;
+    right += best == labels[i];
+  }
+  return double(right) / double(inputs.size());
+}
+
+}  // namespace acrobat

@@ -1,0 +1,106 @@
+// Training a model with an engine's gradients (Engine::gradients): the optimisers, checkpoints and
+// the epoch loop `acrobat train` runs. The params are updated in place, so the engine that computes
+// the gradients keeps its pointers (and, after refresh_packed, its packed weights) across steps.
+//
+// The update follows PyTorch's definitions, so that a model trained here and one trained by PyTorch
+// from the same weights, order and settings follow each other: the batch's loss is the mean of its
+// instances' losses; clipping scales the whole gradient to a global L2 norm of at most `clip_norm`
+// (torch.nn.utils.clip_grad_norm_, with its 1e-6); weight decay adds weight_decay * param to the
+// gradient; SGD keeps a momentum buffer b = momentum * b + g (b = g at the first step) and steps by
+// lr * b; Adam steps by lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engines/engine.h"
+
+namespace acrobat {
+
+struct OptimizerOptions {
+  std::string kind = "adam";  // "adam" or "sgd"
+  double lr = 1e-3;
+  double momentum = 0.9;  // sgd (0: plain SGD)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
+  double weight_decay = 0;
+  double clip_norm = 0;  // 0: no clipping
+};
+
+// Checks the options (a UserError naming the option for an unknown kind or a value out of range).
+void check_optimizer(const OptimizerOptions& o);
+
+class ThreadPool;
+
+class Optimizer {
+ public:
+  // `threads` > 1: the updates are split over a pool of that many threads (the same bits as one).
+  Optimizer(OptimizerOptions options, const ParamStore& params, int threads = 1);
+  ~Optimizer();
+  // One step on `params` (in place, packed copies refreshed) with the gradient grads * grad_scale
+  // (grads: the gradient of the batch's summed loss, grad_scale = 1 / batch for its mean), clipped
+  // and decayed on the fly. `grads` are left zero, ready for the next gradient (Engine::gradients'
+  // `zeroed`). Returns the gradient's norm before clipping when clipping, else -1.
+  // `written` (optional, GradResult::written): the chunks the gradient may be non-zero in; the
+  // others are known to be zero without reading them.
+  double step(const ParamStore& params, std::vector<Tensor>& grads, float grad_scale = 1.0f,
+              const WrittenChunks* written = nullptr);
+  int64_t steps() const { return t_; }
+  // Buffers for the gradients of the steps of one training (train_step's), kept across epochs:
+  // left zero by each step, they are never allocated and cleared again.
+  std::vector<Tensor>& grad_buffers() { return grads_; }
+
+ private:
+  OptimizerOptions o_;
+  int64_t t_ = 0;
+  std::vector<std::vector<float>> m_, v_;  // per param: momentum / Adam's moments
+  // Per param, per chunk of kGradChunk elements: whether its state (m_, v_) may be non-zero.
+  std::vector<std::vector<uint8_t>> live_;
+  std::vector<Tensor> grads_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// One tensor per param of `module` (the params themselves, or their gradients) as safetensors under
+// the params' names, with the shapes --params reads back.
+void write_param_tensors(const ir::Module& module, const std::vector<const Tensor*>& tensors,
+                         const std::string& path, const std::map<std::string, std::string>& metadata = {});
+// The params' current values so.
+void write_checkpoint(const ir::Module& module, const ParamStore& params, const std::string& path,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// One step: the gradient of `batch`'s mean loss on `engine` (in the optimiser's gradient buffers,
+// left zero again by its update) and one update of `params`.
+struct StepResult {
+  double loss_sum = 0;  // of the batch's instances
+  double backward_seconds = 0, update_seconds = 0;
+  int64_t peak_bytes = 0;  // RunStats::peak_bytes of the gradient
+};
+StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& params,
+                      const std::vector<Value>& batch, const std::string& loss_entry);
+
+// One epoch: `train` in a random order drawn from `rng` (Fisher-Yates, the same order for the same
+// seed on any machine), in batches of `batch`, one gradient and one step per batch.
+// `progress(done, mean_loss_so_far, seconds)` after each batch.
+struct EpochResult {
+  double mean_loss = 0;  // over the epoch's instances
+  double seconds = 0;
+  double backward_seconds = 0, update_seconds = 0;  // of `seconds`: reverse passes, optimiser steps
+  int64_t peak_bytes = 0;  // the most any step's gradient held (RunStats::peak_bytes)
+  size_t instances = 0;
+  std::vector<double> batch_losses;  // mean loss of each batch, in order
+};
+EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& params,
+                        const std::vector<Value>& train, size_t batch, std::mt19937_64& rng,
+                        const std::string& loss_entry,
+                        const std::function<void(size_t, double, double)>& progress = {});
+
+// The share of `inputs` whose output of `entry` (a [1, C] or [C] tensor of scores) has its largest
+// score at `labels[i]` (ties: the first).
+double accuracy(Engine& engine, const std::vector<Value>& inputs, const std::vector<int>& labels,
+                const std::string& entry, size_t batch);
+
+}  // namespace acrobat
