@@ -16,13 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/pipeline.h"
-#include "lang/frontend.h"
-#include "engines/aot_engine.h"
-#include "engines/batched_engine.h"
 #include "engines/inputs.h"
-#include "engines/reference_engine.h"
-#include "runtime/thread_pool.h"
+#include "engines/make_engine.h"
 #include "engines/train.h"
+#include "lang/frontend.h"
 
 namespace py = pybind11;
 using namespace acrobat;
@@ -139,9 +136,11 @@ class Model {
   // `source`: a path, or with `is_text` the model's text named `name` in messages.
   Model(const std::string& source, bool is_text, const std::string& name, const std::map<std::string, int64_t>& dims,
         const std::string& engine, int threads, const std::string& cache_dir)
-      : engine_name_(engine), threads_(threads > 0 ? threads : default_threads()), cache_dir_(cache_dir) {
-    if (engine != "batched" && engine != "aot" && engine != "reference")
-      throw UserError("engine '" + engine + "': expected batched, aot or reference");
+      : threads_(thread_count(threads)) {
+    check_engine_name(engine);
+    spec_.engine = engine;
+    spec_.threads = threads_;
+    spec_.cache_dir = cache_dir;
     CompileOptions o;
     for (const auto& [k, v] : dims) o.dims[k] = v;
     module_ = is_text ? compile_checked(parse_model_text(name, source, o.dims), o) : compile_model(source, o);
@@ -208,7 +207,8 @@ class Model {
 
   Instances read_inputs(const std::string& spec, const std::string& entry, const std::string& vocab, size_t limit) const {
     SizeNamesScope names(module_->plan->size_names);
-    return {load_inputs(parse_input_spec(spec), input_type(entry), vocab, limit), entry};
+    const InputSpec input = parse_input_spec(spec);
+    return {load_inputs(input, input_type(entry), vocab_path(input, vocab), limit), entry};
   }
 
   // The same instances as JSON text (one array), for Python values that pickle (acrobat.dask).
@@ -226,7 +226,7 @@ class Model {
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
-      r = engine().run_batches(inputs, engine_name_ == "reference" ? 0 : batch, entry);
+      r = engine().run_batches(inputs, spec_.engine == "reference" ? 0 : batch, entry);
     }
     py::list outputs;
     for (const Value& v : r.outputs) outputs.append(to_python(v));
@@ -271,6 +271,25 @@ class Model {
     std::lock_guard<std::mutex> lock(mutex_);
     return acrobat::accuracy(engine(), inputs, labels, entry, batch);
   }
+  // A held-out set read from `spec` and evaluated as `acrobat train` evaluates its dev and test sets
+  // (engines/train.h): {"loss": mean loss, "accuracy": share right (SST trees only), "instances"}.
+  py::dict evaluate(const std::string& spec, const std::string& loss, const std::string& predict,
+                    const std::string& vocab, size_t limit, size_t batch) {
+    loss_function(*module_, loss);
+    const HeldOut held = read_held_out(*module_, "held-out", spec, vocab, loss, predict, limit);
+    Evaluation e;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex_);
+      e = acrobat::evaluate(engine(), held, batch, loss, predict);
+    }
+    py::dict d;
+    d["loss"] = e.loss;
+    d["instances"] = held.loss.size();
+    if (e.has_accuracy) d["accuracy"] = e.accuracy;
+    return d;
+  }
+
   std::vector<std::string> param_names() const {
     std::vector<std::string> out;
     for (const auto& p : module_->params) out.push_back(p.name);
@@ -293,24 +312,13 @@ class Model {
   }
 
   Engine& engine() {
-    if (engine_) return *engine_;
-    if (engine_name_ == "reference") {
-      engine_ = std::make_unique<ReferenceEngine>(module_, params_.store);
-    } else if (engine_name_ == "aot") {
-      AotOptions o;
-      o.threads = threads_;
-      o.cache_dir = cache_dir_;
-      engine_ = std::make_unique<AotEngine>(module_, params_.store, o);
-    } else {
-      engine_ = std::make_unique<BatchedEngine>(module_, params_.store, Scheduler::InlineDepth, threads_);
-    }
+    if (!engine_) engine_ = make_engine(spec_, module_, params_.store);
     return *engine_;
   }
 
   std::shared_ptr<const ir::Module> module_;
-  std::string engine_name_;
+  EngineSpec spec_;
   int threads_;
-  std::string cache_dir_;
   HeldParams params_;               // before engine_: destroyed after it
   std::unique_ptr<Engine> engine_;  // made when first needed, on params_
   std::mutex mutex_;                // one run at a time (runs release the GIL)
@@ -395,6 +403,7 @@ class Trainer {
 PYBIND11_MODULE(_acrobat, m) {
   m.doc() = "acrobat: an auto-batching compiler and runtime for dynamic models (the native part)";
   py::register_exception<UserError>(m, "Error", PyExc_ValueError);
+  py::register_exception<InternalError>(m, "InternalError", PyExc_RuntimeError);
   py::class_<Instances>(m, "Instances")
       .def("__len__", [](const Instances& i) { return i.values.size(); })
       .def_property_readonly("entry", [](const Instances& i) { return i.entry; });
@@ -415,7 +424,8 @@ PYBIND11_MODULE(_acrobat, m) {
       .def("run", &Model::run)
       .def("gradients", &Model::gradients)
       .def("save", &Model::save)
-      .def("accuracy", &Model::accuracy);
+      .def("accuracy", &Model::accuracy)
+      .def("evaluate", &Model::evaluate);
   py::class_<OptimizerOptions>(m, "OptimizerOptions")
       .def(py::init<>())
       .def_readwrite("kind", &OptimizerOptions::kind)

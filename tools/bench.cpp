@@ -26,9 +26,8 @@
 
 #include "acrobat/kernels.h"
 #include "io/files.h"
-#include "engines/aot_engine.h"
-#include "engines/batched_engine.h"
-#include "engines/reference_engine.h"
+#include "engines/make_engine.h"
+#include "support/clock.h"
 
 namespace acrobat {
 
@@ -51,9 +50,9 @@ double gemm_gflops(int reps, bool packed) {
   once();  // warm up (and JIT)
   std::vector<double> rates;
   for (int r = 0; r < std::max(reps, 3); ++r) {
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
     once();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double s = seconds_since(t0);
     rates.push_back(2.0 * n * n * n / s * 1e-9);
   }
   return median(rates);
@@ -61,7 +60,6 @@ double gemm_gflops(int reps, bool packed) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 struct Row {
   Row(std::string engine, size_t batch, RunStats stats, int threads, std::string config)
@@ -139,7 +137,8 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
   auto add = [&](Row row, std::unique_ptr<Engine> engine, size_t batch) {
     specs.push_back(Spec{std::move(row), std::move(engine), batch, {}});
   };
-  add(Row("reference", 1, RunStats(), 1, ""), std::make_unique<ReferenceEngine>(configs[0].module, params), inputs.size());
+  add(Row("reference", 1, RunStats(), 1, ""), make_engine(EngineSpec{.engine = "reference"}, configs[0].module, params),
+      inputs.size());
   bool want_batched = std::find(o.engines.begin(), o.engines.end(), "batched") != o.engines.end();
   bool want_aot = std::find(o.engines.begin(), o.engines.end(), "aot") != o.engines.end();
   bool several = configs.size() > 1;
@@ -149,18 +148,15 @@ int bench_command(const BenchOptions& o, const std::vector<BenchConfig>& configs
       for (const auto& name : o.schedulers)
         for (size_t batch : o.batches)
           add(Row(name, batch, RunStats(), threads, config),
-              std::make_unique<BatchedEngine>(c.module, params, parse_scheduler(name), threads),
+              make_engine({.engine = "batched", .threads = threads, .scheduler = parse_scheduler(name)}, c.module, params),
               batch);
     for (int threads : want_aot ? o.threads : std::vector<int>{}) {
-      AotOptions ao;
-      ao.threads = threads;
-      ao.cache_dir = o.aot_cache_dir;
       for (const auto& name : o.schedulers) {
-        ao.scheduler = parse_scheduler(name);
-        std::string label = ao.scheduler == Scheduler::InlineDepth ? "aot" : "aot-" + name;
+        const EngineSpec spec{.engine = "aot", .threads = threads, .scheduler = parse_scheduler(name),
+                              .cache_dir = o.aot_cache_dir};
+        std::string label = spec.scheduler == Scheduler::InlineDepth ? "aot" : "aot-" + name;
         for (size_t batch : o.batches)
-          add(Row(label, batch, RunStats(), threads, config), std::make_unique<AotEngine>(c.module, params, ao),
-              batch);
+          add(Row(label, batch, RunStats(), threads, config), make_engine(spec, c.module, params), batch);
       }
     }
   }

@@ -89,12 +89,7 @@ int bench_all_command(const BenchAllOptions& o) {
       throw UserError("bench --all: the oracle failed for " + c.model + " " + c.size + " (see " + dir +
                       "/generate.log)");
 
-    CompileOptions copts;
-    for (const auto& s : c.sets) {
-      size_t eq = s.find('=');
-      copts.dims[s.substr(0, eq)] = std::stoll(s.substr(eq + 1));
-    }
-    auto module = compile_model(model_path, copts);
+    auto module = compile_model(model_path, compile_options(c.sets));
     auto params = std::make_shared<ParamStore>(load_params(*module, weights, nullptr));
     const auto& f = module->functions[entry_function(*module, "main")];
     auto inputs = load_inputs(parse_input_spec(c.kind + ":" + data), f.vars[f.params[0]].type, vocab, count);

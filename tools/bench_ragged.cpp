@@ -25,20 +25,19 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "support/clock.h"
 #include "bench.h"
 #include "io/files.h"
 #include "io/tokens.h"
 #include "kernels/backend.h"
 #include "compiler/pipeline.h"
-#include "engines/aot_engine.h"
-#include "engines/batched_engine.h"
+#include "engines/make_engine.h"
 #include "engines/inputs.h"
 
 namespace acrobat {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -189,8 +188,7 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
 
   // 3. acrobat, every cell: one engine per kind and thread count, a warm-up run (libxsmm compiles
   // its kernels for new sizes), then --reps runs; the median.
-  CompileOptions copts;
-  auto module = compile_model(o.model, copts);
+  auto module = compile_model(o.model, CompileOptions{});
   auto params = std::make_shared<ParamStore>(o.params.empty() ? init_params(*module, o.seed)
                                                               : load_params(*module, o.params));
   const ir::Function& entry = module->functions[entry_function(*module, "main")];
@@ -212,13 +210,10 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
     for (const std::string& kind : o.engines) {
       auto& engine = engines[{kind, c.threads}];
       if (!engine) {
-        if (kind == "aot") {
-          AotOptions ao;
-          ao.threads = c.threads;
-          engine = std::make_unique<AotEngine>(module, params, ao);
-        } else {
-          engine = std::make_unique<BatchedEngine>(module, params, Scheduler::InlineDepth, c.threads);
-        }
+        EngineSpec spec;
+        spec.engine = kind;
+        spec.threads = c.threads;
+        engine = make_engine(spec, module, params);
       }
       engine->run_batches(inputs, c.batch);  // warm-up
       std::vector<double> secs;
@@ -226,7 +221,7 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
       for (int r = 0; r < o.reps; ++r) {
         const auto t0 = Clock::now();
         RunResult res = engine->run_batches(inputs, c.batch);
-        secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        secs.push_back(seconds_since(t0));
         stats = res.stats;
       }
       const double s = median(secs);

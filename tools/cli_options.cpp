@@ -55,37 +55,4 @@ std::vector<int64_t> parse_number_list(const std::string& option, const std::str
   return out;
 }
 
-DimOverrides parse_sets(const std::vector<std::string>& sets) {
-  DimOverrides out;
-  for (const auto& s : sets) {
-    size_t eq = s.find('=');
-    std::string name = s.substr(0, eq);
-    std::string value = eq == std::string::npos ? "" : s.substr(eq + 1);
-    int64_t v = 0;
-    if (eq == std::string::npos || name.empty() || !whole_number(value, v) || v <= 0)
-      throw UserError("--set '" + s + "': expected NAME=VALUE with a positive integer VALUE (at most " +
-                      std::to_string(INT64_MAX) + ")");
-    out[name] = v;
-  }
-  return out;
-}
-
-analysis::AnalysisOptions parse_disable(const std::vector<std::string>& names) {
-  analysis::AnalysisOptions a;
-  for (const auto& n : names) {
-    if (n == "specialise") a.specialise = false;
-    else if (n == "reuse") a.reuse = false;
-    else if (n == "clone") a.clone = false;
-    else if (n == "ghosts") a.ghosts = false;
-    else if (n == "phases") a.phases = false;
-    else if (n == "concurrent") a.concurrent = false;
-    else if (n == "release") a.release = false;
-    else if (n == "share") a.share = false;
-    else
-      throw UserError("--disable '" + n +
-                      "': expected specialise, reuse, clone, ghosts, phases, concurrent, release or share");
-  }
-  return a;
-}
-
 }  // namespace acrobat::cli

@@ -1,13 +1,11 @@
-// The command line's values, checked: numbers within their ranges, `--set` overrides, `--disable`
-// lists. Every problem is a UserError that names the option and says what it accepts.
+// The command line's numbers, checked: each within its range (the `--set` and `--disable` words are
+// read by compiler/options.h). Every problem is a UserError that names the option and says what it accepts.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "analysis/plan.h"
-#include "lang/check.h"
 
 namespace acrobat::cli {
 
@@ -25,12 +23,5 @@ uint64_t parse_seed(const std::string& option, const std::string& text);
 // A comma-separated list of integers in [min, max] (bench's --batch and --threads).
 std::vector<int64_t> parse_number_list(const std::string& option, const std::string& text,
                                        int64_t min, int64_t max);
-
-// --set NAME=VALUE, each given separately or comma-separated (`--set D=768,NH=12`); VALUE a
-// positive 64-bit integer.
-DimOverrides parse_sets(const std::vector<std::string>& sets);
-
-// --disable NAME,...: the analyses to switch off, for ablation runs.
-analysis::AnalysisOptions parse_disable(const std::vector<std::string>& names);
 
 }  // namespace acrobat::cli

@@ -21,13 +21,12 @@
 
 #include "engines/inputs.h"
 #include "support/diagnostics.h"
+#include "support/clock.h"
 
 namespace acrobat {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // A Prometheus histogram with fixed upper bounds (cumulative counts are formed when printed).
 class Histogram {
@@ -67,7 +66,7 @@ std::vector<double> latency_bounds() {
 struct Metrics {
   std::mutex mutex;
   std::map<int, uint64_t> requests;  // by HTTP status
-  uint64_t instances = 0, batches = 0, batch_failures = 0;
+  uint64_t instances = 0, batches = 0, batch_failures = 0, internal_errors = 0;
   Histogram batch_size{"acrobat_batch_size", "Instances per engine run.",
                        {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}};
   Histogram queue_seconds{"acrobat_queue_seconds", "Time an instance waited for its batch to start.", latency_bounds()};
@@ -93,6 +92,9 @@ struct Metrics {
       out += fmt::format("# HELP acrobat_batch_failures_total Batches that failed at run time and were run "
                          "again instance by instance.\n# TYPE acrobat_batch_failures_total counter\n"
                          "acrobat_batch_failures_total {}\n", batch_failures);
+      out += fmt::format("# HELP acrobat_internal_errors_total Batches that met an internal error (a bug in "
+                         "acrobat); their requests were answered 500.\n# TYPE acrobat_internal_errors_total "
+                         "counter\nacrobat_internal_errors_total {}\n", internal_errors);
     }
     batch_size.print(out);
     queue_seconds.print(out);
@@ -109,6 +111,7 @@ struct Pending {
   Clock::time_point queued;
   std::promise<std::pair<bool, Value>> done;  // (ok, output); not ok: error text in `error`
   std::string error;
+  bool internal = false;  // the error is acrobat's (InternalError): a 500, not the request's 400
 };
 
 // The dynamic batcher: one thread takes up to max_batch queued instances once there are that
@@ -174,6 +177,18 @@ class Batcher {
         metrics_.instances += batch.size();
       }
       for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value({true, std::move(r.outputs[i])});
+    } catch (const InternalError& e) {
+      // A bug, not an instance's fault: retrying the instances one by one would only meet it again.
+      // The batch's requests get a 500; the engine's next run starts afresh.
+      {
+        std::lock_guard<std::mutex> lock(metrics_.mutex);
+        ++metrics_.internal_errors;
+      }
+      for (const auto& p : batch) {
+        p->error = e.what();
+        p->internal = true;
+        p->done.set_value({false, Value{}});
+      }
     } catch (const std::exception& e) {
       if (split && batch.size() > 1) {
         {
@@ -305,6 +320,9 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
     } catch (const UserError& e) {
       answer(400, {{"error", e.what()}});
       return;
+    } catch (const InternalError& e) {
+      answer(500, {{"error", e.what()}});
+      return;
     }
     const auto queued = Clock::now();
     for (auto& p : items) p->queued = queued;
@@ -313,13 +331,17 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
     batcher.submit(items);
     nlohmann::json predictions = nlohmann::json::array();
     std::string error;
+    bool internal = false;
     for (size_t i = 0; i < items.size(); ++i) {
       auto [ok, out] = futures[i].get();
-      if (!ok && error.empty()) error = items[i]->error;
+      if (!ok && error.empty()) {
+        error = items[i]->error;
+        internal = items[i]->internal;
+      }
       if (ok) predictions.push_back(value_to_json(out, out_type));
     }
     if (!error.empty())
-      answer(400, {{"error", error}});
+      answer(internal ? 500 : 400, {{"error", error}});
     else
       answer(200, {{"predictions", std::move(predictions)}});
   });

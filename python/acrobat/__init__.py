@@ -18,7 +18,9 @@ Instances as Python values follow the JSON input encoding (docs/language.md): nu
 lists (a ``List``), tuples, ``{"Ctor": [fields]}`` for other data types (``{"Node": [l, r]}``,
 ``{"Leaf": [3]}``), and tensors as numpy arrays, torch tensors or nested lists. A user error (a
 malformed model, a wrong shape, an unknown name) raises ``acrobat.Error`` (a ValueError) whose
-message says where: ``file:line:col: error: ...``.
+message says where: ``file:line:col: error: ...``. A bug in acrobat itself (a broken internal
+invariant) raises ``acrobat.InternalError`` (a RuntimeError) naming the place in acrobat's source;
+the model stays usable for the next call.
 
 Params given as float32 C-contiguous arrays (a CPU torch tensor of that layout included) are used
 in place, not copied: the model reads them while it runs, so change them only between runs (a
@@ -32,19 +34,15 @@ import os
 
 import numpy as np
 
-from ._acrobat import Error, Instances
+from ._acrobat import Error, Instances, InternalError
 from . import _acrobat
 
-__all__ = ["Error", "Instances", "Model", "Trainer", "load", "loads"]
+__all__ = ["Error", "Instances", "InternalError", "Model", "Trainer", "load", "loads"]
 
 
-def _vocab(spec, vocab):
-    """The vocabulary for an sst input: the one given, else vocab.txt beside the data file."""
-    if vocab is not None:
-        return os.fspath(vocab)
-    kind, _, path = spec.partition(":")
-    beside = os.path.join(os.path.dirname(path), "vocab.txt")
-    return beside if kind in ("sst", "sst-tokens") and os.path.isfile(beside) else ""
+def _vocab(vocab):
+    """The vocabulary as the native module takes it: "" for its default (vocab.txt beside the data)."""
+    return "" if vocab is None else os.fspath(vocab)
 
 
 def _as_array(name, value):
@@ -119,12 +117,12 @@ class Model:
         """Instances read by acrobat's readers, as ``acrobat run --input`` reads them: ``KIND:FILE``
         with KIND sst, sst-tokens, tokens, json or lengths (``vocab``: for sst, the vocabulary;
         default: vocab.txt beside the file). ``limit``: at most that many (0: all)."""
-        return self._m.read_inputs(spec, entry, _vocab(spec, vocab), int(limit))
+        return self._m.read_inputs(spec, entry, _vocab(vocab), int(limit))
 
     def read_values(self, spec, entry="main", vocab=None, limit=0):
         """The same instances as Python values (lists, dicts, ...: the JSON input encoding), which
         pickle, for shipping to other processes (acrobat.dask)."""
-        return json.loads(self._m.read_values(spec, entry, _vocab(spec, vocab), int(limit)))
+        return json.loads(self._m.read_values(spec, entry, _vocab(vocab), int(limit)))
 
     def _instances(self, instances):
         if isinstance(instances, Instances):
@@ -165,6 +163,12 @@ class Model:
     def accuracy(self, instances, labels, entry="main", batch=64):
         """The share of instances whose ``entry`` output (a tensor of scores) is largest at its label."""
         return self._m.accuracy(self._instances(instances), [int(label) for label in labels], entry, int(batch))
+
+    def evaluate(self, spec, loss="loss", predict="main", vocab=None, limit=0, batch=64):
+        """A held-out set ``"KIND:FILE"`` evaluated as ``acrobat train`` evaluates its dev and test sets:
+        ``{"loss": the mean of the ``loss`` entry, "instances": n}``, and for SST trees also
+        ``"accuracy"``: the share whose ``predict`` output is largest at the root's label."""
+        return self._m.evaluate(spec, loss, predict, _vocab(vocab), int(limit), int(batch))
 
 
 class Trainer:

@@ -253,3 +253,44 @@ def test_import_leaves_threads_unpinned():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.split(None, 1)[0] == "None", out
     assert out.split(None, 1)[1].strip() == str(sorted(os.sched_getaffinity(0))), out
+
+
+@pytest.mark.parametrize("engine", ["batched", "aot", "reference"])
+def test_internal_error_is_an_exception(engine, treelstm_params, monkeypatch):
+    """A broken internal invariant (made to happen with ACROBAT_INJECT_FAULT at the third instance
+    of a run) raises acrobat.InternalError naming the place in acrobat's source; the interpreter and
+    the model live on, and the next run gives the outputs of a run that never met it."""
+    _, path = treelstm_params
+    m = acrobat.load(TREELSTM, dims={"H": 64}, engine=engine, threads=1, params=path)
+    trees = m.read_inputs("sst:" + TEST, limit=8)
+    expected, _ = m.run(trees, batch=8)
+    monkeypatch.setenv("ACROBAT_INJECT_FAULT", "instance:3")
+    with pytest.raises(acrobat.InternalError, match=r"internal error at src/.*fault injected"):
+        m.run(trees, batch=8)
+    assert issubclass(acrobat.InternalError, RuntimeError)
+    assert not issubclass(acrobat.InternalError, acrobat.Error)
+    monkeypatch.delenv("ACROBAT_INJECT_FAULT")
+    outputs, _ = m.run(trees, batch=8)
+    assert len(outputs) == len(expected)
+    for a, b in zip(outputs, expected):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_evaluate_gives_the_figures_acrobat_train_logs(tmp_path):
+    """Model.evaluate of a dev set is what `acrobat train` logs for it (the same library function):
+    the mean loss and the accuracy of the trained weights, over the same first 40 trees."""
+    out = os.path.join(str(tmp_path), "w.safetensors")
+    log = os.path.join(str(tmp_path), "log.json")
+    dev = os.path.join(ROOT, "data", "sst", "dev.txt")
+    subprocess.run([BIN, "train", TREELSTM, "--set", "H=16", "--input", "sst:" + TRAIN, "--limit", "50",
+                    "--dev", "sst:" + dev, "--dev-limit", "40", "--batch", "25", "--seed", "3", "--threads", "1",
+                    "--out", out, "--log", log, "--quiet"], check=True, capture_output=True)
+    with open(log) as f:
+        row = json.load(f)["epochs"][0]
+    m = acrobat.load(TREELSTM, dims={"H": 16}, threads=1, params=out)
+    e = m.evaluate("sst:" + dev, limit=40, batch=25)
+    assert e["instances"] == 40
+    assert e["loss"] == pytest.approx(row["dev_loss"], rel=1e-12)
+    assert e["accuracy"] == pytest.approx(row["dev_accuracy"], rel=1e-12)
+    with pytest.raises(acrobat.Error, match="no function 'nope'"):
+        m.evaluate("sst:" + dev, loss="nope", limit=4)

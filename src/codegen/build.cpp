@@ -12,6 +12,7 @@
 
 #include "io/files.h"
 #include "support/diagnostics.h"
+#include "support/clock.h"
 
 namespace acrobat::codegen {
 
@@ -95,9 +96,9 @@ BuiltObject build_shared_object(const GeneratedCpp& code, const std::string& cac
   io::write_file(tmp + ".cpp", code.source);
   std::string log = tmp + ".log";
   out.command = system_compiler() + flags + " -o " + io::shell_quote(tmp + ".so") + " " + io::shell_quote(tmp + ".cpp");
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = Clock::now();
   int status = std::system((out.command + " > " + io::shell_quote(log) + " 2>&1").c_str());
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.seconds = seconds_since(t0);
   if (status != 0) {
     std::string messages = read_all(log);
     if (messages.size() > 2000) messages = messages.substr(0, 2000) + "\n...";

@@ -13,7 +13,7 @@
 namespace acrobat {
 
 const std::vector<std::string>& pipeline_stages() {
-  static const std::vector<std::string> stages = {"parse",      "lower",  "specialise", "reuse",
+  static const std::vector<std::string> stages = {"ast",        "ir",     "specialise", "reuse",
                                                   "concurrent", "blocks", "depth", "ownership"};
   return stages;
 }
@@ -25,11 +25,11 @@ void dump_after(const CompileOptions& options, const std::string& stage,
 }
 
 // Every stage after parsing ends here: the IR must still keep its invariants (ir/verify.h; one
-// linear pass, so always on), then the stage is printed if asked.
+// linear pass, so always on), then the stage is printed if asked (as `printed`: lowering's is `ir`).
 void stage_done(const ir::Module& ir, const CompileOptions& options, const std::string& stage,
-                const std::function<std::string()>& print) {
+                const std::function<std::string()>& print, const std::string& printed = "") {
   ir::verify_module(ir, stage);
-  dump_after(options, stage, print);
+  dump_after(options, printed.empty() ? stage : printed, print);
 }
 }  // namespace
 
@@ -45,7 +45,7 @@ std::shared_ptr<const ir::Module> compile_here(std::shared_ptr<const ast::Module
   // 2. Lower to A-normal form; lift lambdas; expand split; keep reachable functions.
   ir::Module m = lower_to_ir(std::move(ast));
   auto print_ir = [&] { return ir::print_module(m); };
-  stage_done(m, options, "lower", print_ir);
+  stage_done(m, options, "lower", print_ir, "ir");
 
   // 3. Calls of foldl, map, ... with a known function become direct calls of specialised copies.
   if (a.specialise) {
@@ -126,7 +126,7 @@ std::shared_ptr<const ir::Module> compile_model(const std::string& path,
                                                 const CompileOptions& options) {
   // 1. Parse the prelude and the model, resolve names, check types and shapes.
   std::shared_ptr<const ast::Module> ast = parse_model_file(path, options.dims);
-  dump_after(options, "parse", [&] { return ast::print_ast(*ast); });
+  dump_after(options, "ast", [&] { return ast::print_ast(*ast); });
   return compile_checked(std::move(ast), options);
 }
 

@@ -6,21 +6,15 @@
 #include <ostream>
 #include <string>
 
-#include "analysis/plan.h"
+#include "compiler/options.h"
 #include "ir/ir.h"
 #include "lang/ast.h"
-#include "lang/check.h"
 
 namespace acrobat {
 
-struct CompileOptions {
-  DimOverrides dims;           // --set K=V
-  std::string print_after;     // a stage name from pipeline_stages(); "" for none
-  std::ostream* dump = nullptr;
-  analysis::AnalysisOptions analysis;  // ablation switches
-};
-
-// Stage names accepted by --print-after, in pipeline order.
+// The stages CompileOptions::print_after names, in pipeline order: `ast` (the checked syntax tree),
+// `ir` (after lowering), the IR after `specialise`, `reuse` and `concurrent`, the static blocks and
+// their plan (`blocks`), the depth plan (`depth`), the IR with its dups and drops (`ownership`).
 const std::vector<std::string>& pipeline_stages();
 
 // source -> parse + resolve + type/shape check -> lower to A-normal form -> specialise higher-order

@@ -13,17 +13,13 @@
 #include "runtime/batch_operands.h"
 #include "engines/host_runtime.h"
 #include "runtime/graph.h"
+#include "support/clock.h"
 
 namespace acrobat {
 
 namespace {
 
 using aot::Operand;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Whether this CPU has instruction-set extension `name` (a word of ACROBAT_AOT_ISA).
 bool cpu_has(const std::string& name) {

@@ -1,4 +1,5 @@
 #include "engines/graph_engine.h"
+#include "support/clock.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,10 +11,6 @@
 namespace acrobat {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 const analysis::Plan& plan_of(const ir::Module& m) {
   ACROBAT_ASSERT(m.plan, "a batched engine needs a module compiled by compile_model");
   return *m.plan;

@@ -1,6 +1,7 @@
 #include "engines/inputs.h"
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -103,6 +104,14 @@ io::Vocabulary load_vocab(const std::string& vocab_path, const InputSpec& spec) 
 }
 
 }  // namespace
+
+std::string vocab_path(const InputSpec& spec, const std::string& given) {
+  if (!given.empty()) return given;
+  if (spec.kind != InputKind::Sst && spec.kind != InputKind::SstTokens) return "";
+  const size_t slash = spec.path.find_last_of('/');
+  const std::string candidate = (slash == std::string::npos ? "" : spec.path.substr(0, slash + 1)) + "vocab.txt";
+  return std::ifstream(candidate).good() ? candidate : "";
+}
 
 const char* input_kind_name(InputKind kind) {
   for (auto& k : kKinds)

@@ -31,6 +31,10 @@ struct InputSpec {
 InputSpec parse_input_spec(const std::string& spec);
 const char* input_kind_name(InputKind kind);
 
+// The vocabulary an input reads words with: `given` when there is one, else, for the SST kinds,
+// vocab.txt beside the data file when it exists (data/sst/vocab.txt for data/sst/test.txt), else "".
+std::string vocab_path(const InputSpec& spec, const std::string& given);
+
 // Reads at most `limit` instances (0: all) of `type` from the input. `vocab_path` is needed by the
 // SST kinds. Errors name the file, line and column of the offending instance.
 std::vector<Value> load_inputs(const InputSpec& spec, const Type& type, const std::string& vocab_path,

@@ -5,8 +5,10 @@
 #include <unordered_set>
 
 #include "support/big_stack.h"
+#include "support/fault.h"
 #include "autodiff/adjoints.h"
 #include "engines/interpreter.h"
+#include "support/clock.h"
 
 namespace acrobat {
 
@@ -119,11 +121,13 @@ void run_instances(StackThread& worker, const ir::Module& module, const ParamSto
                    const std::vector<Value>& inputs, size_t first_instance, RunStats& stats,
                    std::vector<Value>& outputs, After&& after) {
   outputs.reserve(inputs.size());
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
+  const bool faults = faults_injected();
   worker.run([&] {
     Interp interp(module, params, stats);
     for (size_t i = 0; i < inputs.size(); ++i) {
       try {
+        if (faults) ACROBAT_FAULT_POINT("instance");
         outputs.push_back(interp.call(func, entry_arguments(module, func, inputs[i]), module.functions[func].span));
       } catch (const UserError& e) {
         throw for_instance(e, first_instance + i);
@@ -132,7 +136,7 @@ void run_instances(StackThread& worker, const ir::Module& module, const ParamSto
     }
   });
   stats.instances = static_cast<int64_t>(inputs.size());
-  stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats.wall_seconds = seconds_since(start);
 }
 
 }  // namespace

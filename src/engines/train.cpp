@@ -4,9 +4,13 @@
 #include <cmath>
 
 #include "acrobat/kernels.h"
+#include "analysis/plan.h"
+#include "engines/inputs.h"
+#include "io/ptb.h"
 #include "io/safetensors.h"
 #include "runtime/thread_pool.h"
 #include "support/diagnostics.h"
+#include "support/clock.h"
 
 namespace acrobat {
 
@@ -155,9 +159,9 @@ StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& pa
   r.backward_seconds = g.stats.backward_seconds;
   r.peak_bytes = g.stats.peak_bytes;
   // The gradient of the batch's mean loss.
-  const auto update = std::chrono::steady_clock::now();
+  const auto update = Clock::now();
   optimizer.step(params, g.grads, 1.0f / static_cast<float>(batch.size()), &g.written);
-  r.update_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - update).count();
+  r.update_seconds = seconds_since(update);
   grads = std::move(g.grads);
   return r;
 }
@@ -166,7 +170,7 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
                         const std::vector<Value>& train, size_t batch, std::mt19937_64& rng,
                         const std::string& loss_entry, const std::function<void(size_t, double, double)>& progress) {
   ACROBAT_ASSERT(batch > 0, "a batch of at least one instance");
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   std::vector<size_t> order(train.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
@@ -184,7 +188,7 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
     total += step.loss_sum;
     r.batch_losses.push_back(step.loss_sum / double(part.size()));
     r.instances = b1;
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.seconds = seconds_since(start);
     if (progress) progress(b1, total / double(b1), r.seconds);
   }
   r.mean_loss = r.instances ? total / double(r.instances) : 0;
@@ -205,6 +209,47 @@ double accuracy(Engine& engine, const std::vector<Value>& inputs, const std::vec
     right += best == labels[i];
   }
   return double(right) / double(inputs.size());
+}
+
+HeldOut read_held_out(const ir::Module& module, const std::string& name, const std::string& spec_text,
+                      const std::string& vocab, const std::string& loss_entry, const std::string& predict_entry,
+                      size_t limit) {
+  HeldOut h{name, {}, {}, {}};
+  const InputSpec spec = parse_input_spec(spec_text);
+  const std::string words = vocab_path(spec, vocab);
+  auto function = [&](const std::string& entry) -> const ir::Function& {
+    return module.functions[entry_function(module, entry)];
+  };
+  auto input_type = [](const ir::Function& f) { return f.vars[f.params[0]].type; };
+  SizeNamesScope names(module.plan->size_names);
+  h.loss = load_inputs(spec, input_type(function(loss_entry)), words, limit);
+  if (spec.kind == InputKind::Sst) {
+    const ir::Function& f = function(predict_entry);
+    if (f.ret->kind != TypeKind::Tensor || is_ragged(f.ret->shape))
+      throw UserError(f.span.begin, "--predict '" + predict_entry + "' returns " + type_str(f.ret) +
+                                        "; the accuracy needs a tensor of scores, one per class");
+    h.predict = load_inputs(spec, input_type(f), words, limit);
+    for (const io::PtbTree& tree : io::read_ptb_file(spec.path)) {
+      if (h.labels.size() == h.predict.size()) break;
+      h.labels.push_back(tree.label);
+    }
+  }
+  return h;
+}
+
+Evaluation evaluate(Engine& engine, const HeldOut& held, size_t batch, const std::string& loss_entry,
+                    const std::string& predict_entry) {
+  Evaluation e;
+  if (held.loss.empty()) return e;
+  double sum = 0;
+  for (const Value& v : engine.run_batches(held.loss, batch, loss_entry).outputs) sum += v.tensor->data[0];
+  e.loss = sum / double(held.loss.size());
+  if (!held.predict.empty()) {
+    e.has_accuracy = true;
+    e.accuracy = accuracy(engine, held.predict, held.labels, predict_entry, batch);
+    e.instances = held.predict.size();
+  }
+  return e;
 }
 
 }  // namespace acrobat

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "support/fault.h"
+#include "support/clock.h"
 
 namespace acrobat {
 
@@ -13,15 +15,17 @@ void InstanceDriver::start(size_t n, bool reads_tensors, bool forks, size_t firs
   if (!worker_) worker_ = std::make_unique<StackThread>();
   body_ = std::move(body);
   flush_ = std::move(flush);
-  worker_->start([this, n, reads_tensors, forks, first_instance] {
-    const auto t0 = std::chrono::steady_clock::now();
+  const bool faults = faults_injected();
+  worker_->start([this, n, reads_tensors, forks, first_instance, faults] {
+    const auto t0 = Clock::now();
     struct Timer {
       InstanceDriver* d;
-      std::chrono::steady_clock::time_point t0;
-      ~Timer() { d->seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+      Clock::time_point t0;
+      ~Timer() { d->seconds_ = seconds_since(t0); }
     } timer{this, t0};
     auto instance = [&](size_t i) {
       try {
+        if (faults) ACROBAT_FAULT_POINT("instance");
         body_(i);
       } catch (const UserError& e) {
         throw for_instance(e, first_instance + i);

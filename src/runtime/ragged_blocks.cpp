@@ -9,6 +9,7 @@
 #include "runtime/fused_loops.h"
 #include "runtime/reference_kernels.h"
 #include "runtime/value.h"
+#include "support/clock.h"
 
 namespace acrobat {
 
@@ -213,10 +214,10 @@ class Piece {
     switch (plan_.ops[k].step) {
       case RaggedStep::GemmShared:
       case RaggedStep::GemmIndexed: {
-        const auto start = std::chrono::steady_clock::now();
+        const auto start = Clock::now();
         gemm_weights(k);
         c_.counters->weight_gemm_seconds +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            seconds_since(start);
         break;
       }
       case RaggedStep::GemmPerInstance: gemm_per_instance(k); break;

@@ -1,7 +1,5 @@
 #include "support/diagnostics.h"
 
-#include <cstdio>
-#include <cstdlib>
 
 namespace acrobat {
 
@@ -66,9 +64,28 @@ SourceLoc loc_at_offset(const std::string& file, const std::string& text, size_t
   return loc;
 }
 
+namespace {
+// `path` from its last "src/", "include/" or "tools/" folder on: the place in the source tree, not
+// where the tree was built (a server's error body shows no paths of its machine).
+std::string source_path(const char* path) {
+  const std::string p = path;
+  size_t best = std::string::npos;
+  for (const char* root : {"/src/", "/include/", "/tools/", "/python/"}) {
+    const size_t at = p.rfind(root);
+    if (at != std::string::npos && (best == std::string::npos || at > best)) best = at;
+  }
+  return best == std::string::npos ? p : p.substr(best + 1);
+}
+}  // namespace
+
+InternalError::InternalError(const char* file, int line, const std::string& what)
+    : std::logic_error("acrobat internal error at " + source_path(file) + ":" + std::to_string(line) + ": " +
+                       what + " (a bug in acrobat, not in the model or its input)"),
+      file_(source_path(file)),
+      line_(line) {}
+
 void internal_error(const char* file, int line, const std::string& what) {
-  std::fprintf(stderr, "acrobat internal error at %s:%d: %s\n", file, line, what.c_str());
-  std::abort();
+  throw InternalError(file, line, what);
 }
 
 }  // namespace acrobat

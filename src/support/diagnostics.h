@@ -65,11 +65,31 @@ class DiagnosticSink {
 // Converts a byte offset into `text` to a 1-based line/column (columns count bytes).
 SourceLoc loc_at_offset(const std::string& file, const std::string& text, size_t offset);
 
+// A broken invariant of acrobat itself (ACROBAT_ASSERT), not of the user's input: a bug in acrobat.
+// It is thrown, never an abort, so that whoever drives the run decides what it costs: a server
+// answers the requests of the failing batch with a 500 and keeps serving, Python raises
+// acrobat.InternalError, the CLI prints it and exits with kInternalErrorExit.
+class InternalError : public std::logic_error {
+ public:
+  // `file` as __FILE__ gives it; the message names it from the source tree down ("src/...").
+  InternalError(const char* file, int line, const std::string& what);
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+
+ private:
+  std::string file_;
+  int line_;
+};
+
+// The exit status of a command that met an internal error (sysexits.h's EX_SOFTWARE).
+inline constexpr int kInternalErrorExit = 70;
+
 [[noreturn]] void internal_error(const char* file, int line, const std::string& what);
 
 }  // namespace acrobat
 
-// An invariant of acrobat itself, not of the user's input: a failure is a bug in acrobat.
+// An invariant of acrobat itself, not of the user's input: a failure is a bug in acrobat and throws
+// InternalError.
 #define ACROBAT_ASSERT(cond, msg)                                                  \
   do {                                                                             \
     if (!(cond)) ::acrobat::internal_error(__FILE__, __LINE__, std::string(#cond) + ": " + (msg)); \

@@ -25,7 +25,7 @@ TEST_P(GoldenFile, PrintsTheExpectedIr) {
   // The IR as lowered (later passes have their own tests in tests/analysis).
   std::ostringstream lowered;
   CompileOptions options;
-  options.print_after = "lower";
+  options.print_after = "ir";
   options.dump = &lowered;
   compile_model(model, options);
   const std::string actual = lowered.str();

@@ -21,8 +21,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-Result run(const std::string& args) {
-  std::string cmd = "ACROBAT_CACHE_DIR=" + std::string(ACROBAT_TEST_CACHE_DIR) + " " +
+// `env`: assignments put before the command ("NAME=value ").
+Result run(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + "ACROBAT_CACHE_DIR=" + std::string(ACROBAT_TEST_CACHE_DIR) + " " +
                     std::string(ACROBAT_BINARY) + " " + args + " 2>&1";
   Result r{-1, ""};
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -229,3 +230,24 @@ TEST(Cli, ExplainShowsBlocksModesAndPhases) {
 }
 
 }  // namespace
+
+// A broken invariant of acrobat (ACROBAT_INJECT_FAULT makes the 70th instance meet one) is an
+// exception that the CLI's main reports as a bug in acrobat, naming the place in its source tree,
+// with exit status 70 (not an abort), on every engine.
+TEST(Cli, InternalErrorIsReportedWithExitStatus70) {
+  std::string input = write_trees("acrobat_cli_internal.jsonl", -1, "");
+  for (const char* engine : {"batched", "aot", "reference"}) {
+    Result r = run("run " + kModel + " --input json:" + input + " --batch 64 --engine " + engine +
+                   " --set H=16 --show 0");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    r = run("run " + kModel + " --input json:" + input + " --batch 64 --engine " + engine + " --set H=16 --show 0",
+            "ACROBAT_INJECT_FAULT=instance:70 ");
+    EXPECT_EQ(r.exit_code, 70) << engine << ": " << r.out;
+    EXPECT_NE(r.out.find("error: acrobat internal error at src/"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("fault injected at 'instance', pass 70"), std::string::npos) << r.out;
+    const size_t error = r.out.find("error: ");
+    ASSERT_NE(error, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(ACROBAT_SOURCE_DIR, error), std::string::npos) << "no path of the build machine: " << r.out;
+    EXPECT_EQ(r.out.find("instances in"), std::string::npos) << "no outputs presented: " << r.out;
+  }
+}

@@ -11,6 +11,10 @@
 3. An instance of the wrong type (400 naming instances[0]), an unknown model (404), /health,
    /metrics in Prometheus text.
 4. SIGTERM with requests in flight: each is answered, then the server exits 0.
+5. An internal error (a bug in acrobat, made to happen with ACROBAT_INJECT_FAULT=instance:3 in a
+   second server, one instance per batch): the request whose batch met it gets a 500 naming the
+   place in acrobat's source (no path of this machine), the 7 others sent with it and every later
+   request their outputs, /health stays 200, /metrics counts the 500 and the internal error.
 Needs the Python package of the same build (PYTHONPATH=build/python) to encode the trees.
 """
 
@@ -73,6 +77,60 @@ def metric(text, name):
     return float(m.group(1)) if m else None
 
 
+def start(args, params, extra, env=None):
+    """A server of the test's model on a free port: (process, port), or (process, None)."""
+    server = subprocess.Popen([args.acrobat, "serve", MODEL, "--set", "H=64", "--params", params, "--port", "0",
+                               "--threads", "1"] + extra, stdout=subprocess.PIPE, text=True, env=env)
+    line = server.stdout.readline()
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/v1/models/treelstm:predict", line)
+    if not m:
+        print("check_serve.py: no address in %r" % line, file=sys.stderr)
+    return server, (int(m.group(1)) if m else None), line
+
+
+def internal_error(args, params, trees, expected, problems):
+    """5. of the module's docstring."""
+    def check(cond, what):
+        if not cond:
+            problems.append(what)
+            print("check_serve.py: FAILED: " + what, file=sys.stderr)
+
+    env = dict(os.environ, ACROBAT_INJECT_FAULT="instance:3")
+    server, port, _ = start(args, params, ["--max-batch", "1", "--max-delay-ms", "0"], env)
+    try:
+        if port is None:
+            check(False, "a server with an injected fault starts")
+            return
+        for i in range(2):
+            status, body = post(port, json.dumps({"instances": [trees[i]]}))
+            check(status == 200 and close(body["predictions"][0]["data"], expected[i]), "before the fault: %s" % status)
+        answers = at_once(port, [json.dumps({"instances": [t]}) for t in trees[2:10]])
+        failed = [(s, b) for s, b in answers if s != 200]
+        check(len(failed) == 1 and failed[0][0] == 500, "one 500 among 8: %s" % [s for s, _ in answers])
+        if failed:
+            error = failed[0][1].get("error", "")
+            check("internal error at src/runtime/instance_driver.cpp:" in error and ROOT not in error,
+                  "the 500 names the place in the source, no path of this machine: %r" % error)
+        for i, (status, body) in enumerate(answers):
+            check(status == 500 or close(body["predictions"][0]["data"], expected[2 + i]),
+                  "request %d beside the fault" % (2 + i))
+        for i in range(10, 14):
+            status, body = post(port, json.dumps({"instances": [trees[i]]}))
+            check(status == 200 and close(body["predictions"][0]["data"], expected[i]), "after the fault: %s" % status)
+        check(get(port, "/health")[0] == 200, "/health after the fault")
+        _, text = get(port, "/metrics")
+        check(metric(text, 'acrobat_requests_total{code="500"}') == 1, "one answer of 500 in /metrics")
+        check(metric(text, 'acrobat_requests_total{code="200"}') == 13, "13 answers of 200 in /metrics")
+        check(metric(text, "acrobat_internal_errors_total") == 1, "the internal error in /metrics")
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+        check(server.returncode == 0, "exit after SIGTERM following a fault: %s" % server.returncode)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--acrobat", required=True)
@@ -87,9 +145,7 @@ def main():
     with open(out) as f:
         expected = [o["data"] for o in json.load(f)["outputs"]]
 
-    server = subprocess.Popen([args.acrobat, "serve", MODEL, "--set", "H=64", "--params", params, "--port", "0",
-                               "--max-batch", "64", "--max-delay-ms", "200", "--threads", "1"],
-                              stdout=subprocess.PIPE, text=True)
+    server, port, line = start(args, params, ["--max-batch", "64", "--max-delay-ms", "200"])
     problems = []
 
     def check(cond, what):
@@ -98,12 +154,8 @@ def main():
             print("check_serve.py: FAILED: " + what, file=sys.stderr)
 
     try:
-        line = server.stdout.readline()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/v1/models/treelstm:predict", line)
-        if not m:
-            print("check_serve.py: no address in %r" % line, file=sys.stderr)
+        if port is None:
             return 1
-        port = int(m.group(1))
         check(get(port, "/health")[0] == 200, "/health")
         # --threads 1: the engine keeps a core to itself when there is another for HTTP.
         cores = sorted(os.sched_getaffinity(0))
@@ -161,6 +213,7 @@ def main():
         if server.poll() is None:
             server.kill()
             server.wait()
+    internal_error(args, params, trees, expected, problems)
     if problems:
         return 1
     print("check_serve.py: ok")

@@ -1,0 +1,52 @@
+#include "engines/make_engine.h"
+
+#include "engines/aot_engine.h"
+#include "engines/batched_engine.h"
+#include "engines/reference_engine.h"
+#include "runtime/thread_pool.h"
+
+namespace acrobat {
+
+const std::vector<std::string>& engine_names() {
+  static const std::vector<std::string> names = {"batched", "aot", "reference"};
+  return names;
+}
+
+std::string engine_names_text() {
+  const std::vector<std::string>& n = engine_names();
+  std::string out;
+  for (size_t i = 0; i < n.size(); ++i) out += (i == 0 ? "" : i + 1 == n.size() ? " or " : ", ") + n[i];
+  return out;
+}
+
+void check_engine_name(const std::string& name, const std::string& option) {
+  for (const std::string& n : engine_names())
+    if (n == name) return;
+  throw UserError(option + " '" + name + "': expected " + engine_names_text());
+}
+
+const std::vector<std::string>& scheduler_names() {
+  static const std::vector<std::string> names = {scheduler_name(Scheduler::InlineDepth), scheduler_name(Scheduler::Depth),
+                                                 scheduler_name(Scheduler::Agenda)};
+  return names;
+}
+
+int thread_count(int threads) { return threads > 0 ? threads : default_threads(); }
+
+std::unique_ptr<Engine> make_engine(const EngineSpec& spec, std::shared_ptr<const ir::Module> module,
+                                    std::shared_ptr<const ParamStore> params) {
+  check_engine_name(spec.engine);
+  if (spec.engine == "reference") return std::make_unique<ReferenceEngine>(std::move(module), std::move(params));
+  if (spec.engine == "aot") {
+    AotOptions o;
+    o.object = spec.object;
+    o.cache_dir = spec.cache_dir;
+    o.threads = thread_count(spec.threads);
+    o.scheduler = spec.scheduler;
+    return std::make_unique<AotEngine>(std::move(module), std::move(params), o);
+  }
+  return std::make_unique<BatchedEngine>(std::move(module), std::move(params), spec.scheduler,
+                                         thread_count(spec.threads));
+}
+
+}  // namespace acrobat

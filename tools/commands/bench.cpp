@@ -1,0 +1,186 @@
+// `acrobat bench`: the engines side by side on one model and data set (tools/bench.h), or every
+// model of models/ (--all), or the ragged encoder against PyTorch's strategies (--ragged).
+#include <sstream>
+
+#include "bench.h"
+#include "cli_options.h"
+#include "commands/command.h"
+#include "commands/common.h"
+#include "compiler/pipeline.h"
+
+namespace acrobat::cli {
+
+namespace {
+
+struct BenchArgs {
+  RunOptions run;
+  NumberArgs numbers;
+  std::string batches = "1,8,64", schedulers = "inline-depth,depth,agenda", json, reps = "3", pytorch = "300";
+  std::string engines = "batched", threads = "1", out = "bench/results/all", cell_batches = "2";
+  std::vector<std::string> lengths;
+  bool ablation = false, all = false, quick = false, busy = false, ragged = false, no_pytorch = false,
+       no_dense = false;
+  bool given_batch = false, given_threads = false, given_engine = false, given_out = false;
+};
+
+// "batched,aot" as a list; anything else is a UserError.
+std::vector<std::string> split_engines(const std::string& engines) {
+  std::vector<std::string> out;
+  std::stringstream es(engines);
+  std::string item;
+  while (std::getline(es, item, ',')) {
+    if (item != "batched" && item != "aot")
+      throw UserError("--engine '" + engines + "': expected batched, aot or batched,aot");
+    out.push_back(item);
+  }
+  return out;
+}
+
+// Each analysis off in turn, then all of them, each on its own compilation of the model: the
+// ablation's configurations.
+std::vector<BenchConfig> ablation_configs(const ir::Module& module) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> ablations = {
+      {"all analyses", {}},
+      {"no reuse analysis", {"reuse"}},
+      {"no ghost operations", {"ghosts"}},
+      {"no phases", {"phases"}},
+      {"no concurrent calls", {"concurrent"}},
+      {"no shared nodes", {"share"}},
+      {"none", {"specialise", "reuse", "ghosts", "phases", "concurrent", "share"}}};
+  std::vector<BenchConfig> configs;
+  for (const auto& [name, disabled] : ablations)
+    // From the same checked syntax tree: the inputs refer to its data type definitions.
+    configs.push_back({name, compile_checked(module.source, compile_options({}, disabled))});
+  return configs;
+}
+
+int bench_one(const BenchArgs& a) {
+  const RunOptions& o = a.run;
+  // Every option is checked before the model is compiled and the inputs are read.
+  std::vector<int64_t> batch_sizes = parse_number_list("--batch", a.batches, 1, kMaxBatch);
+  std::vector<int64_t> thread_counts = parse_number_list("--threads", a.threads, 1, kMaxThreads);
+  size_t pytorch_limit = parse_number("--pytorch-limit", a.pytorch, 0, kMaxCount);
+  int repetitions = static_cast<int>(parse_number("--reps", a.reps, 1, kMaxReps));
+  Prepared p = prepare(o);
+  std::vector<BenchConfig> configs = {{"as given", p.module}};
+  if (a.ablation) configs = ablation_configs(*p.module);
+  BenchOptions b;
+  b.model = o.model;
+  b.batches.assign(batch_sizes.begin(), batch_sizes.end());
+  b.schedulers.clear();
+  std::stringstream ss(a.schedulers);
+  std::string item;
+  while (std::getline(ss, item, ',')) b.schedulers.push_back(scheduler_name(parse_scheduler(item)));
+  b.sets = o.sets;
+  b.reps = repetitions;
+  b.engines = split_engines(a.engines);
+  b.threads.clear();
+  for (int64_t t : thread_counts) b.threads.push_back(static_cast<int>(t));
+  b.json_path = a.json;
+  b.busy_neighbour = a.busy;
+  // The PyTorch oracle implements the models of models/ by their file name.
+  std::string stem = o.model.substr(o.model.find_last_of('/') + 1);
+  stem = stem.substr(0, stem.find('.'));
+  if (pytorch_limit > 0 && (stem == "treelstm" || stem == "mvrnn" || stem == "birnn") &&
+      (p.spec.kind == InputKind::Sst || p.spec.kind == InputKind::SstTokens) && o.params.empty()) {
+    b.pytorch_model = stem;
+    b.pytorch_script = std::string(ACROBAT_SOURCE_DIR) + "/tests/reference/bench_eager.py";
+    b.data_path = p.spec.path;
+    b.vocab_path = p.vocab;
+    b.pytorch_limit = pytorch_limit;
+  }
+  return bench_command(b, configs, p.params, p.inputs);
+}
+
+int bench_ragged(const BenchArgs& a) {
+  BenchRaggedOptions r;
+  r.source_dir = ACROBAT_SOURCE_DIR;
+  r.model = a.run.model.empty() ? r.source_dir + "/models/encoder.acr" : a.run.model;
+  r.params = a.run.params;
+  r.lengths = a.lengths;
+  if (a.given_batch) {
+    r.batches.clear();
+    for (int64_t b : parse_number_list("--batch", a.batches, 1, kMaxBatch)) r.batches.push_back(static_cast<size_t>(b));
+  }
+  if (a.given_threads) {
+    r.threads.clear();
+    for (int64_t t : parse_number_list("--threads", a.threads, 1, kMaxThreads)) r.threads.push_back(static_cast<int>(t));
+  }
+  if (a.given_engine) r.engines = split_engines(a.engines);
+  if (a.given_out) r.out_dir = a.out;
+  r.json_path = a.json;
+  r.reps = static_cast<int>(parse_number("--reps", a.reps, 1, kMaxReps));
+  r.batches_per_cell = static_cast<int>(parse_number("--batches", a.cell_batches, 1, 1000));
+  r.pytorch = !a.no_pytorch;
+  r.dense = !a.no_dense;
+  return bench_ragged_command(r);
+}
+
+int bench(BenchArgs& a) {
+  a.numbers.read(a.run);
+  if (a.all) {
+    BenchAllOptions all;
+    all.source_dir = ACROBAT_SOURCE_DIR;
+    all.out_dir = a.out;
+    all.reps = static_cast<int>(parse_number("--reps", a.reps, 1, kMaxReps));
+    all.quick = a.quick;
+    return bench_all_command(all);
+  }
+  if (a.ragged) return bench_ragged(a);
+  if (a.run.model.empty()) throw UserError("bench: a model file is required (or --all)");
+  return bench_one(a);
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  RunOptions& o = a->run;
+  auto* cmd = app.add_subcommand(
+      "bench", "Throughput of the reference engine, the batched engine (each scheduler and batch "
+               "size) and eager PyTorch, side by side, with the sgemm yardstick");
+  cmd->add_option("model", o.model, "Model file (.acr); not with --all");
+  cmd->add_option("--input", o.input, "KIND:FILE; not with --all");
+  cmd->add_option("--vocab", o.vocab, "Vocabulary for sst inputs");
+  cmd->add_option("--set", o.sets, kSetHelp)->delimiter(',');
+  cmd->add_option("--limit", a->numbers.limit, "Use only the first N instances (N >= 1)");
+  cmd->add_option("--disable", o.disable, disable_help())->delimiter(',');
+  cmd->add_option("--engine", a->engines, "Engines besides the reference: batched, aot or batched,aot");
+  cmd->add_option("--threads", a->threads, "Thread counts from 1 to 1024, comma-separated (default 1)");
+  cmd->add_flag("--all", a->all,
+                "Every model of models/ at its sizes on its data with the oracle's weights "
+                "(the other options but --reps are ignored): all.md, all.json, all.png");
+  cmd->add_option("--out", a->out, "--all: output directory (default bench/results/all)");
+  cmd->add_flag("--quick", a->quick, "--all: small sizes, few instances, one repetition");
+  cmd->add_flag("--ablation", a->ablation,
+                "Rows for each analysis switched off in turn and for all off (ignores --disable)");
+  cmd->add_flag("--busy-neighbour", a->busy,
+                "Keep one core busy with another process while the rows run (how the "
+                "threads fare when the machine is shared)");
+  cmd->add_option("--params", o.params, "Parameters (default: random, seed 0)");
+  cmd->add_option("--batch", a->batches, "Batch sizes, comma-separated (default 1,8,64)");
+  cmd->add_option("--schedulers", a->schedulers, "Schedulers, comma-separated");
+  cmd->add_option("--reps", a->reps, "Repetitions per figure, 1 to 1000 (median; default 3)");
+  cmd->add_option("--json", a->json, "Write the results as JSON to this file");
+  cmd->add_option("--pytorch-limit", a->pytorch,
+                  "Instances for the eager PyTorch row (default 300; 0: no PyTorch row)");
+  cmd->add_flag("--ragged", a->ragged,
+                "The encoder layer (default models/encoder.acr) on the length files of "
+                "data/lengths, beside PyTorch's padded, sorted and nested strategies: "
+                "ragged.json, ragged.md, ragged.png in --out (default bench/results/ragged); "
+                "--batch defaults to 32,64,128, --threads to 1,2, --engine to aot,batched");
+  cmd->add_option("--lengths", a->lengths, "--ragged: length files, names in data/lengths or paths (default: all)")
+      ->delimiter(',');
+  cmd->add_option("--batches", a->cell_batches, "--ragged: batches per cell, 1 to 1000 (default 2)");
+  cmd->add_flag("--no-pytorch", a->no_pytorch, "--ragged: acrobat's rows only");
+  cmd->add_flag("--no-dense", a->no_dense, "--ragged: no dense control cells");
+  return {cmd, [a, cmd] {
+            a->given_batch = cmd->count("--batch") > 0;
+            a->given_threads = cmd->count("--threads") > 0;
+            a->given_engine = cmd->count("--engine") > 0;
+            a->given_out = cmd->count("--out") > 0;
+            return bench(*a);
+          }};
+}
+
+}  // namespace acrobat::cli
