@@ -4,6 +4,7 @@
 
 #include "analysis/explain.h"
 #include "ir/lower.h"
+#include "analysis/verify_plan.h"
 #include "ir/verify.h"
 #include "ir/walk.h"
 #include "lang/ast.h"
@@ -103,7 +104,7 @@ std::shared_ptr<const ir::Module> compile_here(std::shared_ptr<const ast::Module
   // Blocks and depth only read the IR: one check after both covers them, and the plan they made
   // with it (every node the plan keys a decision by must be one of the module's). `blocks` prints
   // the whole plan (it needs the depths), `depth` the depth plan alone.
-  ir::verify_module(*ir, "depth");
+  analysis::verify_plan(*ir, "depth");
   dump_after(options, "blocks", [&] { return analysis::explain(*ir); });
   dump_after(options, "depth", [&] { return analysis::depth_plan_str(*ir, plan->depth); });
   dump_after(options, "ownership", [&] { return analysis::ownership_str(*ir); });

@@ -10,7 +10,6 @@
 
 #include <unordered_map>
 
-#include "analysis/plan.h"
 #include "support/diagnostics.h"
 
 namespace acrobat::ir {
@@ -22,13 +21,6 @@ struct Problem {
   std::string what;
 };
 
-// Where a node is in the module.
-struct NodePlace {
-  int function;
-  const Block* block;
-  size_t index;  // of its binding in `block`
-};
-
 class Verifier {
  public:
   explicit Verifier(const Module& m) : m_(m) {}
@@ -36,8 +28,8 @@ class Verifier {
   void run() {
     for (size_t f = 0; f < m_.functions.size(); ++f) function(static_cast<int>(f));
     fn_ = nullptr;
-    if (m_.plan) plan(*m_.plan);
   }
+  NodeIndex take_index() { return std::move(index_); }
 
  private:
   // Messages are only built here, on failure: the checks themselves allocate nothing.
@@ -45,29 +37,11 @@ class Verifier {
     std::string where = fn_ ? "function @" + fn_->name + ": " : "";
     std::string place;
     if (at)
-      place = " (in " + kind_name(*at) +
+      place = " (in " + rhs_kind_name(*at) +
               (at->span.begin.known() ? " at " + at->span.begin.str() : "") + ")";
     throw Problem{where + what + place};
   }
 
-  static std::string kind_name(const Rhs& r) {
-    switch (r.kind) {
-      case RhsKind::Copy: return "a copy";
-      case RhsKind::Op: return "an operator";
-      case RhsKind::Host: return "a host operation";
-      case RhsKind::Call: return "a call";
-      case RhsKind::Construct: return "a constructor";
-      case RhsKind::MakeTuple: return "a tuple";
-      case RhsKind::Proj: return "a projection";
-      case RhsKind::ParamLoad: return "a param load";
-      case RhsKind::ParamIndex: return "a param index";
-      case RhsKind::ParamGather: return "a param gather";
-      case RhsKind::MakeClosure: return "a closure";
-      case RhsKind::If: return "an if";
-      case RhsKind::Match: return "a match";
-    }
-    return "a node";
-  }
 
   // As print_module names it (an index out of range as the bare number).
   std::string var(int v) const {
@@ -329,128 +303,44 @@ class Verifier {
     return a.kind == Atom::Var ? fn_->vars[a.var].type : none;
   }
 
-  // ---- the plan ----
-
-  void plan(const analysis::Plan& p) const {
-    size_t n = m_.functions.size();
-    auto per_function = [&](size_t size, const std::string& what) {
-      if (size != n)
-        fail("the plan's " + what + " has " + std::to_string(size) + " entries for " +
-             std::to_string(n) + " functions");
-    };
-    per_function(p.depth.chain_length.size(), "chain lengths");
-    per_function(p.depth.in_recursion.size(), "recursion marks");
-    if (p.options.reuse) {
-      per_function(p.reuse.origins.size(), "reuse origins");
-      for (size_t f = 0; f < n; ++f)
-        if (p.reuse.origins[f].size() != m_.functions[f].vars.size())
-          fail("the reuse origins of @" + m_.functions[f].name + " do not cover its variables");
-    }
-    if (p.kernels.size() != p.blocks.size())
-      fail("the plan has " + std::to_string(p.kernels.size()) + " kernel plans for " +
-           std::to_string(p.blocks.size()) + " static blocks");
-    for (size_t i = 0; i < p.blocks.size(); ++i) static_block(p.blocks[i], i);
-    sites(p.block_at_site.size(), "block starts");
-    for (size_t site = 0; site < p.block_at_site.size(); ++site) {
-      int id = p.block_at_site[site];
-      if (id < 0) continue;
-      const NodePlace& at = node(static_cast<int>(site), "a block start");
-      if (id < 0 || static_cast<size_t>(id) >= p.blocks.size() || p.blocks[id].block != at.block ||
-          p.blocks[id].begin != at.index)
-        fail("block start " + std::to_string(id) + " is not where its static block begins");
-    }
-    for (const auto& [site, pads] : p.depth.ghosts) {
-      const Rhs* r = &rhs_at(site, "ghost padding");
-      size_t branches = r->kind == RhsKind::If      ? 2
-                        : r->kind == RhsKind::Match ? r->clauses.size()
-                                                    : 0;
-      if (pads.size() != branches || branches == 0)
-        fail("ghost padding for " + std::to_string(pads.size()) + " branches on " + kind_name(*r) +
-             " with " + std::to_string(branches));
-    }
-    for (int site : p.depth.phase_ends) {
-      const Rhs* r = &rhs_at(site, "a phase end");
-      if (r->kind != RhsKind::Call) fail("a phase ends at " + kind_name(*r) + ", not at a call");
-    }
-    sites(p.tail_call.size(), "tail calls");
-    for (size_t site = 0; site < p.tail_call.size(); ++site) {
-      if (!p.tail_call[site]) continue;
-      const NodePlace& at = node(static_cast<int>(site), "a tail call");
-      const Rhs& r = *at.block->bindings[at.index].rhs;
-      if (r.kind != RhsKind::Call || at.index + 1 != at.block->bindings.size())
-        fail("a tail call at " + kind_name(r) + " that is not its block's last binding");
-    }
-    if (p.ownership.enabled) {
-      sites(p.ownership.dups.size(), "dups");
-      sites(p.ownership.drops.size(), "drops");
-      per_function(p.ownership.bodies.size(), "ownership actions");
-      per_function(p.ownership.tracked.size(), "tracked variables");
-      if (p.ownership.owned_outputs.size() != p.blocks.size())
-        fail("the plan has owned outputs for " + std::to_string(p.ownership.owned_outputs.size()) +
-             " of " + std::to_string(p.blocks.size()) + " static blocks");
-      for (const auto& [site, branches] : p.ownership.branches) {
-        const Rhs* r = &rhs_at(site, "branch ownership");
-        size_t n = r->kind == RhsKind::If ? 2 : r->kind == RhsKind::Match ? r->clauses.size() : 0;
-        if (branches.size() != n || n == 0)
-          fail("ownership actions for " + std::to_string(branches.size()) + " branches on " +
-               kind_name(*r) + " with " + std::to_string(n));
-      }
-    }
-    if (p.options.concurrent) sites(p.concurrency.group_at_site.size(), "concurrent groups");
-    for (size_t site = 0; site < p.concurrency.group_at_site.size(); ++site) {
-      int count = p.concurrency.group_at_site[site];
-      if (count == 0) continue;
-      const NodePlace& at = node(static_cast<int>(site), "a concurrent group");
-      if (count < 2 || at.index + count > at.block->bindings.size())
-        fail("a concurrent group of " + std::to_string(count) + " bindings from binding " +
-             std::to_string(at.index) + " of a block of " +
-             std::to_string(at.block->bindings.size()));
-    }
-  }
-
-  // The node at `site`, which the plan keys `what` by.
-  const Rhs& rhs_at(int site, const std::string& what) const {
-    auto it = sites_.find(site);
-    if (it == sites_.end())
-      fail("the plan keys " + what + " by site " + std::to_string(site) +
-           ", which no node of the module has");
-    return *it->second;
-  }
-  const NodePlace& node(int site, const std::string& what) const {
-    return nodes_.at(&rhs_at(site, what));
-  }
-  // A table by site covers every site.
-  void sites(size_t size, const std::string& what) const {
-    if (size != static_cast<size_t>(m_.num_sites))
-      fail("the plan's table of " + what + " has " + std::to_string(size) + " entries for " +
-           std::to_string(m_.num_sites) + " sites");
-  }
-
-  void static_block(const analysis::StaticBlock& s, size_t i) const {
-    auto it = blocks_.find(s.block);
-    if (s.id != static_cast<int>(i) || it == blocks_.end() || it->second != s.function ||
-        s.begin >= s.end || s.end > s.block->bindings.size())
-      fail("static block " + std::to_string(i) + " is not a range of bindings of a block of " +
-           func(s.function));
-  }
-
   const Module& m_;
   const Function* fn_ = nullptr;
-  std::vector<char> defined_, visible_;              // per variable of fn_
-  std::unordered_map<const Rhs*, NodePlace> nodes_;  // every node met so far
-  std::unordered_map<int, const Rhs*> sites_;        // the site of every node met so far
-  std::unordered_map<const Block*, int> blocks_;     // every block met -> its function
+  std::vector<char> defined_, visible_;  // per variable of fn_
+  NodeIndex index_;                      // every node and block met so far
+  std::unordered_map<const Rhs*, NodePlace>& nodes_ = index_.nodes;
+  std::unordered_map<int, const Rhs*>& sites_ = index_.sites;
+  std::unordered_map<const Block*, int>& blocks_ = index_.blocks;
 };
 
 }  // namespace
 
-std::string find_ir_problem(const Module& module, const std::string& stage) {
+std::string rhs_kind_name(const Rhs& r) {
+  switch (r.kind) {
+    case RhsKind::Copy: return "a copy";
+    case RhsKind::Op: return "an operator";
+    case RhsKind::Host: return "a host operation";
+    case RhsKind::Call: return "a call";
+    case RhsKind::Construct: return "a constructor";
+    case RhsKind::MakeTuple: return "a tuple";
+    case RhsKind::Proj: return "a projection";
+    case RhsKind::ParamLoad: return "a param load";
+    case RhsKind::ParamIndex: return "a param index";
+    case RhsKind::ParamGather: return "a param gather";
+    case RhsKind::MakeClosure: return "a closure";
+    case RhsKind::If: return "an if";
+    case RhsKind::Match: return "a match";
+  }
+  return "a node";
+}
+
+std::string find_ir_problem(const Module& module, const std::string& stage, NodeIndex* index) {
   Verifier v(module);
   try {
     v.run();
   } catch (const Problem& p) {
     return "IR verifier: after stage '" + stage + "', " + p.what;
   }
+  if (index) *index = v.take_index();
   return "";
 }
 

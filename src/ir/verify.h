@@ -1,5 +1,5 @@
-// The IR verifier: the invariants of the IR (and of the plan attached to it) that the passes after
-// lowering and the engines rely on, checked after every stage of the pipeline. A violation is a bug
+// The IR verifier: the invariants of the IR that the passes after lowering and the engines rely on,
+// checked after every stage of the pipeline (the plan attached to it: analysis/verify_plan.h). A violation is a bug
 // in the compiler, never in the model, so it ends in an internal error that names the stage that
 // left the IR broken, the function and what is wrong.
 //
@@ -19,21 +19,36 @@
 //    field within its operand's tuple type; an if's condition a bool; a constructor (in an
 //    expression or a pattern) with as many fields as it declares; param indices within
 //    Module::params;
-//  - the plan, once attached: one entry per function (and per variable for the reuse analysis's
-//    origins), static blocks within the blocks of their functions, and every node it keys a
-//    decision by (block starts, ghosts, phase ends, concurrent groups) a node of the module of the
-//    right kind.
 #pragma once
 
 #include <string>
+#include <unordered_map>
 
 #include "ir/ir.h"
 
 namespace acrobat::ir {
 
+// Where a node is in the module.
+struct NodePlace {
+  int function;
+  const Block* block;
+  size_t index;  // of its binding in `block`
+};
+
+// Every node of a verified module by itself and by its site, and every block with its function:
+// what the checks of decisions keyed by site start from (analysis/verify_plan.h).
+struct NodeIndex {
+  std::unordered_map<const Rhs*, NodePlace> nodes;
+  std::unordered_map<int, const Rhs*> sites;
+  std::unordered_map<const Block*, int> blocks;
+};
+
+// "a call", "an if", ...: a node's kind as the verifier's messages name it.
+std::string rhs_kind_name(const Rhs& r);
+
 // The first invariant `module` breaks, as "IR verifier: after stage 'S', function @f: what is
-// wrong", or "" when it keeps them all.
-std::string find_ir_problem(const Module& module, const std::string& stage);
+// wrong", or "" when it keeps them all (then `index`, when given, gets the module's nodes).
+std::string find_ir_problem(const Module& module, const std::string& stage, NodeIndex* index = nullptr);
 
 // Ends in an internal error with find_ir_problem's message when `module` breaks an invariant.
 void verify_module(const Module& module, const std::string& stage);
