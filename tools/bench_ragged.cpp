@@ -131,35 +131,24 @@ std::string summary(const json& rows, const std::vector<Cell>& cells, double pea
   return out;
 }
 
-}  // namespace
+// 1. PyTorch, every cell, first (its table goes straight through): its rows.
+json pytorch_rows(const BenchRaggedOptions& o, const std::vector<std::string>& files) {
+  if (!o.pytorch) return json::array();
+  const std::string out = o.out_dir + "/pytorch.json";
+  const std::string cmd = fmt::format(
+      "/usr/bin/python3 {} --lengths {} --batch {} --threads {} --batches {} --reps {} --seed {}{} --json {}",
+      io::shell_quote(o.source_dir + "/bench/ragged_pytorch.py"), io::shell_quote(fmt::format("{}", fmt::join(files, ","))),
+      fmt::join(o.batches, ","), fmt::join(o.threads, ","), o.batches_per_cell, o.reps, o.seed,
+      o.dense ? " --dense" : "", io::shell_quote(out));
+  std::cout << "bench: PyTorch side: " << cmd << "\n" << std::flush;
+  if (std::system(cmd.c_str()) != 0)
+    throw UserError("bench --ragged: the PyTorch side failed (" + cmd + ")");
+  return json::parse(io::read_file(out))["results"];
+}
 
-int bench_ragged_command(const BenchRaggedOptions& o) {
-  fs::create_directories(o.out_dir);
-  const std::vector<std::string> files = length_files(o);
-  std::vector<std::string> names;
-  for (const auto& f : files) names.push_back(dataset_name(f));
-
-  const double peak = kernels::fma_peak_gflops();
-  const double packed_gemm = gemm_gflops(9, true);
-  std::cout << fmt::format("bench: this core's fp32 FMA peak: {:.1f} GFLOP/s; packed GEMM 1024^3, one thread: "
-                           "{:.1f} GFLOP/s (the linear layers' yardstick)\n", peak, packed_gemm);
-
-  // 1. PyTorch, every cell, first (its table goes straight through).
-  json torch_rows = json::array();
-  if (o.pytorch) {
-    const std::string out = o.out_dir + "/pytorch.json";
-    const std::string cmd = fmt::format(
-        "/usr/bin/python3 {} --lengths {} --batch {} --threads {} --batches {} --reps {} --seed {}{} --json {}",
-        io::shell_quote(o.source_dir + "/bench/ragged_pytorch.py"), io::shell_quote(fmt::format("{}", fmt::join(files, ","))),
-        fmt::join(o.batches, ","), fmt::join(o.threads, ","), o.batches_per_cell, o.reps, o.seed,
-        o.dense ? " --dense" : "", io::shell_quote(out));
-    std::cout << "bench: PyTorch side: " << cmd << "\n" << std::flush;
-    if (std::system(cmd.c_str()) != 0)
-      throw UserError("bench --ragged: the PyTorch side failed (" + cmd + ")");
-    torch_rows = json::parse(io::read_file(out))["results"];
-  }
-
-  // 2. The cells, with the PyTorch figures they need.
+// 2. The cells, with the PyTorch figures they need.
+std::vector<Cell> make_cells(const BenchRaggedOptions& o, const std::vector<std::string>& files,
+                             const std::vector<std::string>& names, const json& torch_rows) {
   std::vector<Cell> cells;
   for (int threads : o.threads)
     for (size_t f = 0; f < files.size(); ++f) {
@@ -185,86 +174,69 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
         }
       }
     }
+  return cells;
+}
 
-  // 3. acrobat, every cell: one engine per kind and thread count, a warm-up run (libxsmm compiles
-  // its kernels for new sizes), then --reps runs; the median.
-  auto module = compile_model(o.model, CompileOptions{});
-  auto params = std::make_shared<ParamStore>(o.params.empty() ? init_params(*module, o.seed)
-                                                              : load_params(*module, o.params));
-  const ir::Function& entry = module->functions[entry_function(*module, "main")];
-  const Type& in_type = entry.vars[entry.params[0]].type;
-  if (!is_rows_type(in_type)) {
-    SizeNamesScope names(module->plan->size_names);
-    throw UserError(o.model + ": bench --ragged needs a model whose main takes f32[n, ...] (n per instance, "
-                    "the rest fixed), found " + type_str(in_type));
-  }
-  json rows = json::array();
-  for (const auto& r : torch_rows) rows.push_back(r);
-  std::cout << fmt::format("\n{:<14} {:>5} {:>3}  {:<15} {:>14} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}\n", "dataset", "batch",
-                           "thr", "engine", "useful GFLOP/s", "padding", "peak MiB", "seconds",
-                           "vs best", "ceiling", "linear");
-  std::map<std::pair<std::string, int>, std::unique_ptr<Engine>> engines;
-  for (const Cell& c : cells) {
-    std::vector<Value> inputs;
-    for (size_t i = 0; i < c.lengths.size(); ++i) inputs.push_back(random_rows(in_type, c.lengths[i], o.seed + i));
-    for (const std::string& kind : o.engines) {
-      auto& engine = engines[{kind, c.threads}];
-      if (!engine) {
-        EngineSpec spec;
-        spec.engine = kind;
-        spec.threads = c.threads;
-        engine = make_engine(spec, module, params);
-      }
-      engine->run_batches(inputs, c.batch);  // warm-up
-      std::vector<double> secs;
-      RunStats stats;
-      for (int r = 0; r < o.reps; ++r) {
-        const auto t0 = Clock::now();
-        RunResult res = engine->run_batches(inputs, c.batch);
-        secs.push_back(seconds_since(t0));
-        stats = res.stats;
-      }
-      const double s = median(secs);
-      const double useful = c.useful_gflop > 0 ? c.useful_gflop : static_cast<double>(stats.flops) * 1e-9;
-      const double gflops = useful / s;
-      const std::string name = kind == "aot" ? "aot" : "interpreter";
-      const double ratio = c.best_pytorch > 0 ? gflops / c.best_pytorch : 0;
-      const double ceiling = c.ceiling(peak);
-      // The linear layers (matmuls by the weights) per thread, as a share of the packed GEMM.
-      const double linear = stats.weight_gemm_gflops() / packed_gemm;
-      std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14.1f} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8} {:>8} {:>7.1f}%\n",
-                               c.dataset, c.batch, c.threads, name, gflops, 0.0,
-                               static_cast<double>(stats.peak_bytes) / (1 << 20), s,
-                               ratio > 0 ? fmt::format("{:.2f}x", ratio) : "-",
-                               ceiling > 0 ? fmt::format("{:.2f}x", ceiling) : "-", 100 * linear)
-                << std::flush;
-      int64_t tokens = 0;
-      for (int64_t n : c.lengths) tokens += n;
-      rows.push_back(json{{"engine", name},
-                          {"dataset", c.dataset},
-                          {"dense", c.dense},
-                          {"batch", c.batch},
-                          {"threads", c.threads},
-                          {"instances", c.lengths.size()},
-                          {"tokens", tokens},
-                          {"max_length", *std::max_element(c.lengths.begin(), c.lengths.end())},
-                          {"useful_gflop", useful},
-                          {"useful_gflops", gflops},
-                          {"padding_share", 0.0},
-                          {"seconds", s},
-                          {"seconds_reps", secs},
-                          {"instances_per_s", static_cast<double>(c.lengths.size()) / s},
-                          {"peak_bytes", stats.peak_bytes},
-                          {"ratio_to_best_pytorch", ratio},
-                          {"share_of_fma_peak", gflops / (peak * c.threads)},
-                          {"linear_gflops_per_thread", stats.weight_gemm_gflops()},
-                          {"linear_share_of_packed_gemm", linear}});
-    }
-  }
+// The machine's yardsticks: the FMA peak of a core and the packed GEMM of one thread.
+struct Yardsticks {
+  double peak, packed_gemm;
+};
 
-  // 4. JSON, a Markdown table of the ratios, and the plot.
+// 3. One engine on one cell: a warm-up run (libxsmm compiles its kernels for new sizes), then
+// --reps runs; the median, printed as a row of the table and returned as a JSON row.
+json measure(const BenchRaggedOptions& o, Engine& engine, const std::string& kind, const Cell& c,
+             const std::vector<Value>& inputs, const Yardsticks& y) {
+  engine.run_batches(inputs, c.batch);  // warm-up
+  std::vector<double> secs;
+  RunStats stats;
+  for (int r = 0; r < o.reps; ++r) {
+    const auto t0 = Clock::now();
+    RunResult res = engine.run_batches(inputs, c.batch);
+    secs.push_back(seconds_since(t0));
+    stats = res.stats;
+  }
+  const double s = median(secs);
+  const double useful = c.useful_gflop > 0 ? c.useful_gflop : static_cast<double>(stats.flops) * 1e-9;
+  const double gflops = useful / s;
+  const std::string name = kind == "aot" ? "aot" : "interpreter";
+  const double ratio = c.best_pytorch > 0 ? gflops / c.best_pytorch : 0;
+  const double ceiling = c.ceiling(y.peak);
+  // The linear layers (matmuls by the weights) per thread, as a share of the packed GEMM.
+  const double linear = stats.weight_gemm_gflops() / y.packed_gemm;
+  std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14.1f} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8} {:>8} {:>7.1f}%\n",
+                           c.dataset, c.batch, c.threads, name, gflops, 0.0,
+                           static_cast<double>(stats.peak_bytes) / (1 << 20), s,
+                           ratio > 0 ? fmt::format("{:.2f}x", ratio) : "-",
+                           ceiling > 0 ? fmt::format("{:.2f}x", ceiling) : "-", 100 * linear)
+            << std::flush;
+  int64_t tokens = 0;
+  for (int64_t n : c.lengths) tokens += n;
+  return json{{"engine", name},
+              {"dataset", c.dataset},
+              {"dense", c.dense},
+              {"batch", c.batch},
+              {"threads", c.threads},
+              {"instances", c.lengths.size()},
+              {"tokens", tokens},
+              {"max_length", *std::max_element(c.lengths.begin(), c.lengths.end())},
+              {"useful_gflop", useful},
+              {"useful_gflops", gflops},
+              {"padding_share", 0.0},
+              {"seconds", s},
+              {"seconds_reps", secs},
+              {"instances_per_s", static_cast<double>(c.lengths.size()) / s},
+              {"peak_bytes", stats.peak_bytes},
+              {"ratio_to_best_pytorch", ratio},
+              {"share_of_fma_peak", gflops / (y.peak * c.threads)},
+              {"linear_gflops_per_thread", stats.weight_gemm_gflops()},
+              {"linear_share_of_packed_gemm", linear}};
+}
+
+// 4. JSON, a Markdown table of the ratios, and the plot.
+void write_report(const BenchRaggedOptions& o, const json& rows, const std::vector<Cell>& cells, const Yardsticks& y) {
+  const double peak = y.peak;
   json doc{{"benchmark", "ragged-encoder-layer"}, {"model", o.model}, {"batches_per_cell", o.batches_per_cell},
-           {"reps", o.reps}, {"fma_peak_gflops_per_core", peak}, {"packed_gemm_gflops", packed_gemm},
+           {"reps", o.reps}, {"fma_peak_gflops_per_core", peak}, {"packed_gemm_gflops", y.packed_gemm},
            {"results", rows}};
   const std::string json_path = o.json_path.empty() ? o.out_dir + "/ragged.json" : o.json_path;
   io::write_file(json_path, doc.dump(1) + "\n");
@@ -276,7 +248,7 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
      << " GFLOP/s; the ceiling is the ratio to PyTorch's best that every thread running at that peak "
         "would reach. The linear layers (the matmuls by weights, with their gathers and fused addends) "
         "are compared with a 1024^3 GEMM on packed weights, one thread: "
-     << fmt::format("{:.1f}", packed_gemm) << " GFLOP/s.\n\n"
+     << fmt::format("{:.1f}", y.packed_gemm) << " GFLOP/s.\n\n"
      << summary(rows, cells, peak) << "\n"
      << "| dataset | batch | threads | AOT | interpreter | PyTorch padded | PyTorch sorted | PyTorch nested | ceiling |\n"
      << "|---|---|---|---|---|---|---|---|---|\n";
@@ -298,6 +270,49 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
                                        io::shell_quote(json_path), io::shell_quote(o.out_dir + "/ragged.png"));
   if (std::system(plot.c_str()) != 0) std::cerr << "bench: warning: the plot failed (" << plot << ")\n";
   std::cout << "bench: wrote " << json_path << ", " << o.out_dir << "/ragged.md, ragged.png\n";
+}
+
+}  // namespace
+
+int bench_ragged_command(const BenchRaggedOptions& o) {
+  fs::create_directories(o.out_dir);
+  const std::vector<std::string> files = length_files(o);
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(dataset_name(f));
+
+  const Yardsticks y{kernels::fma_peak_gflops(), gemm_gflops(9, true)};
+  std::cout << fmt::format("bench: this core's fp32 FMA peak: {:.1f} GFLOP/s; packed GEMM 1024^3, one thread: "
+                           "{:.1f} GFLOP/s (the linear layers' yardstick)\n", y.peak, y.packed_gemm);
+  const json torch_rows = pytorch_rows(o, files);
+  const std::vector<Cell> cells = make_cells(o, files, names, torch_rows);
+
+  // 3. acrobat, every cell: one engine per kind and thread count.
+  auto module = compile_model(o.model, CompileOptions{});
+  auto params = std::make_shared<ParamStore>(o.params.empty() ? init_params(*module, o.seed)
+                                                              : load_params(*module, o.params));
+  const ir::Function& entry = module->functions[entry_function(*module, "main")];
+  const Type& in_type = entry.vars[entry.params[0]].type;
+  if (!is_rows_type(in_type)) {
+    SizeNamesScope names(module->plan->size_names);
+    throw UserError(o.model + ": bench --ragged needs a model whose main takes f32[n, ...] (n per instance, "
+                    "the rest fixed), found " + type_str(in_type));
+  }
+  json rows = json::array();
+  for (const auto& r : torch_rows) rows.push_back(r);
+  std::cout << fmt::format("\n{:<14} {:>5} {:>3}  {:<15} {:>14} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}\n", "dataset", "batch",
+                           "thr", "engine", "useful GFLOP/s", "padding", "peak MiB", "seconds",
+                           "vs best", "ceiling", "linear");
+  std::map<std::pair<std::string, int>, std::unique_ptr<Engine>> engines;
+  for (const Cell& c : cells) {
+    std::vector<Value> inputs;
+    for (size_t i = 0; i < c.lengths.size(); ++i) inputs.push_back(random_rows(in_type, c.lengths[i], o.seed + i));
+    for (const std::string& kind : o.engines) {
+      auto& engine = engines[{kind, c.threads}];
+      if (!engine) engine = make_engine({.engine = kind, .threads = c.threads}, module, params);
+      rows.push_back(measure(o, *engine, kind, c, inputs, y));
+    }
+  }
+  write_report(o, rows, cells, y);
   return 0;
 }
 

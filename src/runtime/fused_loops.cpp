@@ -47,7 +47,6 @@ const TileFn kTileFns[] = {
 #include "ops/ops.def"
 #undef ACROBAT_OP
 };
-static_assert(sizeof(kTileFns) / sizeof(kTileFns[0]) == kNumOps, "one tile function per operator");
 
 // Floats per tile when no operand broadcasts a row (then a tile is one row of the result).
 constexpr int64_t kTile = 512;
