@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -249,5 +250,35 @@ TEST(Cli, InternalErrorIsReportedWithExitStatus70) {
     ASSERT_NE(error, std::string::npos) << r.out;
     EXPECT_EQ(r.out.find(ACROBAT_SOURCE_DIR, error), std::string::npos) << "no path of the build machine: " << r.out;
     EXPECT_EQ(r.out.find("instances in"), std::string::npos) << "no outputs presented: " << r.out;
+  }
+}
+
+// The README's first model runs as written (examples/first), its four trees batched, with the
+// reference engine's outputs: a two-class softmax per tree.
+TEST(Cli, TheReadmesFirstModelRunsAsWritten) {
+  const std::string dir = std::string(ACROBAT_SOURCE_DIR) + "/examples/first/";
+  auto tmp = std::filesystem::temp_directory_path() / "acrobat_cli_first";
+  std::filesystem::create_directories(tmp);
+  std::map<std::string, nlohmann::json> outputs;
+  for (const char* engine : {"batched", "aot", "reference"}) {
+    const auto out = tmp / (std::string(engine) + ".json");
+    Result r = run("run " + dir + "model.acr --input json:" + dir + "input.jsonl --engine " + engine + " --output " +
+                   out.string());
+    ASSERT_EQ(r.exit_code, 0) << engine << ": " << r.out;
+    outputs[engine] = nlohmann::json::parse(read(out))["outputs"];
+  }
+  const nlohmann::json& want = outputs["reference"];
+  ASSERT_EQ(want.size(), 4u);
+  for (const auto& [engine, got] : outputs) {
+    ASSERT_EQ(got.size(), 4u) << engine;
+    for (size_t i = 0; i < 4; ++i) {
+      double sum = 0;
+      for (size_t j = 0; j < 2; ++j) {
+        const double x = got[i]["data"][j], y = want[i]["data"][j];
+        EXPECT_NEAR(x, y, 1e-6) << engine << ", tree " << i;
+        sum += x;
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-6) << engine << ", tree " << i;
+    }
   }
 }
