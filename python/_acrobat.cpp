@@ -19,6 +19,7 @@
 #include "engines/inputs.h"
 #include "engines/make_engine.h"
 #include "engines/train.h"
+#include "io/files.h"
 #include "lang/frontend.h"
 
 namespace py = pybind11;
@@ -40,9 +41,12 @@ struct Instances {
 };
 
 // A Python value as JSON, in the encoding of value_from_json (engines/inputs.h): numbers, bools,
-// strings, lists and tuples as arrays, dicts as objects, a numpy array as {"shape", "data"}.
+// strings, lists and tuples as arrays, dicts as objects, a numpy array or a torch tensor as
+// {"shape", "data"}. The walk recurses in C++, bounded as the files' readers bound nesting, so that
+// a deep instance is an acrobat.Error rather than Python's recursion limit.
 nlohmann::json to_json(py::handle h, int depth = 0) {
-  if (depth > 100000) throw UserError("an instance nested more than 100000 levels deep");
+  if (depth > static_cast<int>(io::kMaxJsonDepth))  // as the input files' readers bound it
+    throw UserError("an instance nested more than " + std::to_string(io::kMaxJsonDepth) + " levels deep");
   if (h.is_none()) return nullptr;
   if (py::isinstance<py::bool_>(h)) return h.cast<bool>();
   if (py::isinstance<py::int_>(h)) {
@@ -54,6 +58,8 @@ nlohmann::json to_json(py::handle h, int depth = 0) {
   }
   if (py::isinstance<py::float_>(h)) return h.cast<double>();
   if (py::isinstance<py::str>(h)) return h.cast<std::string>();
+  if (py::hasattr(h, "detach") && py::hasattr(h, "numpy"))  // a torch tensor
+    return to_json(h.attr("detach")().attr("cpu")().attr("numpy")(), depth + 1);
   if (py::isinstance<py::array>(h)) {
     auto a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(h);
     if (!a) throw UserError("an array that cannot be read as float32");

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engines/inputs.h"
+#include "io/files.h"
 #include "support/diagnostics.h"
 #include "support/clock.h"
 
@@ -218,7 +219,8 @@ class Batcher {
 
 void reply(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Invalid UTF-8 (a request's own bytes quoted in an error) is replaced, never a failed answer.
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 // SIGINT and SIGTERM: the handler (on whichever thread the signal lands, libraries' threads
@@ -303,7 +305,10 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
     };
     std::vector<std::shared_ptr<Pending>> items;
     try {
-      nlohmann::json body = nlohmann::json::parse(req.body);
+      // Parsed as the files' readers parse a line: nesting bounded (io::kMaxJsonDepth), no key twice.
+      nlohmann::json body;
+      if (auto e = io::parse_json_strict(req.body, body, [](size_t at) { return "byte " + std::to_string(at); }))
+        throw UserError("the request body is not JSON: " + e->message + " at byte " + std::to_string(e->offset));
       if (!body.is_object() || !body.contains("instances") || !body["instances"].is_array())
         throw UserError("the request body must be a JSON object {\"instances\": [...]}");
       const auto& instances = body["instances"];

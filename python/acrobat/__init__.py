@@ -59,18 +59,6 @@ def _as_array(name, value):
     return a
 
 
-def _as_instance(value):
-    """An instance for the native side: torch tensors as numpy arrays, containers walked."""
-    if hasattr(value, "detach") and hasattr(value, "numpy"):
-        return value.detach().cpu().numpy()
-    if isinstance(value, (list, tuple)):
-        items = [_as_instance(v) for v in value]
-        return tuple(items) if isinstance(value, tuple) else items
-    if isinstance(value, dict):
-        return {k: _as_instance(v) for k, v in value.items()}
-    return value
-
-
 class Model:
     """A compiled model, its parameters and an engine (``batched``: the interpreter of the batched
     runtime; ``aot``: the model compiled to C++ and cached; ``reference``: one instance at a time)."""
@@ -127,7 +115,7 @@ class Model:
     def _instances(self, instances):
         if isinstance(instances, Instances):
             return instances
-        return [_as_instance(v) for v in instances]
+        return list(instances)  # walked natively: torch tensors read as arrays, nesting bounded
 
     def run(self, instances, batch=64, entry="main"):
         """Runs ``entry`` on every instance, ``batch`` instances per engine run (0: all in one).

@@ -144,6 +144,11 @@ def test_errors_are_exceptions_with_where():
         m.run([{"Leaf": [10 ** 9]}])
     with pytest.raises(acrobat.Error, match="engine 'fast'"):
         acrobat.load(TREELSTM, engine="fast")
+    deep = {"Leaf": [1]}
+    for _ in range(200000):  # far deeper than the readers allow: an error, not a crash of the interpreter
+        deep = {"Node": [deep, {"Leaf": [2]}]}
+    with pytest.raises(acrobat.Error, match="nested more than 5000 levels"):
+        m.run([deep])
 
 
 def test_dask_two_workers_give_the_cli_outputs(treelstm_params, tmp_path):

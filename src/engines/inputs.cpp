@@ -6,6 +6,7 @@
 #include <optional>
 #include <random>
 
+#include "io/files.h"
 #include "io/json_lines.h"
 #include "io/ptb.h"
 #include "io/tokens.h"
@@ -293,14 +294,40 @@ nlohmann::json value_to_json(const Value& v, const Type& type) {
 
 namespace {
 
+// Where the reader is in a value, as a chain of segments on the reader's stack: rendered ("$[1].Node[0]")
+// only for a message, so that reading a deeply nested value costs no string per level.
+struct JsonPath {
+  const JsonPath* parent = nullptr;
+  size_t index = 0;             // "[index]", when `field` is empty
+  std::string_view field = {};  // ".field"
+  std::string str() const {
+    std::vector<const JsonPath*> chain;
+    for (const JsonPath* p = this; p->parent; p = p->parent) chain.push_back(p);
+    std::string out = "$";
+    for (size_t i = chain.size(); i-- > 0;)
+      out += chain[i]->field.empty() ? "[" + std::to_string(chain[i]->index) + "]" : "." + std::string(chain[i]->field);
+    return out;
+  }
+};
+
 class JsonReader {
   static constexpr const char* kNumber = "a number (or \"NaN\", \"Infinity\", \"-Infinity\")";
 
  public:
   explicit JsonReader(const SourceLoc& where) : where_(where) {}
 
-  Value read(const nlohmann::json& j, const Type& t, const std::string& path) {
+  Value read(const nlohmann::json& j, const Type& t, const JsonPath& path) {
     using nlohmann::json;
+    // The reader recurses per level of the value: as deep as the files' readers allow and no deeper,
+    // whoever parsed the JSON (a server's request, a Python object).
+    struct Level {
+      size_t& depth;
+      explicit Level(size_t& d) : depth(++d) {}
+      ~Level() { --depth; }
+    } level(depth_);
+    if (depth_ > io::kMaxJsonDepth)
+      throw UserError(where_, "at " + path.str() + ": an instance nested more than " +
+                                  std::to_string(io::kMaxJsonDepth) + " levels deep");
     switch (t->kind) {
       case TypeKind::Int:
         if (!j.is_number_integer()) fail(path, "an integer", j);
@@ -321,7 +348,7 @@ class JsonReader {
           fail(path, "an array of " + std::to_string(t->args.size()) + " elements for " + type_str(t), j);
         std::vector<Value> fields;
         for (size_t i = 0; i < t->args.size(); ++i)
-          fields.push_back(read(j[i], t->args[i], path + "[" + std::to_string(i) + "]"));
+          fields.push_back(read(j[i], t->args[i], JsonPath{&path, i}));
         return Value::tuple(std::move(fields));
       }
       case TypeKind::Adt: return adt(j, t, path);
@@ -332,19 +359,19 @@ class JsonReader {
 
  private:
   // "at $[1]: expected an integer, found string "7"" (a null is just "null", not "null null").
-  [[noreturn]] void fail(const std::string& path, const std::string& expected,
+  [[noreturn]] void fail(const JsonPath& path, const std::string& expected,
                          const nlohmann::json& found) {
     std::string what = io::json_type_name(found);
     if (found.is_primitive() && !found.is_null()) {
       std::string text = found.dump();
       what += " " + (text.size() > 40 ? text.substr(0, 40) + "..." : text);
     }
-    throw UserError(where_, "at " + path + ": expected " + expected + ", found " + what);
+    throw UserError(where_, "at " + path.str() + ": expected " + expected + ", found " + what);
   }
 
   // A tensor of type f32`shape`; a size variable in it takes the JSON's size there, the same at
   // every place it appears in the instance.
-  Value tensor(const nlohmann::json& j, const std::vector<int64_t>& type_shape, const std::string& path) {
+  Value tensor(const nlohmann::json& j, const std::vector<int64_t>& type_shape, const JsonPath& path) {
     std::vector<int64_t> shape = type_shape;
     if (j.is_object()) {
       if (!j.contains("shape") || !j.contains("data") || j.size() != 2)
@@ -353,7 +380,7 @@ class JsonReader {
       bool fits = given.is_array() && given.size() == shape.size();
       for (size_t d = 0; fits && d < shape.size(); ++d)
         fits = given[d].is_number_integer() && bind(shape[d], given[d].get<int64_t>());
-      if (!fits) fail(path + ".shape", "the shape " + shape_str(type_shape) + bound_sizes(), given);
+      if (!fits) fail(JsonPath{&path, 0, "shape"}, "the shape " + shape_str(type_shape) + bound_sizes(), given);
     } else {
       // Nested arrays: each dimension's size is the length of the first array at its depth.
       const nlohmann::json* at = &j;
@@ -371,10 +398,11 @@ class JsonReader {
     if (j.is_object()) {
       const auto& data = j["data"];
       if (!data.is_array() || static_cast<int64_t>(data.size()) != t.size())
-        fail(path + ".data", "an array of " + std::to_string(t.size()) + " numbers", data);
+        fail(JsonPath{&path, 0, "data"}, "an array of " + std::to_string(t.size()) + " numbers", data);
+      const JsonPath data_path{&path, 0, "data"};
       for (int64_t i = 0; i < t.size(); ++i) {
         std::optional<double> x = json_float(data[i]);
-        if (!x) fail(path + ".data[" + std::to_string(i) + "]", kNumber, data[i]);
+        if (!x) fail(JsonPath{&data_path, static_cast<size_t>(i)}, kNumber, data[i]);
         t.data[i] = static_cast<float>(*x);
       }
     } else {
@@ -385,7 +413,7 @@ class JsonReader {
   }
 
   void nested(const nlohmann::json& j, const std::vector<int64_t>& shape, size_t dim, float* out,
-              int64_t& filled, const std::string& path) {
+              int64_t& filled, const JsonPath& path) {
     if (dim == shape.size()) {
       std::optional<double> x = json_float(j);
       if (!x) fail(path, kNumber, j);
@@ -397,7 +425,7 @@ class JsonReader {
                      std::to_string(dim) + " of a tensor " + shape_str(shape) + ")",
            j);
     for (size_t i = 0; i < j.size(); ++i)
-      nested(j[i], shape, dim + 1, out, filled, path + "[" + std::to_string(i) + "]");
+      nested(j[i], shape, dim + 1, out, filled, JsonPath{&path, i});
   }
 
   // A dimension `dim` of the type takes size `n`: a constant must be n, a size variable is bound
@@ -418,20 +446,20 @@ class JsonReader {
   }
 
   // An instance's tensor must fit the kernels' index type (as the checker makes every fixed one).
-  void checked_tensor_size(const std::vector<int64_t>& shape, const std::string& path) {
+  void checked_tensor_size(const std::vector<int64_t>& shape, const JsonPath& path) {
     std::optional<int64_t> n = checked_product<int64_t>(shape);
     if (!n || *n > kMaxTensorElements)
-      throw UserError(where_, "at " + path + ": a tensor " + shape_str(shape) + " has more than " +
+      throw UserError(where_, "at " + path.str() + ": a tensor " + shape_str(shape) + " has more than " +
                                   std::to_string(kMaxTensorElements) + " elements");
   }
 
-  Value adt(const nlohmann::json& j, const Type& t, const std::string& path) {
+  Value adt(const nlohmann::json& j, const Type& t, const JsonPath& path) {
     const AdtDef* adt = t->adt;
     if (adt->is_list()) {
       if (!j.is_array()) fail(path, "an array for " + type_str(t), j);
       std::vector<Value> items;
       for (size_t i = 0; i < j.size(); ++i)
-        items.push_back(read(j[i], t->args[0], path + "[" + std::to_string(i) + "]"));
+        items.push_back(read(j[i], t->args[0], JsonPath{&path, i}));
       return make_list(adt, items);
     }
     std::string ctors;
@@ -448,30 +476,31 @@ class JsonReader {
     }
     const CtorDef* ctor = ctor_named(adt, name);
     if (!ctor)
-      throw UserError(where_, "at " + path + ": '" + name + "' is not a constructor of " + adt->name +
+      throw UserError(where_, "at " + path.str() + ": '" + name + "' is not a constructor of " + adt->name +
                                   " (expected one of " + ctors + ")");
-    std::string sub = path + "." + name;
+    const JsonPath sub{&path, 0, ctor->name};
     size_t given = fields ? (fields->is_array() ? fields->size() : 1) : 0;
     if (fields && !fields->is_array()) fail(sub, "an array of the constructor's fields", *fields);
     if (given != ctor->fields.size())
-      throw UserError(where_, "at " + sub + ": constructor " + name + " has " +
+      throw UserError(where_, "at " + sub.str() + ": constructor " + name + " has " +
                                   std::to_string(ctor->fields.size()) + " field(s), found " +
                                   std::to_string(given));
     std::vector<Value> values;
     for (size_t i = 0; i < ctor->fields.size(); ++i)
       values.push_back(read((*fields)[i], substitute_params(ctor->fields[i], adt->type_params, t->args),
-                            sub + "[" + std::to_string(i) + "]"));
+                            JsonPath{&sub, i}));
     return Value::adt(ctor, std::move(values));
   }
 
   SourceLoc where_;
   std::map<int64_t, int64_t> sizes_;  // size variables bound by this value's tensors
+  size_t depth_ = 0;                  // of the value being read
 };
 
 }  // namespace
 
 Value value_from_json(const nlohmann::json& json, const Type& type, const SourceLoc& where) {
-  return JsonReader(where).read(json, type, "$");
+  return JsonReader(where).read(json, type, JsonPath{});
 }
 
 }  // namespace acrobat

@@ -8,8 +8,10 @@
    failing one 400 naming the index, and the other 62 their outputs, equal to `acrobat run`'s on the
    same trees (1e-5); the batch that held the failing tree was run again instance by instance.
 2. 64 more at once: they are batched (a batch of more than 32 instances in /metrics).
-3. An instance of the wrong type (400 naming instances[0]), an unknown model (404), /health,
-   /metrics in Prometheus text.
+3. An instance of the wrong type (400 naming instances[0]), an unknown model (404), a tree nested
+   20000 levels deep and one nested 6000 deep inside a valid JSON body (400 naming the limit, the
+   server alive and answering the next request), invalid UTF-8 in a string (400 with a JSON body),
+   /health, /metrics in Prometheus text.
 4. SIGTERM with requests in flight: each is answered, then the server exits 0.
 5. An internal error (a bug in acrobat, made to happen with ACROBAT_INJECT_FAULT=instance:3 in a
    second server, one instance per batch): the request whose batch met it gets a 500 naming the
@@ -42,7 +44,9 @@ MODEL = os.path.join(ROOT, "models", "treelstm.acr")
 
 
 def post(port, body, name="treelstm"):
-    req = urllib.request.Request("http://127.0.0.1:%d/v1/models/%s:predict" % (port, name), data=body.encode(),
+    """(status, parsed JSON answer) of a predict request; `body` is text or raw bytes."""
+    data = body if isinstance(body, bytes) else body.encode()
+    req = urllib.request.Request("http://127.0.0.1:%d/v1/models/%s:predict" % (port, name), data=data,
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
@@ -199,6 +203,16 @@ def main():
         check(status == 404, "unknown model: %s" % status)
         status, body = post(port, json.dumps({"inputs": [trees[0]]}))
         check(status == 400 and "instances" in body.get("error", ""), "no instances: %s %s" % (status, body))
+        for depth in (20000, 6000):
+            deep = '{"Leaf": [1]}'
+            deep = '{"Node": [' * depth + deep + ', {"Leaf": [2]}]}' * depth
+            status, body = post(port, '{"instances": [' + deep + ']}')
+            check(status == 400 and "nested more than 5000" in body.get("error", ""),
+                  "a tree %d deep: %s %s" % (depth, status, str(body)[:200]))
+        status, body = post(port, b'{"instances": [{"Leaf": ["\xff\xfe"]}]}')
+        check(status == 400 and "error" in body, "invalid UTF-8: %s %s" % (status, body))
+        status, body = post(port, json.dumps({"instances": [trees[0]]}))
+        check(status == 200 and close(body["predictions"][0]["data"], expected[0]), "after the deep trees: %s" % status)
 
         # 4. SIGTERM with requests in flight: all answered, exit 0.
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
