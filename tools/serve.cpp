@@ -11,6 +11,7 @@
 #include <deque>
 #include <future>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -66,7 +67,8 @@ std::vector<double> latency_bounds() {
 
 struct Metrics {
   std::mutex mutex;
-  std::map<int, uint64_t> requests;  // by HTTP status
+  std::map<int, uint64_t> requests;   // predict requests, by HTTP status
+  std::map<int, uint64_t> responses;  // every response of every endpoint, by HTTP status
   uint64_t instances = 0, batches = 0, batch_failures = 0, internal_errors = 0;
   Histogram batch_size{"acrobat_batch_size", "Instances per engine run.",
                        {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}};
@@ -79,6 +81,10 @@ struct Metrics {
     std::lock_guard<std::mutex> lock(mutex);
     ++requests[status];
   }
+  void responded(int status) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++responses[status];
+  }
   std::string text() {
     std::string out;
     {
@@ -86,6 +92,9 @@ struct Metrics {
       out += "# HELP acrobat_requests_total Predict requests answered, by HTTP status.\n"
              "# TYPE acrobat_requests_total counter\n";
       for (auto [code, n] : requests) out += fmt::format("acrobat_requests_total{{code=\"{}\"}} {}\n", code, n);
+      out += "# HELP acrobat_responses_total Responses of every endpoint, by HTTP status.\n"
+             "# TYPE acrobat_responses_total counter\n";
+      for (auto [code, n] : responses) out += fmt::format("acrobat_responses_total{{code=\"{}\"}} {}\n", code, n);
       out += fmt::format("# HELP acrobat_instances_total Instances run.\n# TYPE acrobat_instances_total counter\n"
                          "acrobat_instances_total {}\n", instances);
       out += fmt::format("# HELP acrobat_batches_total Engine runs.\n# TYPE acrobat_batches_total counter\n"
@@ -296,18 +305,43 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
   server.set_tcp_nodelay(true);  // an answer leaves at once (no Nagle wait for the client's delayed ACK)
 
   const std::string predict = "/v1/models/" + o.name + ":predict";
-  server.Post(predict, [&](const httplib::Request& req, httplib::Response& res) {
+  server.set_payload_max_length(o.max_request_bytes);  // a Content-Length over it: 413 before reading
+  // The body is read here, not by the library, so that the bound holds whatever the content type (the
+  // library caps a form-encoded body, `curl -d`'s default, at 8 KiB).
+  server.Post(predict, [&](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
     const auto arrived = Clock::now();
     auto answer = [&](int status, const nlohmann::json& body) {
       reply(res, status, body);
       metrics.answered(status);
       metrics.request_seconds.observe(seconds_since(arrived));
     };
+    if (req.is_multipart_form_data()) {
+      answer(415, {{"error", "the request body must be JSON {\"instances\": [...]}, not a multipart form"}});
+      return;
+    }
+    std::string text;
+    bool too_large = false;
+    const bool whole = read([&](const char* data, size_t n) {
+      if (text.size() + n > o.max_request_bytes) {
+        too_large = true;
+        return false;
+      }
+      text.append(data, n);
+      return true;
+    });
+    too_large = too_large || res.status == 413;  // the library's own check of Content-Length
+    if (too_large || !whole) {
+      answer(too_large ? 413 : 400,
+             {{"error", too_large ? fmt::format("the request body is larger than {} bytes (--max-request-bytes)",
+                                                o.max_request_bytes)
+                                  : std::string("the request body could not be read whole")}});
+      return;
+    }
     std::vector<std::shared_ptr<Pending>> items;
     try {
       // Parsed as the files' readers parse a line: nesting bounded (io::kMaxJsonDepth), no key twice.
       nlohmann::json body;
-      if (auto e = io::parse_json_strict(req.body, body, [](size_t at) { return "byte " + std::to_string(at); }))
+      if (auto e = io::parse_json_strict(text, body, [](size_t at) { return "byte " + std::to_string(at); }))
         throw UserError("the request body is not JSON: " + e->message + " at byte " + std::to_string(e->offset));
       if (!body.is_object() || !body.contains("instances") || !body["instances"].is_array())
         throw UserError("the request body must be a JSON object {\"instances\": [...]}");
@@ -357,17 +391,36 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
   server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.text(), "text/plain; version=0.0.4");
   });
-  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404)
+  // Errors the library answers itself (an unknown path, a body over the limit) get a JSON body too;
+  // a known path asked with another method is a 405 naming the one it takes.
+  const std::map<std::string, std::string> methods = {
+      {predict, "POST"}, {"/v1/models/" + o.name, "GET"}, {"/health", "GET"}, {"/metrics", "GET"}};
+  server.set_error_handler([&](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    auto known = methods.find(req.path);
+    if (res.status == 404 && known != methods.end()) {
+      res.set_header("Allow", known->second);
+      reply(res, 405, {{"error", req.method + " " + req.path + ": method not allowed (expected " + known->second + ")"}});
+    } else if (res.status == 404) {
       reply(res, 404, {{"error", "no such endpoint: " + req.method + " " + req.path}});
+    } else if (res.status == 413) {
+      reply(res, 413, {{"error", fmt::format("the request body is larger than {} bytes (--max-request-bytes)",
+                                             o.max_request_bytes)}});
+    } else {
+      reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
+    }
   });
+  server.set_logger([&](const httplib::Request&, const httplib::Response& res) { metrics.responded(res.status); });
 
   // The library listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when it was
   // built): 64 clients connecting at once overflow it. Its listening socket is taken from the
   // socket-options hook and listened on again with the system's largest backlog.
   int listening_socket = -1;
+  // SO_REUSEADDR but not the library's SO_REUSEPORT: a second server on the port fails to start
+  // rather than taking half of the connections.
   server.set_socket_options([&](socket_t sock) {
-    httplib::default_socket_options(sock);
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     listening_socket = sock;
   });
   int port = o.port;
@@ -378,8 +431,9 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
   }
   if (port < 0) throw UserError(fmt::format("cannot listen on {}:{}", o.host, o.port));
   if (listening_socket >= 0) ::listen(listening_socket, SOMAXCONN);
+  const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;  // IPv6
   std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} (batches of up to {} instances, {} ms; {} engine; {})",
-                           o.name, o.host, port, predict, o.max_batch, o.max_delay_ms, engine.name(), cores.describe())
+                           o.name, host, port, predict, o.max_batch, o.max_delay_ms, engine.name(), cores.describe())
             << std::endl;
 
   std::thread stopper([&] {

@@ -5,6 +5,11 @@
 // and each batch is one run of the engine. GET /health, GET /metrics (Prometheus text), and on
 // SIGINT or SIGTERM a graceful stop that answers every request already received.
 //
+// Limits: a request body over max_request_bytes is answered 413 (whatever its content type) before
+// it is read whole; nesting is bounded as in the input files (io/files.h); the port is the
+// server's alone (a second server on it fails to start); an unknown path is a 404 and a known one
+// with another method a 405, each with a JSON body; every response is counted by status.
+//
 // Isolation: a request that cannot be read (not JSON, no "instances", an instance of the wrong
 // type) is answered 400 with the parse error and never joins a batch; when a batch fails at run
 // time (an index out of range in one instance), its instances are run again one by one, so that
@@ -29,6 +34,7 @@ struct ServeOptions {
   size_t max_batch = 64;         // instances per engine run
   double max_delay_ms = 0;       // the longest the oldest queued instance waits for a fuller batch
   int http_threads = 0;          // connections served at once (0: 2 * max_batch + 8)
+  size_t max_request_bytes = 16 << 20;  // a larger request body is answered 413, unread
   bool pin = true;               // the engine's threads on cores of their own (ServeCores)
 };
 

@@ -11,7 +11,10 @@
 3. An instance of the wrong type (400 naming instances[0]), an unknown model (404), a tree nested
    20000 levels deep and one nested 6000 deep inside a valid JSON body (400 naming the limit, the
    server alive and answering the next request), invalid UTF-8 in a string (400 with a JSON body),
-   /health, /metrics in Prometheus text.
+   a body over --max-request-bytes (413 with a JSON body, as JSON and as a form), 40 trees sent as
+   `curl -d` sends them (a form content type, over the library's 8 KiB form cap: 200), a wrong
+   method (405 naming the right one), a second server on the same port (it fails to start),
+   /health, /metrics in Prometheus text counting every response by status.
 4. SIGTERM with requests in flight: each is answered, then the server exits 0.
 5. An internal error (a bug in acrobat, made to happen with ACROBAT_INJECT_FAULT=instance:3 in a
    second server, one instance per batch): the request whose batch met it gets a 500 naming the
@@ -43,11 +46,11 @@ VOCAB = os.path.join(ROOT, "data", "sst", "vocab.txt")
 MODEL = os.path.join(ROOT, "models", "treelstm.acr")
 
 
-def post(port, body, name="treelstm"):
+def post(port, body, name="treelstm", content_type="application/json", path=None):
     """(status, parsed JSON answer) of a predict request; `body` is text or raw bytes."""
     data = body if isinstance(body, bytes) else body.encode()
-    req = urllib.request.Request("http://127.0.0.1:%d/v1/models/%s:predict" % (port, name), data=data,
-                                 headers={"Content-Type": "application/json"})
+    url = "http://127.0.0.1:%d%s" % (port, path or "/v1/models/%s:predict" % name)
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": content_type})
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read())
@@ -56,8 +59,11 @@ def post(port, body, name="treelstm"):
 
 
 def get(port, path):
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=60) as r:
-        return r.status, r.read().decode()
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def at_once(port, bodies):
@@ -81,13 +87,16 @@ def metric(text, name):
     return float(m.group(1)) if m else None
 
 
-def start(args, params, extra, env=None):
-    """A server of the test's model on a free port: (process, port), or (process, None)."""
-    server = subprocess.Popen([args.acrobat, "serve", MODEL, "--set", "H=64", "--params", params, "--port", "0",
-                               "--threads", "1"] + extra, stdout=subprocess.PIPE, text=True, env=env)
+def start(args, params, extra, env=None, port_given=False):
+    """A server of the test's model on a free port (or the one `extra` gives): (process, port, its
+    first line), or (process, None, line) when it printed no address."""
+    port = [] if port_given else ["--port", "0"]
+    server = subprocess.Popen([args.acrobat, "serve", MODEL, "--set", "H=64", "--params", params, "--threads", "1",
+                               "--max-request-bytes", "1048576"] + port + extra, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT if port_given else None, text=True, env=env)
     line = server.stdout.readline()
     m = re.search(r"http://127\.0\.0\.1:(\d+)/v1/models/treelstm:predict", line)
-    if not m:
+    if not m and not port_given:
         print("check_serve.py: no address in %r" % line, file=sys.stderr)
     return server, (int(m.group(1)) if m else None), line
 
@@ -213,6 +222,28 @@ def main():
         check(status == 400 and "error" in body, "invalid UTF-8: %s %s" % (status, body))
         status, body = post(port, json.dumps({"instances": [trees[0]]}))
         check(status == 200 and close(body["predictions"][0]["data"], expected[0]), "after the deep trees: %s" % status)
+        big = '{"instances": [' + ", ".join([json.dumps(trees[0])] * 20000) + "]}"
+        for content_type in ("application/json", "application/x-www-form-urlencoded"):
+            status, body = post(port, big, content_type=content_type)
+            check(status == 413 and "--max-request-bytes" in body.get("error", ""),
+                  "%d bytes as %s: %s %s" % (len(big), content_type, status, str(body)[:200]))
+        form = json.dumps({"instances": trees[:40]})
+        status, body = post(port, form, content_type="application/x-www-form-urlencoded")
+        check(len(form) > 8192 and status == 200 and len(body.get("predictions", [])) == 40 and
+              all(close(body["predictions"][i]["data"], expected[i]) for i in range(40)),
+              "%d bytes as a form: %s" % (len(form), status))
+        status, text = get(port, "/v1/models/treelstm:predict")
+        check(status == 405 and "expected POST" in text, "GET of predict: %s %s" % (status, text))
+        status, body = post(port, "{}", path="/health")
+        check(status == 405 and "expected GET" in body.get("error", ""), "POST /health: %s %s" % (status, body))
+        second, second_port, second_line = start(args, params, ["--port", str(port)], port_given=True)
+        rest = second.communicate(timeout=60)[0] if second.poll() is None else ""
+        check(second.returncode not in (0, None) and second_port is None,
+              "a second server on port %d: exit %s, %r" % (port, second.returncode, second_line + rest))
+
+        _, text = get(port, "/metrics")
+        for code in (200, 400, 404, 405, 413):
+            check((metric(text, 'acrobat_responses_total{code="%d"}' % code) or 0) >= 1, "responses of %d in /metrics" % code)
 
         # 4. SIGTERM with requests in flight: all answered, exit 0.
         with concurrent.futures.ThreadPoolExecutor(8) as pool:

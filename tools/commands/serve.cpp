@@ -11,7 +11,7 @@ namespace acrobat::cli {
 namespace {
 
 struct ServeArgs {
-  std::string port = "8500", max_batch = "64", delay = "0", http_threads;
+  std::string port = "8500", max_batch = "64", delay = "0", http_threads, max_request_bytes;
   bool no_pin = false;
 };
 
@@ -20,6 +20,8 @@ int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a) {
   so.max_batch = parse_number("--max-batch", a.max_batch, 1, kMaxBatch);
   so.max_delay_ms = static_cast<double>(parse_number("--max-delay-ms", a.delay, 0, 60000));
   so.pin = !a.no_pin;
+  if (!a.max_request_bytes.empty())
+    so.max_request_bytes = parse_number("--max-request-bytes", a.max_request_bytes, 1024, int64_t{1} << 32);
   if (!a.http_threads.empty())
     so.http_threads = static_cast<int>(parse_number("--http-threads", a.http_threads, 1, 4096));
   Prepared p = prepare(o, false);
@@ -56,6 +58,8 @@ Command add_serve(CLI::App& app) {
                 "Leave every thread on every core (default: when there are more cores than --threads, "
                 "the engine keeps the first --threads cores to itself and HTTP gets the rest)");
   cmd->add_option("--http-threads", a->http_threads, "Connections served at once (default: 2 * max-batch + 8)");
+  cmd->add_option("--max-request-bytes", a->max_request_bytes,
+                  "Largest request body, 1024 to 2^32 bytes; a larger one is answered 413 (default 16 MiB)");
   return {cmd, [o, numbers, so, a] {
             numbers->read(*o);
             return serve(*o, *so, *a);
