@@ -10,6 +10,7 @@
 
 #include "analysis/plan.h"
 #include "ir/host_ops.h"
+#include "ir/match.h"
 
 namespace acrobat::codegen {
 
@@ -61,6 +62,32 @@ inline void tail_store(float* p, Vec v, int64_t n) {
 }
 
 )";
+
+// The test and the bindings of a match clause with pattern `p` on the value of expression `e`: the
+// rule of ir/match.h walked once, each constructor test printed instead of decided.
+struct PrintedMatch {
+  std::string test;                // "true" when the pattern tests nothing
+  std::vector<std::string> binds;  // one statement per variable, in the pattern's order
+};
+
+PrintedMatch print_match(const ir::Pattern& p, const std::string& e) {
+  struct Ops {
+    std::vector<std::string> tests, binds;
+    ir::Pattern::Kind kind(const ir::Pattern& q) const { return q.kind; }
+    size_t arity(const ir::Pattern& q) const { return q.subs.size(); }
+    const ir::Pattern& sub(const ir::Pattern& q, size_t i) const { return *q.subs[i]; }
+    bool has_ctor(const std::string& x, const ir::Pattern& q) {
+      tests.push_back(fmt::format("{}.p->tag == {}", x, q.ctor->tag));
+      return true;
+    }
+    std::string field(const std::string& x, size_t i) const { return fmt::format("{}.p->fields[{}]", x, i); }
+    void bind(const ir::Pattern& q, const std::string& x) { binds.push_back(fmt::format("v{} = {};", q.var, x)); }
+  } ops;
+  ir::match_pattern(p, e, ops);
+  std::string test;
+  for (const std::string& t : ops.tests) test += (test.empty() ? "" : " && ") + t;
+  return PrintedMatch{test.empty() ? "true" : test, std::move(ops.binds)};
+}
 
 class Emitter {
  public:
@@ -403,10 +430,10 @@ class Emitter {
       case ir::RhsKind::Match: {
         std::string scrutinee = atom(r.args[0]);
         for (size_t c = 0; c < r.clauses.size(); ++c) {
-          std::string cond = pattern_test(*r.clauses[c].pattern, scrutinee);
-          line(fmt::format("{}if ({}) {{", c ? "} else " : "", cond));
+          const PrintedMatch m = print_match(*r.clauses[c].pattern, scrutinee);
+          line(fmt::format("{}if ({}) {{", c ? "} else " : "", m.test));
           ++indent_;
-          pattern_bind(*r.clauses[c].pattern, scrutinee);
+          for (const std::string& b : m.binds) line(b);
           --indent_;
           branch(v, r.clauses[c].body, branch_actions(r, c), r.type, plan_.depth.ghost(r, c));
         }
@@ -462,30 +489,6 @@ class Emitter {
     for (const auto& a : t->args)
       if (holds_tensor(a)) return true;
     return false;
-  }
-
-  std::string pattern_test(const ir::Pattern& p, const std::string& e) const {
-    switch (p.kind) {
-      case ir::Pattern::Wildcard:
-      case ir::Pattern::Bind: return "true";
-      case ir::Pattern::Ctor:
-      case ir::Pattern::Tuple: {
-        std::string cond = p.kind == ir::Pattern::Ctor ? fmt::format("{}.p->tag == {}", e, p.ctor->tag)
-                                                       : std::string("true");
-        for (size_t i = 0; i < p.subs.size(); ++i) {
-          std::string sub = pattern_test(*p.subs[i], fmt::format("{}.p->fields[{}]", e, i));
-          if (sub != "true") cond += " && " + sub;
-        }
-        return cond;
-      }
-    }
-    return "true";
-  }
-
-  void pattern_bind(const ir::Pattern& p, const std::string& e) {
-    if (p.kind == ir::Pattern::Bind) line(fmt::format("v{} = {};", p.var, e));
-    for (size_t i = 0; i < p.subs.size(); ++i)
-      pattern_bind(*p.subs[i], fmt::format("{}.p->fields[{}]", e, i));
   }
 
   void host_read(const std::string& v, const ir::Rhs& r, int site) {
