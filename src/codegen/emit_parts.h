@@ -31,11 +31,13 @@ void emit_kernel(const Emission& e, const analysis::StaticBlock& s);
 
 // The adjoint `adjoint<id>_<step>` of the fused loop of step `step` of block `s`
 // (emit_adjoints.cpp); false, and nothing written, when the loop has none.
-bool emit_fused_adjoint(Writer& w, const analysis::StaticBlock& s, const analysis::KernelPlan& kp, size_t step);
+bool emit_fused_adjoint(Writer& w, const analysis::StaticBlock& s, const analysis::KernelPlan& kp,
+                        size_t step);
 
 // ---- shared by the kernels and the adjoints ----
 
-inline const std::vector<int64_t>& operand_shape(const analysis::StaticBlock& s, const analysis::BlockOperand& o) {
+inline const std::vector<int64_t>& operand_shape(const analysis::StaticBlock& s,
+                                                const analysis::BlockOperand& o) {
   return o.local ? s.ops[o.index].shape : s.args[o.index].shape;
 }
 
