@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/fused_runs.h"
 #include "ops/ops.h"
 
 namespace acrobat::analysis {
@@ -96,21 +97,14 @@ KernelPlan plan_kernel(const StaticBlock& s) {
   // Fusion groups (views in between do not break a group).
   k.group.assign(n, -1);
   int groups = 0;
-  for (size_t i = 0; i < n;) {
-    if (!fusable(s, s.ops[i])) {
-      ++i;
-      continue;
-    }
-    const int64_t size = s.ops[i].size;
-    size_t j = i;
-    for (; j < n; ++j) {
-      if (s.ops[j].view) continue;
-      if (!fusable(s, s.ops[j]) || s.ops[j].size != size) break;
-      k.group[j] = groups;
-    }
-    ++groups;
-    i = j;
-  }
+  fused_runs(
+      n, [&](size_t i) { return s.ops[i].view; },
+      [&](size_t first, size_t i) {
+        if (!fusable(s, s.ops[i]) || s.ops[i].size != s.ops[first].size) return false;
+        k.group[i] = groups;
+        return true;
+      },
+      [&](size_t, size_t) { ++groups; });
   // Which operators need memory: escaping ones, and any read outside its own group.
   k.stored.assign(n, false);
   for (size_t i = 0; i < n; ++i) {

@@ -1,7 +1,7 @@
 // The kernel plan of a static block: how one batched call computes it, decided once, as data, for
-// every block executor. The code generator prints it as C++ (codegen/emit_cpp.cpp), the interpreter
-// executes it step by step (runtime/interpreted_blocks.cpp), `acrobat explain` shows it, and tests
-// check it without compiling anything.
+// every block executor. The code generator prints it as C++ (codegen/emit_kernels.cpp), the
+// interpreter executes it step by step (runtime/interpreted_blocks.cpp), `acrobat explain` shows
+// it, and tests check it without compiling anything.
 //
 // Decisions, per block:
 //  - Storage. Each operator's per-instance value lies in an argument or in a buffer owned by an

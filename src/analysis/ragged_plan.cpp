@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "analysis/fused_runs.h"
 #include "ops/ops.h"
 
 namespace acrobat::analysis {
@@ -164,8 +165,6 @@ const char* view_name(RaggedView v) {
   return "";
 }
 
-}  // namespace
-
 // How operand `o` of an elementwise operator of shape `shape` could be read in a fused loop over
 // packed rows: nullopt when it cannot (a view, a broadcast other than a scalar or a last-axis row,
 // an argument not shared by every instance that is not of the result's shape).
@@ -186,40 +185,33 @@ std::optional<FusedLoad> fused_load(const StaticBlock& s, const RaggedPlan& p, c
 }
 
 // Groups of elementwise operators (the header's 4.), decided after the other steps.
+// A group is known by its first operator's index; fused_load reads the members so far from registers.
 void form_fused_groups(const StaticBlock& s, RaggedPlan& p, const std::vector<std::vector<int>>& readers) {
-  const size_t n = s.ops.size();
-  for (size_t k = 0; k < n;) {
-    if (p.ops[k].step != RaggedStep::Elementwise) {
-      ++k;
-      continue;
+  auto joins = [&](size_t first, size_t k) {
+    const std::vector<int64_t>& shape = s.ops[first].shape;
+    if (p.ops[k].step != RaggedStep::Elementwise || s.ops[k].shape != shape) return false;
+    std::vector<FusedLoad> loads;
+    for (const BlockOperand& o : s.ops[k].operands) {
+      auto l = fused_load(s, p, o, shape, static_cast<int>(first));
+      if (!l) return false;
+      loads.push_back(*l);
     }
-    const int group = static_cast<int>(k);
-    const std::vector<int64_t>& shape = s.ops[k].shape;
-    size_t end = k;
-    for (; end < n && p.ops[end].step == RaggedStep::Elementwise && s.ops[end].shape == shape; ++end) {
-      std::vector<FusedLoad> loads;
-      for (const BlockOperand& o : s.ops[end].operands) {
-        auto l = fused_load(s, p, o, shape, group);
-        if (!l) break;
-        loads.push_back(*l);
-      }
-      if (loads.size() != s.ops[end].operands.size()) break;
-      p.ops[end].group = group;
-      p.ops[end].loads = std::move(loads);
-    }
-    if (end == k) {  // not even the first one: it runs alone
-      ++k;
-      continue;
-    }
-    for (size_t i = k; i < end; ++i) {
+    p.ops[k].group = static_cast<int>(first);
+    p.ops[k].loads = std::move(loads);
+    return true;
+  };
+  auto close = [&](size_t first, size_t end) {
+    for (size_t i = first; i < end; ++i) {
       p.ops[i].step = RaggedStep::Fused;
       bool outside = s.ops[i].escapes;
       for (int r : readers[i]) outside = outside || r >= static_cast<int>(end);
       p.ops[i].stored = outside;
     }
-    k = end;
-  }
+  };
+  fused_runs(s.ops.size(), [](size_t) { return false; }, joins, close);
 }
+
+}  // namespace
 
 RaggedPlan plan_ragged(const StaticBlock& s) {
   RaggedPlan p;

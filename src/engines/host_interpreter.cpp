@@ -5,6 +5,7 @@
 #include "acrobat/kernels.h"
 #include "analysis/plan.h"
 #include "ir/host_ops.h"
+#include "ir/match.h"
 
 namespace acrobat {
 
@@ -435,19 +436,17 @@ Val HostInterpreter::host_op(AotContext* ctx, const Instr& in, const Val* frame)
 }
 
 bool HostInterpreter::match(int32_t p, Val v, Val* frame) const {
-  const Pat& q = pats_[p];
-  switch (q.kind) {
-    case ir::Pattern::Wildcard: return true;
-    case ir::Pattern::Bind: frame[q.var] = v; return true;
-    case ir::Pattern::Ctor:
-      if (v.p->tag != q.tag) return false;
-      [[fallthrough]];
-    case ir::Pattern::Tuple:
-      for (int32_t i = 0; i < q.count; ++i)
-        if (!match(q.first + i, v.p->fields[i], frame)) return false;
-      return true;
-  }
-  return false;
+  struct Ops {
+    const std::vector<Pat>& pats;
+    Val* frame;
+    ir::Pattern::Kind kind(const Pat& q) const { return q.kind; }
+    size_t arity(const Pat& q) const { return static_cast<size_t>(q.count); }
+    const Pat& sub(const Pat& q, size_t i) const { return pats[static_cast<size_t>(q.first) + i]; }
+    bool has_ctor(Val x, const Pat& q) const { return x.p->tag == q.tag; }
+    Val field(Val x, size_t i) const { return x.p->fields[i]; }
+    void bind(const Pat& q, Val x) const { frame[q.var] = x; }
+  } ops{pats_, frame};
+  return ir::match_pattern(pats_[p], v, ops);
 }
 
 void HostInterpreter::adjust(AotContext* ctx, Val& v, const Type& type, int pad) {

@@ -5,6 +5,7 @@
 
 #include "analysis/plan.h"
 #include "ir/host_ops.h"
+#include "ir/match.h"
 #include "runtime/reference_kernels.h"
 #include "support/sizes.h"
 
@@ -169,18 +170,16 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int
 }
 
 bool Interpreter::match(const ir::Pattern& p, const Value& v, std::vector<Value>& frame) {
-  switch (p.kind) {
-    case ir::Pattern::Wildcard: return true;
-    case ir::Pattern::Bind: frame[p.var] = v; return true;
-    case ir::Pattern::Ctor:
-      if (v.agg->ctor != p.ctor) return false;
-      [[fallthrough]];
-    case ir::Pattern::Tuple:
-      for (size_t i = 0; i < p.subs.size(); ++i)
-        if (!match(*p.subs[i], v.agg->fields[i], frame)) return false;
-      return true;
-  }
-  return false;
+  struct Ops {
+    std::vector<Value>& frame;
+    ir::Pattern::Kind kind(const ir::Pattern& q) const { return q.kind; }
+    size_t arity(const ir::Pattern& q) const { return q.subs.size(); }
+    const ir::Pattern& sub(const ir::Pattern& q, size_t i) const { return *q.subs[i]; }
+    bool has_ctor(const Value& x, const ir::Pattern& q) const { return x.agg->ctor == q.ctor; }
+    const Value& field(const Value& x, size_t i) const { return x.agg->fields[i]; }
+    void bind(const ir::Pattern& q, const Value& x) const { frame[q.var] = x; }
+  } ops{frame};
+  return ir::match_pattern(p, v, ops);
 }
 
 
