@@ -606,4 +606,16 @@ void Graph::release_output(int batch, int slot) {
   p = nullptr;
 }
 
+std::vector<std::vector<int>> ForwardRecord::nodes_by_row() const {
+  std::vector<std::vector<int>> members(num_batches());
+  for (size_t b = 0; b < members.size(); ++b) members[b].assign(static_cast<size_t>(g_.batch_sizes_[b]), -1);
+  for (int32_t id = 0; id < g_.num_nodes_; ++id) {
+    const Graph::Node& n = g_.nodes_[id];
+    if (n.repeats >= 0) continue;
+    ACROBAT_ASSERT(n.batch >= 0, "backward over a graph with pending nodes");
+    members[n.batch][n.row] = id;
+  }
+  return members;
+}
+
 }  // namespace acrobat

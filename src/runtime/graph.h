@@ -52,7 +52,6 @@
 #include "runtime/batch_operands.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/ragged_blocks.h"
-#include "autodiff/gradients.h"
 #include "runtime/params.h"
 #include "runtime/run_stats.h"
 #include "runtime/schedule.h"
@@ -83,8 +82,8 @@ class BlockExecutor {
   // By default: as many as keep the block's intermediate values in L2 (see graph.cpp).
   virtual int64_t chunk_instances(const analysis::StaticBlock& s) const;
   virtual void run(const BatchCall& call) = 0;
-  // The compiled adjoint of step `step` of `s`'s kernel plan (a fused loop), or null: then the
-  // backward pass differentiates the loop's operators one by one.
+  // The compiled adjoint of step `step` of `s`'s kernel plan (a fused loop), or null: then
+  // reverse mode differentiates the loop's operators one by one.
   virtual aot::FusedAdjoint fused_adjoint(const analysis::StaticBlock& s, size_t step) const {
     (void)s;
     (void)step;
@@ -121,6 +120,16 @@ class SplitGuard {
   int64_t backoff_ = kBackoff;
 };
 
+// Rows a gather stacked (Graph::gathered): `count` rows of `row` floats at `out`, row k copied
+// from the param row at gather_rows[begin + k].
+struct Gather {
+  const float* out;
+  int64_t row;
+  size_t begin, count;
+};
+
+class ForwardRecord;
+
 class Graph {
  public:
   // `pool` (null: one thread) splits batches with enough work across its threads; `packed` holds
@@ -136,21 +145,14 @@ class Graph {
 
   // Forgets the previous run's nodes and memory; counters of the new run go to `stats`. With
   // `keep_outputs` nothing is released before the next reset, and the values the blocks' kernels
-  // compute in scratch buffers are kept as batch outputs too: what backward() reads.
+  // compute in scratch buffers are kept as batch outputs too: what reverse mode reads
+  // (forward_record()).
   void reset(RunStats& stats, bool keep_outputs = false);
-  // Reverse mode over what the run executed (graph_backward.cpp): adds to `grads` (one per param of
-  // `params`, full shape) d(sum of the tensors `losses` refer to)/d(param). The run was reset with
-  // keep_outputs and everything has run. The run's peak_bytes then counts the backward's memory
-  // too (not `grads`). `pool` (optional) shares the pieces of the products by weights, which are
-  // cut the same way whatever the threads, so the bits do not depend on it.
-  // `written` (optional) gets the chunks of `grads` it adds to (engine.h, WrittenChunks).
-  // `executor` (optional) gives the compiled adjoints of fused loops (BlockExecutor::fused_adjoint).
-  void backward(std::span<const aot::Val> losses, const ParamStore& params, std::vector<Tensor>& grads,
-                ThreadPool* pool = nullptr, WrittenChunks* written = nullptr,
-                const BlockExecutor* executor = nullptr);
+  // What the run hands over to reverse mode once everything has run (reset with keep_outputs).
+  ForwardRecord forward_record() const;
   // A tensor the host program stacked from rows of a param (a gather by a list of ids) at `out`,
   // `row` floats per row, row k copied from `sources[k]`. Kept by a training run (reset with
-  // keep_outputs; ignored otherwise): backward() sends each row's adjoint to its source.
+  // keep_outputs; ignored otherwise): reverse mode sends each row's adjoint to its source.
   bool keeps_values() const { return keep_values_; }
   void gathered(const float* out, int64_t row, std::span<const float* const> sources) {
     if (!keep_values_) return;
@@ -190,6 +192,7 @@ class Graph {
   }
 
  private:
+  friend class ForwardRecord;
   struct Node {
     int block;
     int phase = 0;
@@ -284,33 +287,50 @@ class Graph {
   std::vector<std::vector<const float*>> rows_;  // per argument of the batch being run
   std::vector<int64_t> piece_ends_;              // of the batch being run (run_batch)
   SplitGuard split_guard_;                       // kept across runs, as the machine's load is
-  struct Gather {
-    const float* out;
-    int64_t row;
-    size_t begin, count;  // into gather_rows_
-  };
-  std::vector<Gather> gathers_;             // of the run (gathered())
-  std::vector<const float*> gather_rows_;   // their rows' sources
-  Arena grad_outputs_, grad_values_;  // backward(): the outputs' adjoints, one batch's values and adjoints
-  // backward(): the products X W of stacked rows by a param's matrix W[K, N] (graph_backward.cpp).
-  // Their rows of X and dL/d(XW) in schedule order, for one dW GEMM over all of them at the end.
-  struct WeightRows {
-    int param;
-    int64_t offset;  // of W in the param
-    int K, N;
-    std::vector<float> x, dy;  // rows x K, rows x N (capacity kept from call to call)
-    int64_t rows = 0;
-  };
-  std::vector<WeightRows> weight_rows_;
-  // W^T packed for dX = dY W^T, by W's address; `call` is the backward call that last packed it
-  // (the params change between calls, in place; its row-major paths read W itself).
-  struct TransposedWeight {
-    std::shared_ptr<kernels::PackedWeights> packed;
-    uint64_t call = 0;
-  };
-  std::unordered_map<const float*, TransposedWeight> transposed_;
-  uint64_t backward_calls_ = 0;
+  std::vector<Gather> gathers_;            // of the run (gathered())
+  std::vector<const float*> gather_rows_;  // their rows' sources
   double flush_seconds_ = 0;
 };
+
+// What a run reset with keep_outputs hands over to reverse mode (autodiff/reverse_mode.h) once
+// everything has run: read-only, valid until the graph's next reset.
+class ForwardRecord {
+ public:
+  explicit ForwardRecord(const Graph& g) : g_(g) {}
+  const analysis::Plan& plan() const { return g_.plan_; }
+  const PackedIndex& packed() const { return *g_.packed_; }
+  // Whether every output was kept (reset with keep_outputs): nothing was released.
+  bool kept() const { return !g_.release_; }
+  size_t num_batches() const { return g_.batch_sizes_.size(); }
+  int block(int batch) const { return g_.batch_blocks_[batch]; }
+  // The nodes of each batch by row. Shared nodes are in none: their adjoints are the nodes' they
+  // repeat.
+  std::vector<std::vector<int>> nodes_by_row() const;
+  // Node `node`'s row in its batch (a node that ran, not a shared one).
+  int row(int32_t node) const { return g_.nodes_[node].row; }
+  // The batch and row of the node that computes `node`'s outputs (a shared node's: the first's).
+  std::pair<int, int> place(int32_t node) const {
+    const Graph::Node& n = g_.nodes_[g_.first(node)];
+    return {n.batch, n.row};
+  }
+  // Argument `e` of node `node`, as stored (a shared node's output as the first node's).
+  const aot::Val& arg(int32_t node, size_t e) const { return g_.args_[g_.nodes_[node].arg_begin + e]; }
+  // A ragged node's values of its size variables.
+  const int64_t* sizes(int32_t node) const { return g_.sizes_.data() + g_.nodes_[node].size_begin; }
+  // Output `slot` of batch `batch`: [B, size] rows in node order, or a ragged batch's packed.
+  const float* output(int batch, int slot) const { return g_.batch_outputs_[batch][slot]; }
+  int64_t output_offset(int batch, int slot, int row) const { return g_.output_offset(batch, slot, row); }
+  size_t output_floats(int batch, int slot) const { return g_.output_floats(batch, slot); }
+  const float* data(const aot::Val& v) const { return g_.data(v); }
+  std::span<const Gather> gathers() const { return g_.gathers_; }
+  const float* gathered_row(size_t i) const { return g_.gather_rows_[i]; }
+  // The memory of the forward's values, all still held.
+  size_t bytes_in_use() const { return g_.buffers_.bytes_in_use(); }
+
+ private:
+  const Graph& g_;
+};
+
+inline ForwardRecord Graph::forward_record() const { return ForwardRecord(*this); }
 
 }  // namespace acrobat
