@@ -1,8 +1,8 @@
 // Reverse mode on the executed schedule (ReverseMode, reverse_mode.h).
 //
 // The forward run kept every batch output and every value its kernels stored (reset with
-// keep_outputs: runtime/graph.h, ForwardRecord). The batches run in reverse order of execution; a
-// batch whose outputs received no adjoint is skipped. For one batch:
+// keep_outputs: runtime/forward_record.h). The batches run in reverse order of execution; a batch
+// whose outputs received no adjoint is skipped. For one batch:
 //  1. Its arguments as batch values: an argument whose instances all read one tensor (a reused
 //     weight, a constant, a value every instance shares) is that tensor, shared; the others are
 //     stacked, instance after instance ([B, ...] of the per-instance shape), except node outputs
@@ -296,7 +296,8 @@ float* ReverseMode::alloc(int64_t n, bool zero) {
 // The value of operator k of batch b as the forward run left it ([B, size], rows in node order),
 // or null where the kernel did not store it (fused into a loop, a strided view, a buffer that
 // holds a matmul plus its bias, or a deferred bias not yet added).
-// `row0`: the batch row of the first instance differentiated (a run of a batch: differentiate_batch).
+// `row0`: the batch row of the first instance differentiated (a run of a batch, as
+// differentiate_batch cuts them).
 const float* ReverseMode::kept_value(int b, const analysis::StaticBlock& s, size_t k, int64_t row0) const {
   const analysis::KernelPlan& kp = plan_->kernels[s.id];
   const analysis::BlockOp& op = s.ops[k];

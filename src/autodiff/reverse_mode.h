@@ -1,5 +1,5 @@
 // Reverse mode over an executed schedule: the gradients of a training run's losses, batch by batch
-// in reverse order of execution, from what the forward run kept (runtime/graph.h, ForwardRecord).
+// in reverse order of execution, from what the forward run kept (runtime/forward_record.h).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,8 @@
 #include "autodiff/gradients.h"
 #include "autodiff/weight_products.h"
 #include "runtime/arena.h"
-#include "runtime/graph.h"
+#include "runtime/batch_runner.h"
+#include "runtime/forward_record.h"
 #include "runtime/params.h"
 #include "runtime/run_stats.h"
 #include "runtime/thread_pool.h"
@@ -30,7 +31,8 @@ class ReverseMode {
   // backward's memory too (not `grads`). `pool` (optional) shares the pieces of the products by
   // weights, which are cut the same way whatever the threads, so the bits do not depend on it.
   // `written` (optional) gets the chunks of `grads` it adds to (engine.h, WrittenChunks).
-  // `executor` (optional) gives the compiled adjoints of fused loops (BlockExecutor::fused_adjoint).
+  // `executor` (optional) gives the compiled adjoints of fused loops
+  // (BlockExecutor::fused_adjoint).
   void backward(const ForwardRecord& forward, std::span<const aot::Val> losses, const ParamStore& params,
                 std::vector<Tensor>& grads, RunStats& stats, ThreadPool* pool = nullptr,
                 WrittenChunks* written = nullptr, const BlockExecutor* executor = nullptr);
@@ -109,7 +111,7 @@ class ReverseMode {
   ThreadPool* pool_ = nullptr;
   WrittenChunks* written_ = nullptr;
   const BlockExecutor* executor_ = nullptr;
-  std::vector<std::vector<float*>> adjoints_;  // [batch][operator]: the outputs' adjoints, or none yet
+  std::vector<std::vector<float*>> adjoints_;  // [batch][operator]: the outputs' adjoints, or none
   std::vector<const Gather*> gathers_;         // the run's, by address
 };
 
