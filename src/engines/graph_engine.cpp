@@ -8,6 +8,8 @@
 #include <system_error>
 #include <thread>
 
+#include "autodiff/reverse_mode.h"
+
 namespace acrobat {
 
 namespace {
@@ -24,6 +26,7 @@ struct GraphEngine::Lane {
   Graph graph;
   InstanceDriver driver;
   std::unique_ptr<Program> program;
+  ReverseMode reverse;  // gradients(): its memory and packed weights kept from call to call
 };
 
 GraphEngine::GraphEngine(std::shared_ptr<const ir::Module> module,
@@ -104,7 +107,8 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   for (size_t i = 0; i < inputs.size(); ++i) losses.push_back(l.program->output_val(i));
   result.grads = zero_grads(*params_, std::move(zeroed));
   const auto t1 = Clock::now();
-  l.graph.backward(losses, *params_, result.grads, pool_.get(), &result.written, &l.program->executor());
+  l.reverse.backward(l.graph.forward_record(), losses, *params_, result.grads, result.stats, pool_.get(),
+                     &result.written, &l.program->executor());
   result.stats.backward_seconds = seconds_since(t1);
   result.stats.wall_seconds = seconds_since(t0);
   return result;

@@ -35,7 +35,8 @@ class GraphEngine : public Engine {
   // and batches as one run() per batch, and the error of the earliest failing instance.
   RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
                         const std::string& entry = "main") final;
-  // All inputs form one batch; the run keeps its outputs and Graph::backward differentiates it.
+  // All inputs form one batch; the run keeps its outputs and its lane's ReverseMode
+  // (autodiff/reverse_mode.h) differentiates it.
   // It runs on one thread (the same bits whatever the engine's threads).
   GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
                        size_t first_instance = 0, std::vector<Tensor> zeroed = {}) final;

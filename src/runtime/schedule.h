@@ -1,9 +1,15 @@
-// The inline-depth schedule shared by the batched and AOT engines: pending dataflow-graph nodes in
-// buckets [phase][depth][block], filled as the host program records them, and run bucket by bucket.
+// Which pending dataflow-graph nodes run together, and when (runtime/graph.h, 2.): the scheduler
+// strategies behind Schedule, and the inline-depth schedule shared by the batched and AOT engines:
+// pending nodes in buckets [phase][depth][block], filled as the host program records them, and run
+// bucket by bucket.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "runtime/run_stats.h"
+#include "support/function_ref.h"
 
 namespace acrobat {
 
@@ -122,5 +128,51 @@ void run_demanded(Buckets& buckets, const std::vector<int>& demanded, size_t num
         run(static_cast<int>(b), needed);
       }
 }
+
+enum class Scheduler { InlineDepth, Depth, Agenda };
+const char* scheduler_name(Scheduler s);
+// Parses "inline-depth", "depth" or "agenda"; anything else is a UserError listing them.
+Scheduler parse_scheduler(const std::string& name);
+
+class NodeStore;
+
+// A graph's pending nodes under its scheduler: inline-depth runs the buckets as recorded (only what
+// waiting tensor reads demand, when some do); depth (DyNet) recomputes depths by one pass over the
+// pending nodes; agenda (DyNet) repeatedly runs, among the blocks with ready nodes, the one whose
+// ready nodes have the lowest average depth.
+class Schedule {
+ public:
+  explicit Schedule(Scheduler scheduler) : scheduler_(scheduler) {}
+  Scheduler scheduler() const { return scheduler_; }
+  // Forgets every pending node.
+  void clear() {
+    buckets_.clear();
+    demanded_.clear();
+    first_pending_ = 0;
+  }
+  // Node `id` of `block` was recorded at `phase` and `depth`.
+  void recorded(int phase, int depth, int block, int32_t id) {
+    if (scheduler_ == Scheduler::InlineDepth) add_to_bucket(buckets_, phase, depth, block, id);
+  }
+  // A tensor read waits for `node` (the node that computes it): the next flush runs at least what
+  // it needs.
+  void demand(int32_t node) { demanded_.push_back(node); }
+  // Runs what the demanded nodes need (inline depth), or everything pending, batch by batch:
+  // run(block, ids) executes one. The time spent choosing goes to stats.schedule_seconds.
+  void flush(const NodeStore& nodes, RunStats& stats, FunctionRef<void(int, const std::vector<int>&)> run);
+
+ private:
+  void run_by_traversal_depth(const NodeStore& nodes, RunStats& stats,
+                              FunctionRef<void(int, const std::vector<int>&)> run);
+  void run_agenda(const NodeStore& nodes, RunStats& stats, FunctionRef<void(int, const std::vector<int>&)> run);
+  std::vector<int> traversal_depths(const NodeStore& nodes) const;
+
+  Scheduler scheduler_;
+  Buckets buckets_;  // inline depth
+  std::vector<int> demanded_;
+  std::vector<uint32_t> marks_;  // run_demanded's scratch
+  uint32_t stamp_ = 0;
+  size_t first_pending_ = 0;  // depth and agenda: every node before it has run
+};
 
 }  // namespace acrobat

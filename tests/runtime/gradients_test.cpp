@@ -1,4 +1,4 @@
-// Gradients of whole models: the batched backward (Graph::backward, both batched engines) equals the
+// Gradients of whole models: the batched backward (ReverseMode, both batched engines) equals the
 // reference engine's tape, and the reference gradient equals central finite differences of the
 // loss. The models here reach what the SST models do not: per-instance matrices (matmuls by a
 // matrix each instance computed), transposes, reductions and concatenation along the first axis,

@@ -1,0 +1,86 @@
+#include "autodiff/weight_products.h"
+
+#include <algorithm>
+
+namespace acrobat {
+
+void WeightProducts::begin() {
+  ++calls_;
+  for (WeightRows& w : weight_rows_) w.rows = 0;
+}
+
+const kernels::PackedWeights& WeightProducts::transposed(const float* w, int K, int N) {
+  TransposedWeight& t = transposed_[w];
+  if (t.call == calls_ && t.packed->K() == N && t.packed->N() == K) return *t.packed;
+  if (t.packed && t.packed->K() == N && t.packed->N() == K)
+    t.packed->repack_transposed(w, N);
+  else
+    t.packed = kernels::pack_transposed_weights(N, K, w, N);
+  t.call = calls_;
+  return *t.packed;
+}
+
+void WeightProducts::input_adjoint(const float* w, int K, int N, const float* dy, float* dx, int64_t rows,
+                                   ThreadPool* pool) {
+  // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
+  // Cut into blocks of kRows rows (whole 64-row blocks of the JIT kernels, the same cut at any
+  // thread count) for the pool to share.
+  constexpr int64_t kRows = 256;
+  if (K >= 128 && N >= 128) {
+    const kernels::PackedWeights& wt = transposed(w, K, N);
+    const int64_t blocks = (rows + kRows - 1) / kRows;
+    auto block = [&](int64_t i, int) {
+      const int64_t r0 = i * kRows, r1 = std::min(rows, r0 + kRows);
+      kernels::gemm_packed(static_cast<int>(r1 - r0), dy + r0 * N, N, wt, dx + r0 * K, K, false);
+    };
+    for_each_piece(pool, blocks, block);
+  } else
+    kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w, N, dx, K, false);
+}
+
+void WeightProducts::keep_rows(int param, int64_t offset, int K, int N, const float* x, const float* dy,
+                               int64_t rows) {
+  auto it = std::find_if(weight_rows_.begin(), weight_rows_.end(), [&](const WeightRows& r) {
+    return r.param == param && r.offset == offset && r.K == K && r.N == N;
+  });
+  if (it == weight_rows_.end()) it = weight_rows_.insert(weight_rows_.end(), WeightRows{param, offset, K, N, {}, {}, 0});
+  WeightRows& r = *it;
+  // Grown, never shrunk: the next call reuses the memory without zeroing it again.
+  if (r.x.size() < size_t(r.rows + rows) * K) r.x.resize(std::max(r.x.size() * 2, size_t(r.rows + rows) * K));
+  if (r.dy.size() < size_t(r.rows + rows) * N) r.dy.resize(std::max(r.dy.size() * 2, size_t(r.rows + rows) * N));
+  std::copy_n(x, rows * K, r.x.data() + r.rows * K);
+  std::copy_n(dy, rows * N, r.dy.data() + r.rows * N);
+  r.rows += rows;
+}
+
+size_t WeightProducts::bytes() const {
+  size_t held = 0;
+  for (const WeightRows& r : weight_rows_) held += (r.x.size() + r.dy.size()) * sizeof(float);
+  for (const auto& [w, t] : transposed_) held += size_t(t.packed->K()) * t.packed->N() * sizeof(float);  // panels
+  return held;
+}
+
+// One GEMM per matrix, cut into blocks of kColumns columns (always, so that a block is the same
+// GEMM on one thread or many).
+void WeightProducts::weight_gradients(std::vector<Tensor>& grads, ThreadPool* pool,
+                                      FunctionRef<void(int, int64_t, int64_t)> mark) const {
+  constexpr int kColumns = 512;
+  struct Piece {
+    const WeightRows* r;
+    int begin, end;
+  };
+  std::vector<Piece> pieces;
+  for (const WeightRows& r : weight_rows_) {
+    if (r.rows == 0) continue;
+    mark(r.param, r.offset, int64_t(r.K) * r.N);
+    for (int c = 0; c < r.N; c += kColumns) pieces.push_back({&r, c, std::min(r.N, c + kColumns)});
+  }
+  auto dw = [&](const Piece& p) {
+    const WeightRows& r = *p.r;
+    kernels::gemm_strided(true, false, r.K, p.end - p.begin, static_cast<int>(r.rows), r.x.data(), r.K,
+                          r.dy.data() + p.begin, r.N, grads[r.param].data.get() + r.offset + p.begin, r.N, true);
+  };
+  for_each_piece(pool, static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { dw(pieces[size_t(i)]); });
+}
+
+}  // namespace acrobat

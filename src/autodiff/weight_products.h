@@ -1,0 +1,56 @@
+// Reverse mode's products X W of stacked rows by a param's matrix W (reverse_mode.cpp, step 3):
+// dX = dY W^T on W^T packed once per call, dW deferred to one GEMM over every batch's rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "acrobat/kernels.h"
+#include "runtime/thread_pool.h"
+#include "runtime/value.h"
+#include "support/function_ref.h"
+
+namespace acrobat {
+
+// Kept from call to call: the rows' memory and the packed W^T.
+class WeightProducts {
+ public:
+  // A new call: no rows kept yet, and the params may have changed in place since the last one.
+  void begin();
+  // dx[rows, K] = dy[rows, N] W^T for W[K, N] at `w` (written, not added to); `pool` shares its
+  // blocks of rows, cut the same way whatever the threads.
+  void input_adjoint(const float* w, int K, int N, const float* dy, float* dx, int64_t rows, ThreadPool* pool);
+  // Keeps x[rows, K] and dy[rows, N] of a product by W (param `param` at `offset`) for dW.
+  void keep_rows(int param, int64_t offset, int K, int N, const float* x, const float* dy, int64_t rows);
+  // The memory of the kept rows and the packed W^T.
+  size_t bytes() const;
+  // grads[param] at W += X^T dY over every row kept this call; mark(param, offset, n) for each W.
+  void weight_gradients(std::vector<Tensor>& grads, ThreadPool* pool,
+                        FunctionRef<void(int, int64_t, int64_t)> mark) const;
+
+ private:
+  // W[K, N] transposed and packed, once per call.
+  const kernels::PackedWeights& transposed(const float* w, int K, int N);
+
+  // The rows of X and dL/d(XW) of the products by one matrix W[K, N], in schedule order.
+  struct WeightRows {
+    int param;
+    int64_t offset;  // of W in the param
+    int K, N;
+    std::vector<float> x, dy;  // rows x K, rows x N (capacity kept from call to call)
+    int64_t rows = 0;
+  };
+  std::vector<WeightRows> weight_rows_;
+  // W^T packed for dX = dY W^T, by W's address; `call` is the call that last packed it (the params
+  // change between calls, in place; its row-major paths read W itself).
+  struct TransposedWeight {
+    std::shared_ptr<kernels::PackedWeights> packed;
+    uint64_t call = 0;
+  };
+  std::unordered_map<const float*, TransposedWeight> transposed_;
+  uint64_t calls_ = 0;
+};
+
+}  // namespace acrobat

@@ -1,0 +1,64 @@
+// Release during a run (runtime/graph.h, 4.): each node output row counts its owners, and a batch's
+// buffer for one operator goes back to the pool once no row of it has any; with
+// ACROBAT_POISON_RELEASED=1 it is NaN-filled and held back until the run ends instead.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "analysis/plan.h"
+#include "runtime/batch_outputs.h"
+#include "runtime/node_store.h"
+#include "support/diagnostics.h"
+
+namespace acrobat {
+
+class Releaser {
+ public:
+  Releaser();
+
+  // A new run: outputs are released during it when `enabled` (the plan's ownership analysis ran
+  // and the run does not keep its outputs); no counts yet.
+  void reset(bool enabled);
+  bool enabled() const { return enabled_; }
+  // Counts of a new node of `block` reading `args`: one more owner of each lazy argument (the node
+  // reads it until its batch has run), and the node's own outputs owned by the host program as
+  // `owned` says. Returns where its counts begin (Node::ref_begin).
+  uint32_t add_node(const std::vector<uint8_t>& owned, const aot::Val* args, size_t num_args,
+                    const NodeStore& nodes);
+  // A shared node's host references (`owned`) count on the first node's, from `ref_begin`.
+  void share(const std::vector<uint8_t>& owned, uint32_t ref_begin) {
+    for (size_t k = 0; k < owned.size(); ++k) refs_[ref_begin + k] += owned[k];
+  }
+  // A host value hands over a reference to count `ref`.
+  void hand_over(uint32_t ref) {
+    int32_t& count = refs_[ref];
+    ACROBAT_ASSERT(count > 0, "a reference handed over by a value that owns none");
+    ++count;
+  }
+  // One owner of output `slot` of `n` (the node computing it) fewer.
+  void unref(const NodeStore::Node& n, int32_t slot, BatchOutputs& outputs) {
+    int32_t& count = refs_[n.ref_begin + slot];
+    ACROBAT_ASSERT(count > 0, "a reference given up twice");
+    if (--count == 0 && n.batch >= 0) row_released(n.batch, slot, outputs);
+  }
+  // Batch `batch` (nodes `ids` of `s`) has run: its outputs nothing owns go back, then its nodes'
+  // references to their inputs.
+  void batch_ran(const analysis::StaticBlock& s, const std::vector<int>& ids, int batch, const NodeStore& nodes,
+                 BatchOutputs& outputs);
+  // Every batch output still held, and every poisoned one, back to the pool.
+  void release_all(BatchOutputs& outputs);
+
+ private:
+  void row_released(int batch, int slot, BatchOutputs& outputs);
+  void release_output(int batch, int slot, BatchOutputs& outputs);
+
+  bool enabled_ = false;
+  bool poison_ = false;                              // ACROBAT_POISON_RELEASED
+  std::vector<int32_t> refs_;                        // per node and operator: its owners
+  std::vector<std::vector<int32_t>> live_rows_;      // [batch][operator]: rows with owners
+  std::vector<std::pair<float*, size_t>> poisoned_;  // released, held back until the run ends
+};
+
+}  // namespace acrobat
