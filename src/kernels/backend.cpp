@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "kernels/simd.h"
+#include "support/clock.h"
 
 // OpenBLAS's core selection, exported by builds with DYNAMIC_ARCH (Debian's) but in no header; weak
 // so that a build without it still links and simply skips the core fix below.
@@ -90,7 +91,6 @@ double fma_peak_gflops(double seconds) {
   const simd::Vec a = simd::splat(0.999999f), b = simd::splat(1e-7f);
   simd::Vec c0 = simd::splat(1.0f), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0,
             c8 = c0, c9 = c0, c10 = c0, c11 = c0;
-  using Clock = std::chrono::steady_clock;
   double best = 0;
   const auto start = Clock::now();
   do {
@@ -101,9 +101,9 @@ double fma_peak_gflops(double seconds) {
         asm volatile("" : "+x"(c->v));
       }
     }
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double s = seconds_since(t0);
     best = std::max(best, 2.0 * simd::kLanes * kChains * kRounds / s * 1e-9);
-  } while (std::chrono::duration<double>(Clock::now() - start).count() < seconds);
+  } while (seconds_since(start) < seconds);
   for (const simd::Vec& c : {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11}) asm volatile("" : : "x"(c.v));
   return best;
 }

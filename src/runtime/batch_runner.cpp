@@ -5,15 +5,11 @@
 #include <cstdint>
 
 #include "runtime/batched_kernels.h"
+#include "support/clock.h"
 
 namespace acrobat {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // A batch is split across threads only when it has at least this much work: below it, waking the
 // workers costs more than they save.

@@ -4,17 +4,9 @@
 #include <chrono>
 
 #include "runtime/batched_kernels.h"
+#include "support/clock.h"
 
 namespace acrobat {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
 
 Graph::Graph(const analysis::Plan& plan, std::shared_ptr<const PackedIndex> packed,
              Scheduler scheduler, std::shared_ptr<ThreadPool> pool)

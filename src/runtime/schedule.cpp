@@ -5,17 +5,9 @@
 
 #include "runtime/node_store.h"
 #include "support/diagnostics.h"
+#include "support/clock.h"
 
 namespace acrobat {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
 
 const char* scheduler_name(Scheduler s) {
   switch (s) {

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "support/diagnostics.h"
+#include "support/clock.h"
 
 namespace acrobat {
 
@@ -23,8 +24,6 @@ int default_threads() {
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // How long a worker polls for the next call before it sleeps: batches come back to back, separated
 // by the host program's work, and a sleeping worker would add its wake-up latency to every one.
