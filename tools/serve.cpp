@@ -280,79 +280,27 @@ void ServeCores::enter(const cpu_set_t& set) const {
   if (pinned_) sched_setaffinity(0, sizeof set, &set);  // 0: the calling thread; a failure leaves it unpinned
 }
 
-int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engine, const ServeCores& cores) {
-  if (o.max_batch < 1) throw UserError("--max-batch: expected 1 or more");
-  if (!(o.max_delay_ms >= 0 && o.max_delay_ms <= 60000)) throw UserError("--max-delay-ms: expected 0 to 60000");
-  const ir::Function& f = module.functions[entry_function(module, o.entry)];
-  const Type& in_type = f.vars[f.params[0]].type;
-  const Type& out_type = f.ret;
+namespace {
 
-  if (pipe(stop_pipe) != 0) throw UserError("serve: cannot make a pipe for its signals");
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+// POST /v1/models/NAME:predict: reads the body (bounded), parses its instances, queues them on the
+// batcher and answers with their outputs, or with the first error among them.
+class PredictEndpoint {
+ public:
+  PredictEndpoint(const ServeOptions& o, const Type& in_type, const Type& out_type, Batcher& batcher, Metrics& metrics)
+      : o_(o), in_type_(in_type), out_type_(out_type), batcher_(batcher), metrics_(metrics) {}
 
-  Metrics metrics;
-  Batcher batcher(o, engine, metrics, cores);
-  cores.enter_http();  // this thread and the server's threads it starts
-  httplib::Server server;
-  const int http_threads = o.http_threads > 0 ? o.http_threads : static_cast<int>(2 * o.max_batch + 8);
-  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(static_cast<size_t>(http_threads)); };
-  server.set_keep_alive_max_count(100000);  // a client's connection serves all its requests
-  server.set_tcp_nodelay(true);  // an answer leaves at once (no Nagle wait for the client's delayed ACK)
-
-  const std::string predict = "/v1/models/" + o.name + ":predict";
-  server.set_payload_max_length(o.max_request_bytes);  // a Content-Length over it: 413 before reading
-  // The body is read here, not by the library, so that the bound holds whatever the content type (the
-  // library caps a form-encoded body, `curl -d`'s default, at 8 KiB).
-  server.Post(predict, [&](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+  void operator()(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
     const auto arrived = Clock::now();
     auto answer = [&](int status, const nlohmann::json& body) {
       reply(res, status, body);
-      metrics.answered(status);
-      metrics.request_seconds.observe(seconds_since(arrived));
+      metrics_.answered(status);
+      metrics_.request_seconds.observe(seconds_since(arrived));
     };
-    if (req.is_multipart_form_data()) {
-      answer(415, {{"error", "the request body must be JSON {\"instances\": [...]}, not a multipart form"}});
-      return;
-    }
     std::string text;
-    bool too_large = false;
-    const bool whole = read([&](const char* data, size_t n) {
-      if (text.size() + n > o.max_request_bytes) {
-        too_large = true;
-        return false;
-      }
-      text.append(data, n);
-      return true;
-    });
-    too_large = too_large || res.status == 413;  // the library's own check of Content-Length
-    if (too_large || !whole) {
-      answer(too_large ? 413 : 400,
-             {{"error", too_large ? fmt::format("the request body is larger than {} bytes (--max-request-bytes)",
-                                                o.max_request_bytes)
-                                  : std::string("the request body could not be read whole")}});
-      return;
-    }
+    if (!read_body(req, res, read, text, answer)) return;
     std::vector<std::shared_ptr<Pending>> items;
     try {
-      // Parsed as the files' readers parse a line: nesting bounded (io::kMaxJsonDepth), no key twice.
-      nlohmann::json body;
-      if (auto e = io::parse_json_strict(text, body, [](size_t at) { return "byte " + std::to_string(at); }))
-        throw UserError("the request body is not JSON: " + e->message + " at byte " + std::to_string(e->offset));
-      if (!body.is_object() || !body.contains("instances") || !body["instances"].is_array())
-        throw UserError("the request body must be a JSON object {\"instances\": [...]}");
-      const auto& instances = body["instances"];
-      if (instances.empty()) throw UserError("\"instances\" is empty");
-      for (size_t i = 0; i < instances.size(); ++i) {
-        auto p = std::make_shared<Pending>();
-        p->input = value_from_json(instances[i], in_type, SourceLoc{"instances[" + std::to_string(i) + "]", 0, 0});
-        p->index = i;
-        items.push_back(std::move(p));
-      }
+      items = instances(text);
     } catch (const nlohmann::json::exception& e) {
       answer(400, {{"error", std::string("the request body is not JSON: ") + e.what()}});
       return;
@@ -367,7 +315,7 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
     for (auto& p : items) p->queued = queued;
     std::vector<std::future<std::pair<bool, Value>>> futures;
     for (auto& p : items) futures.push_back(p->done.get_future());
-    batcher.submit(items);
+    batcher_.submit(items);
     nlohmann::json predictions = nlohmann::json::array();
     std::string error;
     bool internal = false;
@@ -377,25 +325,85 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
         error = items[i]->error;
         internal = items[i]->internal;
       }
-      if (ok) predictions.push_back(value_to_json(out, out_type));
+      if (ok) predictions.push_back(value_to_json(out, out_type_));
     }
     if (!error.empty())
       answer(internal ? 500 : 400, {{"error", error}});
     else
       answer(200, {{"predictions", std::move(predictions)}});
-  });
-  server.Get("/v1/models/" + o.name, [&](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, {{"model_version_status", {{{"version", "1"}, {"state", "AVAILABLE"}, {"status", {{"error_code", "OK"}}}}}}});
-  });
-  server.Get("/health", [&](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
-  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.text(), "text/plain; version=0.0.4");
-  });
-  // Errors the library answers itself (an unknown path, a body over the limit) get a JSON body too;
-  // a known path asked with another method is a 405 naming the one it takes.
-  const std::map<std::string, std::string> methods = {
-      {predict, "POST"}, {"/v1/models/" + o.name, "GET"}, {"/health", "GET"}, {"/metrics", "GET"}};
-  server.set_error_handler([&](const httplib::Request& req, httplib::Response& res) {
+  }
+
+ private:
+  // The body into `text`, read here rather than by the library so that the bound holds whatever
+  // the content type (the library caps a form-encoded body, `curl -d`'s default, at 8 KiB); false
+  // once `answer` has answered why it could not be.
+  template <class Answer>
+  bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read,
+                 std::string& text, Answer&& answer) const {
+    if (req.is_multipart_form_data()) {
+      answer(415, {{"error", "the request body must be JSON {\"instances\": [...]}, not a multipart form"}});
+      return false;
+    }
+    bool too_large = false;
+    const bool whole = read([&](const char* data, size_t n) {
+      if (text.size() + n > o_.max_request_bytes) {
+        too_large = true;
+        return false;
+      }
+      text.append(data, n);
+      return true;
+    });
+    too_large = too_large || res.status == 413;  // the library's own check of Content-Length
+    if (too_large)
+      answer(413, {{"error", fmt::format("the request body is larger than {} bytes (--max-request-bytes)",
+                                         o_.max_request_bytes)}});
+    else if (!whole)
+      answer(400, {{"error", "the request body could not be read whole"}});
+    return whole && !too_large;
+  }
+
+  // The request's instances, parsed as the files' readers parse a line: nesting bounded
+  // (io::kMaxJsonDepth), no key twice.
+  std::vector<std::shared_ptr<Pending>> instances(const std::string& text) const {
+    nlohmann::json body;
+    if (auto e = io::parse_json_strict(text, body, [](size_t at) { return "byte " + std::to_string(at); }))
+      throw UserError("the request body is not JSON: " + e->message + " at byte " + std::to_string(e->offset));
+    if (!body.is_object() || !body.contains("instances") || !body["instances"].is_array())
+      throw UserError("the request body must be a JSON object {\"instances\": [...]}");
+    const auto& instances = body["instances"];
+    if (instances.empty()) throw UserError("\"instances\" is empty");
+    std::vector<std::shared_ptr<Pending>> items;
+    for (size_t i = 0; i < instances.size(); ++i) {
+      auto p = std::make_shared<Pending>();
+      p->input = value_from_json(instances[i], in_type_, SourceLoc{"instances[" + std::to_string(i) + "]", 0, 0});
+      p->index = i;
+      items.push_back(std::move(p));
+    }
+    return items;
+  }
+
+  const ServeOptions& o_;
+  const Type& in_type_;
+  const Type& out_type_;
+  Batcher& batcher_;
+  Metrics& metrics_;
+};
+
+// SIGINT and SIGTERM write to the stop pipe (on_stop_signal).
+void catch_stop_signals() {
+  if (pipe(stop_pipe) != 0) throw UserError("serve: cannot make a pipe for its signals");
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// Errors the library answers itself (an unknown path, a body over the limit) get a JSON body too;
+// a known path asked with another method (`methods`: path -> the method it takes) is a 405.
+void answer_errors_in_json(httplib::Server& server, const ServeOptions& o, std::map<std::string, std::string> methods) {
+  server.set_error_handler([&o, methods](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     auto known = methods.find(req.path);
     if (res.status == 404 && known != methods.end()) {
@@ -410,14 +418,15 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
       reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
     }
   });
-  server.set_logger([&](const httplib::Request&, const httplib::Response& res) { metrics.responded(res.status); });
+}
 
+// Binds the port (exclusively: SO_REUSEADDR without the library's SO_REUSEPORT, so that a second
+// server on it fails to start rather than taking half of the connections) and returns it.
+int bind_exclusively(httplib::Server& server, const ServeOptions& o) {
   // The library listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when it was
   // built): 64 clients connecting at once overflow it. Its listening socket is taken from the
   // socket-options hook and listened on again with the system's largest backlog.
   int listening_socket = -1;
-  // SO_REUSEADDR but not the library's SO_REUSEPORT: a second server on the port fails to start
-  // rather than taking half of the connections.
   server.set_socket_options([&](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
@@ -431,6 +440,40 @@ int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engin
   }
   if (port < 0) throw UserError(fmt::format("cannot listen on {}:{}", o.host, o.port));
   if (listening_socket >= 0) ::listen(listening_socket, SOMAXCONN);
+  return port;
+}
+
+}  // namespace
+
+int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engine, const ServeCores& cores) {
+  if (o.max_batch < 1) throw UserError("--max-batch: expected 1 or more");
+  if (!(o.max_delay_ms >= 0 && o.max_delay_ms <= 60000)) throw UserError("--max-delay-ms: expected 0 to 60000");
+  const ir::Function& f = module.functions[entry_function(module, o.entry)];
+  catch_stop_signals();
+
+  Metrics metrics;
+  Batcher batcher(o, engine, metrics, cores);
+  cores.enter_http();  // this thread and the server's threads it starts
+  httplib::Server server;
+  const int http_threads = o.http_threads > 0 ? o.http_threads : static_cast<int>(2 * o.max_batch + 8);
+  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(static_cast<size_t>(http_threads)); };
+  server.set_keep_alive_max_count(100000);  // a client's connection serves all its requests
+  server.set_tcp_nodelay(true);  // an answer leaves at once (no Nagle wait for the client's delayed ACK)
+  server.set_payload_max_length(o.max_request_bytes);  // a Content-Length over it: 413 before reading
+
+  const std::string predict = "/v1/models/" + o.name + ":predict";
+  server.Post(predict, PredictEndpoint(o, f.vars[f.params[0]].type, f.ret, batcher, metrics));
+  server.Get("/v1/models/" + o.name, [&](const httplib::Request&, httplib::Response& res) {
+    reply(res, 200, {{"model_version_status", {{{"version", "1"}, {"state", "AVAILABLE"}, {"status", {{"error_code", "OK"}}}}}}});
+  });
+  server.Get("/health", [&](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
+  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.text(), "text/plain; version=0.0.4");
+  });
+  answer_errors_in_json(server, o, {{predict, "POST"}, {"/v1/models/" + o.name, "GET"}, {"/health", "GET"}, {"/metrics", "GET"}});
+  server.set_logger([&](const httplib::Request&, const httplib::Response& res) { metrics.responded(res.status); });
+
+  const int port = bind_exclusively(server, o);
   const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;  // IPv6
   std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} (batches of up to {} instances, {} ms; {} engine; {})",
                            o.name, host, port, predict, o.max_batch, o.max_delay_ms, engine.name(), cores.describe())

@@ -28,7 +28,7 @@
 //     defined and never read, is dropped after the unit. An if or match drops, on entry to each
 //     branch, what is live into another branch but not into this one. A function drops on entry
 //     the parameters its body never reads. Every block and function is visited once: it terminates.
-// Both host programs (codegen/emit_cpp.cpp, engines/host_interpreter.h) execute exactly these
+// Both host programs (codegen/emit_host.cpp, engines/host_interpreter.h) execute exactly these
 // actions, so both engines release the same buffers at the same points.
 #pragma once
 

@@ -245,156 +245,127 @@ void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
   internal_error(__FILE__, __LINE__, "forward: unknown operator");
 }
 
+namespace {
+
+// C = A B per matrix of the stack: dA += dC B^T, dB += A^T dC (summed over the stack when B is one
+// matrix for all).
 template <class T>
-void adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, std::span<const int64_t> out_shape,
-             const T* y, const T* dy, std::span<T* const> din) {
-  const int64_t n = count(out_shape);
-  const int64_t cols = out_shape.empty() ? 1 : out_shape.back();
-  const int64_t rows = cols > 0 ? n / cols : 0;
-  // Elementwise y = f(x): dx += dy * f'(x, y).
-  auto unary = [&](auto dydx) {
-    if (!din[0]) return;
-    for (int64_t i = 0; i < n; ++i) din[0][i] += dy[i] * dydx(in[0].data[i], y[i]);
-  };
-  // y = f(a, b) broadcast: da += dy * df/da, db += dy * df/db (summed over broadcast dimensions).
-  // A run with both operands along it (the common case) in loops of unit steps.
-  auto binary = [&](auto dfa, auto dfb) {
-    broadcast_runs(out_shape, in[0].shape, in[1].shape,
-                   [&](int64_t i, int64_t ia, int64_t ib, int64_t len, int64_t sa, int64_t sb) {
-                     const T* a = in[0].data + ia;
-                     const T* b = in[1].data + ib;
-                     const T* g = dy + i;
-                     T* da = din[0] ? din[0] + ia : nullptr;
-                     T* db = din[1] ? din[1] + ib : nullptr;
-                     if (sa == 1 && sb == 1) {
-                       if (da)
-                         for (int64_t j = 0; j < len; ++j) da[j] += g[j] * dfa(a[j], b[j]);
-                       if (db)
-                         for (int64_t j = 0; j < len; ++j) db[j] += g[j] * dfb(a[j], b[j]);
-                       return;
-                     }
-                     for (int64_t j = 0; j < len; ++j) {
-                       const T x = a[j * sa], z = b[j * sb];
-                       if (da) da[j * sa] += g[j] * dfa(x, z);
-                       if (db) db[j * sb] += g[j] * dfb(x, z);
-                     }
-                   });
-  };
+void matmul_adjoint(std::span<const TensorArg<T>> in, const T* dy, std::span<T* const> din) {
+  const MatMulDims d = matmul_dims(in);
+  if constexpr (std::is_same_v<T, float>) {
+    // The GEMM kernels, with the transposes read in place.
+    for (int64_t h = 0; h < d.H; ++h) {
+      const int64_t b_off = d.b_stacked ? h * d.K * d.N : 0;
+      const float* a = in[0].data + h * d.M * d.K;
+      const float* dc = dy + h * d.M * d.N;
+      const int M = static_cast<int>(d.M), N = static_cast<int>(d.N), K = static_cast<int>(d.K);
+      if (din[0]) kernels::gemm_strided(false, true, M, K, N, dc, N, in[1].data + b_off, N, din[0] + h * d.M * d.K, K, true);
+      if (din[1]) kernels::gemm_strided(true, false, K, N, M, a, K, dc, N, din[1] + b_off, N, true);
+    }
+    return;
+  }
+  for (int64_t h = 0; h < d.H; ++h) {
+    const T* a = in[0].data + h * d.M * d.K;
+    const int64_t b_off = d.b_stacked ? h * d.K * d.N : 0;
+    const T* b = in[1].data + b_off;
+    const T* dc = dy + h * d.M * d.N;
+    if (T* da = din[0] ? din[0] + h * d.M * d.K : nullptr)
+      for (int64_t i = 0; i < d.M; ++i)
+        for (int64_t k = 0; k < d.K; ++k) {
+          T s = 0;
+          for (int64_t j = 0; j < d.N; ++j) s += dc[i * d.N + j] * b[k * d.N + j];
+          da[i * d.K + k] += s;
+        }
+    if (T* db = din[1] ? din[1] + b_off : nullptr)
+      for (int64_t k = 0; k < d.K; ++k)
+        for (int64_t j = 0; j < d.N; ++j) {
+          T s = 0;
+          for (int64_t i = 0; i < d.M; ++i) s += a[i * d.K + k] * dc[i * d.N + j];
+          db[k * d.N + j] += s;
+        }
+  }
+}
+
+// softmax: dx = y * (dy - <dy, y>); log_softmax: dx = dy - softmax * sum(dy), softmax = exp(y); per
+// row of `cols`.
+template <class T>
+void softmax_adjoint(OpId op, int64_t rows, int64_t cols, const T* y, const T* dy, std::span<T* const> din) {
+  if (!din[0]) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* yr = y + r * cols;
+    const T* g = dy + r * cols;
+    T* dx = din[0] + r * cols;
+    if (op == OpId::Softmax) {  // dx = y * (dy - <dy, y>)
+      T dot = 0;
+      for (int64_t j = 0; j < cols; ++j) dot += g[j] * yr[j];
+      for (int64_t j = 0; j < cols; ++j) dx[j] += yr[j] * (g[j] - dot);
+    } else {  // dx = dy - softmax * sum(dy), softmax = exp(y)
+      T sum = 0;
+      for (int64_t j = 0; j < cols; ++j) sum += g[j];
+      for (int64_t j = 0; j < cols; ++j) dx[j] += g[j] - std::exp(yr[j]) * sum;
+    }
+  }
+}
+
+// xhat = (x - mean) * rstd, y = xhat * gamma + beta: dgamma += dy * xhat, dbeta += dy,
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma; per row of `cols`.
+template <class T>
+void layer_norm_adjoint(std::span<const TensorArg<T>> in, int64_t rows, int64_t cols, const T* dy,
+                        std::span<T* const> din) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x = in[0].data + r * cols;
+    const T* g = dy + r * cols;
+    T mean, rstd;
+    row_stats(x, cols, mean, rstd);
+    T mean_g = 0, mean_gx = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const T xhat = (x[j] - mean) * rstd, gj = g[j] * in[1].data[j];
+      mean_g += gj;
+      mean_gx += gj * xhat;
+      if (din[1]) din[1][j] += g[j] * xhat;
+      if (din[2]) din[2][j] += g[j];
+    }
+    mean_g /= T(cols);
+    mean_gx /= T(cols);
+    if (din[0])
+      for (int64_t j = 0; j < cols; ++j) {
+        const T xhat = (x[j] - mean) * rstd;
+        din[0][r * cols + j] += rstd * (g[j] * in[1].data[j] - mean_g - xhat * mean_gx);
+      }
+  }
+}
+
+// sum and mean along an axis spread dy over it (mean divided by its length); max sends it to the
+// first maximal entry.
+template <class T>
+void reduce_adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, const T* dy,
+                    std::span<T* const> din) {
+  if (!din[0]) return;
+  const auto& s = in[0].shape;
+  const size_t axis = static_cast<size_t>(normalize_axis(attrs.ints[0], s.size()));
+  const int64_t outer = prod(s, 0, axis), len = s[axis], inner = prod(s, axis + 1, s.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const T g = dy[o * inner + i];
+      const int64_t base = o * len * inner + i;
+      if (op == OpId::Max) {
+        int64_t best = 0;  // the first maximal entry
+        for (int64_t j = 1; j < len; ++j)
+          if (in[0].data[base + j * inner] > in[0].data[base + best * inner]) best = j;
+        din[0][base + best * inner] += g;
+        continue;
+      }
+      const T share = op == OpId::Mean ? g / T(len) : g;
+      for (int64_t j = 0; j < len; ++j) din[0][base + j * inner] += share;
+    }
+}
+
+// The operators that only move data (concat, slice, transpose, heads, merge_heads): each element's
+// adjoint goes back where it came from.
+template <class T>
+void movement_adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in,
+                      std::span<const int64_t> out_shape, const T* dy, std::span<T* const> din) {
   switch (op) {
-    case OpId::MatMul: {
-      // C = A B per matrix of the stack: dA += dC B^T, dB += A^T dC (summed over the stack when B
-      // is one matrix for all).
-      const MatMulDims d = matmul_dims(in);
-      if constexpr (std::is_same_v<T, float>) {
-        // The GEMM kernels, with the transposes read in place.
-        for (int64_t h = 0; h < d.H; ++h) {
-          const int64_t b_off = d.b_stacked ? h * d.K * d.N : 0;
-          const float* a = in[0].data + h * d.M * d.K;
-          const float* dc = dy + h * d.M * d.N;
-          const int M = static_cast<int>(d.M), N = static_cast<int>(d.N), K = static_cast<int>(d.K);
-          if (din[0]) kernels::gemm_strided(false, true, M, K, N, dc, N, in[1].data + b_off, N, din[0] + h * d.M * d.K, K, true);
-          if (din[1]) kernels::gemm_strided(true, false, K, N, M, a, K, dc, N, din[1] + b_off, N, true);
-        }
-        return;
-      }
-      for (int64_t h = 0; h < d.H; ++h) {
-        const T* a = in[0].data + h * d.M * d.K;
-        const int64_t b_off = d.b_stacked ? h * d.K * d.N : 0;
-        const T* b = in[1].data + b_off;
-        const T* dc = dy + h * d.M * d.N;
-        if (T* da = din[0] ? din[0] + h * d.M * d.K : nullptr)
-          for (int64_t i = 0; i < d.M; ++i)
-            for (int64_t k = 0; k < d.K; ++k) {
-              T s = 0;
-              for (int64_t j = 0; j < d.N; ++j) s += dc[i * d.N + j] * b[k * d.N + j];
-              da[i * d.K + k] += s;
-            }
-        if (T* db = din[1] ? din[1] + b_off : nullptr)
-          for (int64_t k = 0; k < d.K; ++k)
-            for (int64_t j = 0; j < d.N; ++j) {
-              T s = 0;
-              for (int64_t i = 0; i < d.M; ++i) s += a[i * d.K + k] * dc[i * d.N + j];
-              db[k * d.N + j] += s;
-            }
-      }
-      return;
-    }
-    case OpId::Add: return binary([](T, T) { return T(1); }, [](T, T) { return T(1); });
-    case OpId::Sub: return binary([](T, T) { return T(1); }, [](T, T) { return T(-1); });
-    case OpId::Mul: return binary([](T, T b) { return b; }, [](T a, T) { return a; });
-    case OpId::Div: return binary([](T, T b) { return T(1) / b; }, [](T a, T b) { return -a / (b * b); });
-    case OpId::Neg: return unary([](T, T) { return T(-1); });
-    case OpId::Sigmoid: return unary([](T, T s) { return s * (T(1) - s); });
-    case OpId::Tanh: return unary([](T, T t) { return T(1) - t * t; });
-    case OpId::Relu: return unary([](T x, T) { return x > 0 ? T(1) : T(0); });
-    case OpId::Exp: return unary([](T, T e) { return e; });
-    case OpId::Log: return unary([](T x, T) { return T(1) / x; });
-    case OpId::Softmax:
-    case OpId::LogSoftmax:
-      if (!din[0]) return;
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* yr = y + r * cols;
-        const T* g = dy + r * cols;
-        T* dx = din[0] + r * cols;
-        if (op == OpId::Softmax) {  // dx = y * (dy - <dy, y>)
-          T dot = 0;
-          for (int64_t j = 0; j < cols; ++j) dot += g[j] * yr[j];
-          for (int64_t j = 0; j < cols; ++j) dx[j] += yr[j] * (g[j] - dot);
-        } else {  // dx = dy - softmax * sum(dy), softmax = exp(y)
-          T sum = 0;
-          for (int64_t j = 0; j < cols; ++j) sum += g[j];
-          for (int64_t j = 0; j < cols; ++j) dx[j] += g[j] - std::exp(yr[j]) * sum;
-        }
-      }
-      return;
-    case OpId::LayerNorm:
-      // xhat = (x - mean) * rstd, y = xhat * gamma + beta:
-      // dgamma += dy * xhat, dbeta += dy, dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* x = in[0].data + r * cols;
-        const T* g = dy + r * cols;
-        T mean, rstd;
-        row_stats(x, cols, mean, rstd);
-        T mean_g = 0, mean_gx = 0;
-        for (int64_t j = 0; j < cols; ++j) {
-          const T xhat = (x[j] - mean) * rstd, gj = g[j] * in[1].data[j];
-          mean_g += gj;
-          mean_gx += gj * xhat;
-          if (din[1]) din[1][j] += g[j] * xhat;
-          if (din[2]) din[2][j] += g[j];
-        }
-        mean_g /= T(cols);
-        mean_gx /= T(cols);
-        if (din[0])
-          for (int64_t j = 0; j < cols; ++j) {
-            const T xhat = (x[j] - mean) * rstd;
-            din[0][r * cols + j] += rstd * (g[j] * in[1].data[j] - mean_g - xhat * mean_gx);
-          }
-      }
-      return;
-    case OpId::Sum:
-    case OpId::Mean:
-    case OpId::Max: {
-      if (!din[0]) return;
-      const auto& s = in[0].shape;
-      const size_t axis = static_cast<size_t>(normalize_axis(attrs.ints[0], s.size()));
-      const int64_t outer = prod(s, 0, axis), len = s[axis], inner = prod(s, axis + 1, s.size());
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i) {
-          const T g = dy[o * inner + i];
-          const int64_t base = o * len * inner + i;
-          if (op == OpId::Max) {
-            int64_t best = 0;  // the first maximal entry
-            for (int64_t j = 1; j < len; ++j)
-              if (in[0].data[base + j * inner] > in[0].data[base + best * inner]) best = j;
-            din[0][base + best * inner] += g;
-            continue;
-          }
-          const T share = op == OpId::Mean ? g / T(len) : g;
-          for (int64_t j = 0; j < len; ++j) din[0][base + j * inner] += share;
-        }
-      return;
-    }
     case OpId::Concat: {
       const size_t axis = static_cast<size_t>(normalize_axis(attrs.ints[0], out_shape.size()));
       const int64_t outer = prod(out_shape, 0, axis), out_cols = prod(out_shape, axis, out_shape.size());
@@ -435,6 +406,70 @@ void adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
       });
       return;
     }
+    default: break;
+  }
+}
+
+}  // namespace
+
+template <class T>
+void adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, std::span<const int64_t> out_shape,
+             const T* y, const T* dy, std::span<T* const> din) {
+  const int64_t n = count(out_shape);
+  const int64_t cols = out_shape.empty() ? 1 : out_shape.back();
+  const int64_t rows = cols > 0 ? n / cols : 0;
+  // Elementwise y = f(x): dx += dy * f'(x, y).
+  auto unary = [&](auto dydx) {
+    if (!din[0]) return;
+    for (int64_t i = 0; i < n; ++i) din[0][i] += dy[i] * dydx(in[0].data[i], y[i]);
+  };
+  // y = f(a, b) broadcast: da += dy * df/da, db += dy * df/db (summed over broadcast dimensions).
+  // A run with both operands along it (the common case) in loops of unit steps.
+  auto binary = [&](auto dfa, auto dfb) {
+    broadcast_runs(out_shape, in[0].shape, in[1].shape,
+                   [&](int64_t i, int64_t ia, int64_t ib, int64_t len, int64_t sa, int64_t sb) {
+                     const T* a = in[0].data + ia;
+                     const T* b = in[1].data + ib;
+                     const T* g = dy + i;
+                     T* da = din[0] ? din[0] + ia : nullptr;
+                     T* db = din[1] ? din[1] + ib : nullptr;
+                     if (sa == 1 && sb == 1) {
+                       if (da)
+                         for (int64_t j = 0; j < len; ++j) da[j] += g[j] * dfa(a[j], b[j]);
+                       if (db)
+                         for (int64_t j = 0; j < len; ++j) db[j] += g[j] * dfb(a[j], b[j]);
+                       return;
+                     }
+                     for (int64_t j = 0; j < len; ++j) {
+                       const T x = a[j * sa], z = b[j * sb];
+                       if (da) da[j * sa] += g[j] * dfa(x, z);
+                       if (db) db[j * sb] += g[j] * dfb(x, z);
+                     }
+                   });
+  };
+  switch (op) {
+    case OpId::MatMul: return matmul_adjoint<T>(in, dy, din);
+    case OpId::Add: return binary([](T, T) { return T(1); }, [](T, T) { return T(1); });
+    case OpId::Sub: return binary([](T, T) { return T(1); }, [](T, T) { return T(-1); });
+    case OpId::Mul: return binary([](T, T b) { return b; }, [](T a, T) { return a; });
+    case OpId::Div: return binary([](T, T b) { return T(1) / b; }, [](T a, T b) { return -a / (b * b); });
+    case OpId::Neg: return unary([](T, T) { return T(-1); });
+    case OpId::Sigmoid: return unary([](T, T s) { return s * (T(1) - s); });
+    case OpId::Tanh: return unary([](T, T t) { return T(1) - t * t; });
+    case OpId::Relu: return unary([](T x, T) { return x > 0 ? T(1) : T(0); });
+    case OpId::Exp: return unary([](T, T e) { return e; });
+    case OpId::Log: return unary([](T x, T) { return T(1) / x; });
+    case OpId::Softmax:
+    case OpId::LogSoftmax: return softmax_adjoint<T>(op, rows, cols, y, dy, din);
+    case OpId::LayerNorm: return layer_norm_adjoint<T>(in, rows, cols, dy, din);
+    case OpId::Sum:
+    case OpId::Mean:
+    case OpId::Max: return reduce_adjoint<T>(op, attrs, in, dy, din);
+    case OpId::Concat:
+    case OpId::Slice:
+    case OpId::Transpose:
+    case OpId::Heads:
+    case OpId::MergeHeads: return movement_adjoint<T>(op, attrs, in, out_shape, dy, din);
     case OpId::Zeros:
     case OpId::Ones:
     case OpId::Constant:

@@ -1,6 +1,6 @@
 // The interpreted engine's host program: runs the IR of one instance over aot::Val, through the
 // aot::AotHost services of its context, exactly as the generated host program does
-// (codegen/emit_cpp.cpp): host values are 16-byte Vals, tuples, data-type values and closures are
+// (codegen/emit_host.cpp): host values are 16-byte Vals, tuples, data-type values and closures are
 // Obj records in the run's object arena, each execution of a static block becomes one graph node
 // whose operator results are lazy tensors, and a tensor read, a group of concurrent calls or an
 // error goes to the runtime (engines/host_runtime.h).

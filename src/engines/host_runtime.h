@@ -1,5 +1,5 @@
 // The runtime side of a host program over aot::Val, the same for both batched engines: the
-// compiled engine's generated program (codegen/emit_cpp.cpp) and the interpreted engine's host
+// compiled engine's generated program (codegen/emit_host.cpp) and the interpreted engine's host
 // interpreter (engines/host_interpreter.h) both run one instance at a time against an
 // aot::AotContext and reach the runtime only through its aot::AotHost services: record a static
 // block execution into the graph, allocate a tuple, data-type value or closure in the run's object

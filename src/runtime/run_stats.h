@@ -26,7 +26,7 @@ struct RunStats {
   double backward_seconds = 0;  // gradients: the reverse pass (after the forward run)
   int64_t compiled_adjoints = 0;  // gradients: fused loops the reverse pass ran as compiled adjoints
   int64_t weight_products = 0;    // gradients: products by a param's matrix the reverse pass ran as
-                                  // one dX GEMM over the batch's rows, dW deferred (graph_backward.cpp)
+                                  // one dX GEMM over the batch's rows, dW deferred (autodiff/weight_products.h)
   // Ragged blocks: the matmuls by parameter weights (the linear layers, one GEMM over every
   // instance's rows, with their gathers and fused addends), their FLOPs and time.
   int64_t weight_gemm_flops = 0;
