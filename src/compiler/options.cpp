@@ -31,12 +31,7 @@ const std::vector<std::string>& analysis_names() {
   return names;
 }
 
-std::string analysis_names_text() {
-  const std::vector<std::string>& n = analysis_names();
-  std::string out;
-  for (size_t i = 0; i < n.size(); ++i) out += (i == 0 ? "" : i + 1 == n.size() ? " or " : ", ") + n[i];
-  return out;
-}
+std::string analysis_names_text() { return one_of(analysis_names()); }
 
 DimOverrides parse_sets(const std::vector<std::string>& sets) {
   DimOverrides out;

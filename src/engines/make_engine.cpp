@@ -12,12 +12,7 @@ const std::vector<std::string>& engine_names() {
   return names;
 }
 
-std::string engine_names_text() {
-  const std::vector<std::string>& n = engine_names();
-  std::string out;
-  for (size_t i = 0; i < n.size(); ++i) out += (i == 0 ? "" : i + 1 == n.size() ? " or " : ", ") + n[i];
-  return out;
-}
+std::string engine_names_text() { return one_of(engine_names()); }
 
 void check_engine_name(const std::string& name, const std::string& option) {
   for (const std::string& n : engine_names())

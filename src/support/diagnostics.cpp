@@ -33,6 +33,12 @@ UserError::UserError(SourceLoc loc, std::string message)
 
 UserError::UserError(std::string message) : UserError(SourceLoc{}, std::move(message)) {}
 
+std::string one_of(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
 UserError for_instance(const UserError& e, size_t i) {
   std::vector<Diagnostic> ds = e.diagnostics();
   for (auto& d : ds) d.message = "instance " + std::to_string(i) + ": " + d.message;

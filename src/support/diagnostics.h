@@ -46,6 +46,9 @@ class UserError : public std::runtime_error {
   std::vector<Diagnostic> diagnostics_;
 };
 
+// "a, b or c": the names a message or help text offers.
+std::string one_of(const std::vector<std::string>& names);
+
 // Marks a UserError as belonging to instance `i` of a run ("instance 7: ...").
 UserError for_instance(const UserError& e, size_t i);
 
