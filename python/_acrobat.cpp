@@ -141,13 +141,13 @@ class Model {
  public:
   // `source`: a path, or with `is_text` the model's text named `name` in messages.
   Model(const std::string& source, bool is_text, const std::string& name, const std::map<std::string, int64_t>& dims,
-        const std::string& engine, int threads, const std::string& cache_dir)
+        const std::vector<std::string>& disable, const std::string& engine, int threads, const std::string& cache_dir)
       : threads_(thread_count(threads)) {
     check_engine_name(engine);
     spec_.engine = engine;
     spec_.threads = threads_;
     spec_.cache_dir = cache_dir;
-    CompileOptions o;
+    CompileOptions o = compile_options({}, disable);  // the analyses switched off, as `--disable` reads them
     for (const auto& [k, v] : dims) o.dims[k] = v;
     module_ = is_text ? compile_checked(parse_model_text(name, source, o.dims), o) : compile_model(source, o);
     params_.store = std::make_shared<ParamStore>(init_params(*module_, 0));
@@ -415,9 +415,9 @@ PYBIND11_MODULE(_acrobat, m) {
       .def_property_readonly("entry", [](const Instances& i) { return i.entry; });
   py::class_<Model>(m, "Model")
       .def(py::init<const std::string&, bool, const std::string&, const std::map<std::string, int64_t>&,
-                    const std::string&, int, const std::string&>(),
-           py::arg("source"), py::arg("is_text"), py::arg("name"), py::arg("dims"), py::arg("engine"),
-           py::arg("threads"), py::arg("cache_dir"))
+                    const std::vector<std::string>&, const std::string&, int, const std::string&>(),
+           py::arg("source"), py::arg("is_text"), py::arg("name"), py::arg("dims"), py::arg("disable"),
+           py::arg("engine"), py::arg("threads"), py::arg("cache_dir"))
       .def("params_from_seed", &Model::params_from_seed)
       .def("params_from_file", &Model::params_from_file)
       .def("params_from_arrays", &Model::params_from_arrays)

@@ -182,18 +182,21 @@ class Trainer:
         return self._t.steps
 
 
-def _native(source, is_text, name, dims, engine, threads, cache_dir):
-    return _acrobat.Model(source, is_text, name, {str(k): int(v) for k, v in (dims or {}).items()}, engine,
-                          int(threads or 0), cache_dir or "")
+def _native(source, is_text, name, dims, disable, engine, threads, cache_dir):
+    return _acrobat.Model(source, is_text, name, {str(k): int(v) for k, v in (dims or {}).items()},
+                          [str(d) for d in (disable or ())], engine, int(threads or 0), cache_dir or "")
 
 
-def load(path, dims=None, engine="batched", threads=None, params=None, seed=0, cache_dir=None):
+def load(path, dims=None, engine="batched", threads=None, params=None, seed=0, cache_dir=None, disable=None):
     """Compiles the model file at ``path`` (``dims`` override its ``dim`` declarations, as
-    ``--set``); ``threads``: per batched kernel (default: every core); ``cache_dir``: where the AOT
-    engine keeps compiled models (default as the CLI's). ``params``: see Model.set_params."""
-    return Model(_native(os.fspath(path), False, os.fspath(path), dims, engine, threads, cache_dir), params, seed)
+    ``--set``; ``disable`` names analyses to switch off, as ``--disable``: "reuse", "share", ...);
+    ``threads``: per batched kernel (default: every core); ``cache_dir``: where the AOT engine keeps
+    compiled models (default as the CLI's). ``params``: see Model.set_params."""
+    return Model(_native(os.fspath(path), False, os.fspath(path), dims, disable, engine, threads, cache_dir),
+                 params, seed)
 
 
-def loads(text, name="<string>", dims=None, engine="batched", threads=None, params=None, seed=0, cache_dir=None):
+def loads(text, name="<string>", dims=None, engine="batched", threads=None, params=None, seed=0, cache_dir=None,
+          disable=None):
     """The same for a model's text; ``name`` names it in messages."""
-    return Model(_native(text, True, name, dims, engine, threads, cache_dir), params, seed)
+    return Model(_native(text, True, name, dims, disable, engine, threads, cache_dir), params, seed)

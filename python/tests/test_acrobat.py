@@ -299,3 +299,18 @@ def test_evaluate_gives_the_figures_acrobat_train_logs(tmp_path):
     assert e["accuracy"] == pytest.approx(row["dev_accuracy"], rel=1e-12)
     with pytest.raises(acrobat.Error, match="no function 'nope'"):
         m.evaluate("sst:" + dev, loss="nope", limit=4)
+
+
+def test_disabled_analyses_give_the_same_outputs_as_the_cli(treelstm_params, tmp_path):
+    """load(disable=...) switches analyses off as `--disable` does (one reading of the names): the
+    outputs equal the CLI's with the same switches, and an unknown name is an acrobat.Error."""
+    _, path = treelstm_params
+    m = acrobat.load(TREELSTM, dims={"H": 64}, threads=1, params=path, disable=["share", "reuse"])
+    trees = m.read_inputs("sst:" + TEST, limit=20)
+    outputs, stats = m.run(trees, batch=20)
+    assert stats["shared_nodes"] == 0
+    want = cli_outputs(TREELSTM, path, "sst:" + TEST, 20, "batched", sets=["H=64"], tmp=str(tmp_path))
+    for got, w in zip(outputs, want):
+        np.testing.assert_allclose(got, as_array(w), rtol=1e-5, atol=1e-6)
+    with pytest.raises(acrobat.Error, match="'nothing': expected specialise, reuse"):
+        acrobat.load(TREELSTM, dims={"H": 8}, disable=["nothing"])
