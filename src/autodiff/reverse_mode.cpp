@@ -301,12 +301,18 @@ float* ReverseMode::alloc(int64_t n, bool zero) {
 const float* ReverseMode::kept_value(int b, const analysis::StaticBlock& s, size_t k, int64_t row0) const {
   const analysis::KernelPlan& kp = plan_->kernels[s.id];
   const analysis::BlockOp& op = s.ops[k];
-  if (op.view) return op.escapes ? forward_->output(b, int(k)) + row0 * op.size : nullptr;  // an escaping view is copied out whole
+  // Rows from row0 of the output `slot` kept, or null where the forward kept no such output (a
+  // value its fused loop held in registers only): null whatever row0, the offset is not added to it.
+  auto rows = [&](int slot) -> const float* {
+    const float* base = forward_->output(b, slot);
+    return base ? base + row0 * op.size : nullptr;
+  };
+  if (op.view) return op.escapes ? rows(int(k)) : nullptr;  // an escaping view is copied out whole
   const analysis::ValueLoc& l = kp.loc[k];
   if (l.arg || l.bias >= 0 || l.stride != op.size || l.offset != 0) return nullptr;
   const int o = l.index;  // the owner of the buffer
   if (static_cast<int>(k) == o && op.bias_arg >= 0 && !kp.deferred_bias[k]) return nullptr;
-  return forward_->output(b, kp.buffer_slot[o] >= 0 ? kp.buffer_slot[o] : o) + row0 * op.size;
+  return rows(kp.buffer_slot[o] >= 0 ? kp.buffer_slot[o] : o);
 }
 
 // The adjoint of op k = X W on stacked rows X by W[K, N], a matrix of a param, when it is one:
