@@ -5,6 +5,7 @@
 
 #include "analysis/plan.h"
 #include "lang/frontend.h"
+#include "support/clock.h"
 
 namespace acrobat {
 
@@ -115,6 +116,60 @@ std::vector<Value> entry_arguments(const ir::Module& module, int func, const Val
     args.push_back(Value::of_int(it->second));
   }
   return args;
+}
+
+OnError parse_on_error(const std::string& text, const std::string& what) {
+  if (text == "raise") return OnError::Raise;
+  if (text == "skip") return OnError::Skip;
+  throw UserError(what + " '" + text + "': expected " + one_of({"'raise'", "'skip'"}));
+}
+
+namespace {
+
+// One batch `inputs[begin, end)` run without its instances that fail; their outputs stay empty.
+void run_skipping(Engine& engine, const std::vector<Value>& inputs, size_t begin, size_t end,
+                  const std::string& entry, RunResult& result) {
+  std::vector<size_t> left;  // the instances still in the batch, by index in `inputs`
+  for (size_t i = begin; i < end; ++i) left.push_back(i);
+  std::vector<Value> chunk;
+  while (!left.empty()) {
+    chunk.clear();
+    for (size_t i : left) chunk.push_back(inputs[i]);
+    try {
+      RunResult part = engine.run(chunk, entry, 0);
+      result.stats.add(part.stats);
+      for (size_t k = 0; k < left.size(); ++k) result.outputs[left[k]] = std::move(part.outputs[k]);
+      return;
+    } catch (const UserError& e) {
+      // Not an instance's failure (a wrong entry, ...): no instance to leave out.
+      if (!e.instance() || *e.instance() >= left.size()) throw;
+      const size_t failed = left[*e.instance()];
+      result.failures.push_back({failed, for_instance(e, failed).what()});
+      left.erase(left.begin() + static_cast<ptrdiff_t>(*e.instance()));
+    }
+  }
+}
+
+}  // namespace
+
+RunResult run_batches(Engine& engine, const std::vector<Value>& inputs, size_t batch, const std::string& entry,
+                      OnError on_error) {
+  if (on_error == OnError::Raise) return engine.run_batches(inputs, batch, entry);
+  const auto t0 = Clock::now();
+  try {
+    return engine.run_batches(inputs, batch, entry);
+  } catch (const UserError& e) {
+    if (!e.instance()) throw;
+  }
+  RunResult result;
+  result.outputs.resize(inputs.size());
+  const size_t step = batch == 0 ? std::max<size_t>(inputs.size(), 1) : batch;
+  for (size_t begin = 0; begin < inputs.size(); begin += step)
+    run_skipping(engine, inputs, begin, std::min(inputs.size(), begin + step), entry, result);
+  std::sort(result.failures.begin(), result.failures.end(),
+            [](const InstanceFailure& a, const InstanceFailure& b) { return a.instance < b.instance; });
+  result.stats.wall_seconds = seconds_since(t0);  // the failed runs too
+  return result;
 }
 
 RunResult Engine::run_batches(const std::vector<Value>& inputs, size_t batch,

@@ -16,10 +16,24 @@
 
 namespace acrobat {
 
-struct RunResult {
-  std::vector<Value> outputs;  // one per instance, in input order
-  RunStats stats;
+// An instance left out of a run (OnError::Skip): its index in the run's inputs and what failed.
+struct InstanceFailure {
+  size_t instance = 0;
+  std::string message;  // the user error's, numbered by `instance`
 };
+
+struct RunResult {
+  std::vector<Value> outputs;  // one per instance, in input order (an empty Value for one skipped)
+  RunStats stats;
+  std::vector<InstanceFailure> failures;  // the instances skipped, in order (OnError::Skip)
+};
+
+// What a run does with an instance that fails with a user error (an index out of range, an empty
+// list gathered, ...): fail the whole run (Raise), or leave the instance out, report it and
+// return the others' outputs (Skip). An internal error (a bug in acrobat) always fails the run.
+enum class OnError { Raise, Skip };
+// "raise" or "skip"; a UserError naming `what` (the flag or argument) otherwise.
+OnError parse_on_error(const std::string& text, const std::string& what);
 
 // A gradient run: each instance's loss (the entry's output, one number) and, for every param of the
 // module in its order, d(sum of the instances' losses)/d(param) with the param's full shape (an
@@ -55,6 +69,13 @@ class Engine {
                                size_t first_instance = 0, std::vector<Tensor> zeroed = {}) = 0;
 };
 
+
+// Engine::run_batches with `on_error`. With OnError::Skip, when a run fails the batches are run
+// again one by one, each without its instances that fail: a failure that names its instance
+// leaves that one out; one that names none (a failure of the batch as a whole) runs the batch's
+// instances one at a time. The others' outputs are those of a run without the failed instances.
+RunResult run_batches(Engine& engine, const std::vector<Value>& inputs, size_t batch, const std::string& entry,
+                      OnError on_error);
 
 // Checks that `entry` exists and takes exactly one parameter; returns its index.
 int entry_function(const ir::Module& module, const std::string& entry);

@@ -1,5 +1,6 @@
 #include "engines/train.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -150,17 +151,41 @@ void write_checkpoint(const ir::Module& module, const ParamStore& params, const 
 }
 
 StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& params,
-                      const std::vector<Value>& batch, const std::string& loss_entry) {
+                      const std::vector<Value>& batch, const std::string& loss_entry, OnError on_error,
+                      const std::vector<size_t>& numbers) {
   ACROBAT_ASSERT(!batch.empty(), "a step on at least one instance");
   std::vector<Tensor>& grads = optimizer.grad_buffers();
-  GradResult g = engine.gradients(batch, loss_entry, 0, std::move(grads));
   StepResult r;
+  // The instances in the step (after a failure with OnError::Skip: those left) and their numbers.
+  std::vector<Value> kept;
+  std::vector<size_t> left;
+  const std::vector<Value>* in = &batch;
+  GradResult g;
+  for (;;) {
+    try {
+      g = engine.gradients(*in, loss_entry, 0, std::move(grads));  // a failed run leaves `grads` empty
+      break;
+    } catch (const UserError& e) {
+      if (on_error == OnError::Raise || !e.instance() || *e.instance() >= in->size()) throw;
+      if (in != &kept) {
+        kept = batch;
+        for (size_t i = 0; i < batch.size(); ++i) left.push_back(numbers.empty() ? i : numbers[i]);
+        in = &kept;
+      }
+      const size_t i = *e.instance();
+      r.skipped.push_back({left[i], for_instance(e, left[i]).what()});
+      kept.erase(kept.begin() + static_cast<ptrdiff_t>(i));
+      left.erase(left.begin() + static_cast<ptrdiff_t>(i));
+      if (kept.empty()) return r;
+    }
+  }
+  r.instances = in->size();
   for (const Value& v : g.outputs) r.loss_sum += v.tensor->data[0];
   r.backward_seconds = g.stats.backward_seconds;
   r.peak_bytes = g.stats.peak_bytes;
   // The gradient of the batch's mean loss.
   const auto update = Clock::now();
-  optimizer.step(params, g.grads, 1.0f / static_cast<float>(batch.size()), &g.written);
+  optimizer.step(params, g.grads, 1.0f / static_cast<float>(in->size()), &g.written);
   r.update_seconds = seconds_since(update);
   grads = std::move(g.grads);
   return r;
@@ -168,7 +193,8 @@ StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& pa
 
 EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& params,
                         const std::vector<Value>& train, size_t batch, std::mt19937_64& rng,
-                        const std::string& loss_entry, const std::function<void(size_t, double, double)>& progress) {
+                        const std::string& loss_entry, const std::function<void(size_t, double, double)>& progress,
+                        OnError on_error) {
   ACROBAT_ASSERT(batch > 0, "a batch of at least one instance");
   const auto start = Clock::now();
   std::vector<size_t> order(train.size());
@@ -177,20 +203,28 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
   EpochResult r;
   double total = 0;
   std::vector<Value> part;
+  std::vector<size_t> numbers;  // each instance of the step by its index in `train`
   for (size_t b0 = 0; b0 < order.size(); b0 += batch) {
     const size_t b1 = std::min(order.size(), b0 + batch);
     part.clear();
-    for (size_t i = b0; i < b1; ++i) part.push_back(train[order[i]]);
-    const StepResult step = train_step(engine, optimizer, params, part, loss_entry);
+    numbers.clear();
+    for (size_t i = b0; i < b1; ++i) {
+      part.push_back(train[order[i]]);
+      numbers.push_back(order[i]);
+    }
+    StepResult step = train_step(engine, optimizer, params, part, loss_entry, on_error, numbers);
     r.backward_seconds += step.backward_seconds;
     r.update_seconds += step.update_seconds;
     r.peak_bytes = std::max(r.peak_bytes, step.peak_bytes);
     total += step.loss_sum;
-    r.batch_losses.push_back(step.loss_sum / double(part.size()));
-    r.instances = b1;
+    if (step.instances > 0) r.batch_losses.push_back(step.loss_sum / double(step.instances));
+    r.instances += step.instances;
+    for (InstanceFailure& f : step.skipped) r.skipped.push_back(std::move(f));
     r.seconds = seconds_since(start);
-    if (progress) progress(b1, total / double(b1), r.seconds);
+    if (progress) progress(b1, r.instances ? total / double(r.instances) : 0, r.seconds);
   }
+  std::sort(r.skipped.begin(), r.skipped.end(),
+            [](const InstanceFailure& a, const InstanceFailure& b) { return a.instance < b.instance; });
   r.mean_loss = r.instances ? total / double(r.instances) : 0;
   return r;
 }

@@ -74,13 +74,19 @@ void write_checkpoint(const ir::Module& module, const ParamStore& params, const 
 
 // One step: the gradient of `batch`'s mean loss on `engine` (in the optimiser's gradient buffers,
 // left zero again by its update) and one update of `params`.
+// With OnError::Skip an instance whose forward run fails is left out of the step (the gradient is
+// of the others' mean loss; none left: no update) and reported in `skipped`, numbered by
+// `numbers[i]` for batch[i] (default: i).
 struct StepResult {
   double loss_sum = 0;  // of the batch's instances
+  size_t instances = 0;  // in the step: the batch's, less those skipped
   double backward_seconds = 0, update_seconds = 0;
   int64_t peak_bytes = 0;  // RunStats::peak_bytes of the gradient
+  std::vector<InstanceFailure> skipped;
 };
 StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& params,
-                      const std::vector<Value>& batch, const std::string& loss_entry);
+                      const std::vector<Value>& batch, const std::string& loss_entry,
+                      OnError on_error = OnError::Raise, const std::vector<size_t>& numbers = {});
 
 // One epoch: `train` in a random order drawn from `rng` (Fisher-Yates, the same order for the same
 // seed on any machine), in batches of `batch`, one gradient and one step per batch.
@@ -92,11 +98,13 @@ struct EpochResult {
   int64_t peak_bytes = 0;  // the most any step's gradient held (RunStats::peak_bytes)
   size_t instances = 0;
   std::vector<double> batch_losses;  // mean loss of each batch, in order
+  std::vector<InstanceFailure> skipped;  // OnError::Skip: by index in `train`, ascending
 };
 EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& params,
                         const std::vector<Value>& train, size_t batch, std::mt19937_64& rng,
                         const std::string& loss_entry,
-                        const std::function<void(size_t, double, double)>& progress = {});
+                        const std::function<void(size_t, double, double)>& progress = {},
+                        OnError on_error = OnError::Raise);
 
 // The share of `inputs` whose output of `entry` (a [1, C] or [C] tensor of scores) has its largest
 // score at `labels[i]` (ties: the first).

@@ -40,9 +40,12 @@ std::string one_of(const std::vector<std::string>& names) {
 }
 
 UserError for_instance(const UserError& e, size_t i) {
-  std::vector<Diagnostic> ds = e.diagnostics();
+  std::vector<Diagnostic> ds = e.unnumbered();
   for (auto& d : ds) d.message = "instance " + std::to_string(i) + ": " + d.message;
-  return UserError(std::move(ds));
+  UserError numbered(std::move(ds));
+  numbered.instance_ = i;
+  numbered.unnumbered_ = e.unnumbered();
+  return numbered;
 }
 
 void DiagnosticSink::error(SourceLoc loc, std::string message) {

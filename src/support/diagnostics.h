@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,15 +42,23 @@ class UserError : public std::runtime_error {
   UserError(SourceLoc loc, std::string message);
   explicit UserError(std::string message);  // no position: e.g. a command-line flag
   const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+  // The instance of a run the error belongs to (for_instance), if any, and its diagnostics as they
+  // were before for_instance numbered them.
+  std::optional<size_t> instance() const { return instance_; }
+  const std::vector<Diagnostic>& unnumbered() const { return instance_ ? unnumbered_ : diagnostics_; }
 
  private:
+  friend UserError for_instance(const UserError& e, size_t i);
   std::vector<Diagnostic> diagnostics_;
+  std::optional<size_t> instance_;
+  std::vector<Diagnostic> unnumbered_;
 };
 
 // "a, b or c": the names a message or help text offers.
 std::string one_of(const std::vector<std::string>& names);
 
-// Marks a UserError as belonging to instance `i` of a run ("instance 7: ...").
+// Marks a UserError as belonging to instance `i` of a run ("instance 7: ..."); an error that
+// already names an instance is renumbered.
 UserError for_instance(const UserError& e, size_t i);
 
 // Collects several errors so that one run reports all it can find, then throws them together.

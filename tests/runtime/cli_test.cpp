@@ -67,6 +67,79 @@ TEST(Cli, ErrorInTheMiddleOfABatchNamesTheInstance) {
   }
 }
 
+// Numbers equal to 1e-4 (relative) wherever both JSON values hold one, the rest equal.
+void expect_near_json(const nlohmann::json& a, const nlohmann::json& e, const std::string& where) {
+  ASSERT_EQ(a.type(), e.type()) << where;
+  if (e.is_number_float()) {
+    EXPECT_NEAR(a.get<double>(), e.get<double>(), 1e-4 * (1 + std::abs(e.get<double>()))) << where;
+  } else if (e.is_array() || e.is_object()) {
+    ASSERT_EQ(a.size(), e.size()) << where;
+    for (auto it = e.begin(); it != e.end(); ++it)
+      expect_near_json(e.is_array() ? a[size_t(std::distance(e.begin(), it))] : a[it.key()], *it, where);
+  } else {
+    EXPECT_EQ(a, e) << where;
+  }
+}
+
+// --on-error skip: the instances that fail (sentences gathering an empty list of words, a word id
+// out of range) are reported with their index in the input and left out; the others' outputs are
+// those of a run of the good ones alone, on each engine (the batched one with two threads runs
+// consecutive batches side by side).
+TEST(Cli, OnErrorSkipLeavesOutTheInstancesThatFail) {
+  const std::string model = std::string(ACROBAT_SOURCE_DIR) + "/models/berxit.acr";
+  auto dir = std::filesystem::temp_directory_path();
+  const std::string all = (dir / "acrobat_cli_skip_all.jsonl").string();
+  const std::string good = (dir / "acrobat_cli_skip_good.jsonl").string();
+  const std::map<int, std::string> bad = {{5, "[]"}, {17, "[3, 999999]"}, {33, "[]"}};
+  {
+    std::ofstream a(all), g(good);
+    for (int i = 0; i < 40; ++i) {
+      std::string line = "[";
+      for (int k = 0; k <= i % 7; ++k) line += (k ? ", " : "") + std::to_string(1 + (i * 31 + k * 7) % 500);
+      line += "]";
+      a << (bad.count(i) ? bad.at(i) : line) << "\n";
+      if (!bad.count(i)) g << line << "\n";
+    }
+  }
+  for (const char* engine : {"batched --threads 2", "aot", "reference"}) {
+    SCOPED_TRACE(engine);
+    Result failing = run("run " + model + " --input json:" + all + " --batch 8 --engine " + engine);
+    EXPECT_EQ(failing.exit_code, 1) << failing.out;
+    const std::string out = (dir / "acrobat_cli_skip_out.json").string(), ref = (dir / "acrobat_cli_skip_ref.json").string();
+    Result r = run("run " + model + " --input json:" + all + " --batch 8 --on-error skip --output " + out +
+                   " --engine " + engine);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("3 of 40 instances skipped"), std::string::npos) << r.out;
+    ASSERT_EQ(run("run " + model + " --input json:" + good + " --batch 8 --output " + ref + " --engine " + engine)
+                  .exit_code,
+              0);
+    const nlohmann::json o = nlohmann::json::parse(std::ifstream(out));
+    const nlohmann::json e = nlohmann::json::parse(std::ifstream(ref));
+    ASSERT_EQ(o["failures"].size(), 3u) << o["failures"];
+    EXPECT_EQ(o["failures"][0]["instance"], 5);
+    EXPECT_NE(o["failures"][0]["error"].get<std::string>().find(
+                  "berxit.acr:71:16: error: instance 5: param 'emb' gathered by an empty list"),
+              std::string::npos)
+        << o["failures"][0];
+    EXPECT_EQ(o["failures"][1]["instance"], 17);
+    EXPECT_NE(o["failures"][1]["error"].get<std::string>().find("instance 17: index 999999"), std::string::npos);
+    EXPECT_EQ(o["failures"][2]["instance"], 33);
+    ASSERT_EQ(o["outputs"].size(), 40u);
+    for (int i = 0, k = 0; i < 40; ++i) {
+      if (bad.count(i)) {
+        EXPECT_TRUE(o["outputs"][size_t(i)].is_null()) << i;
+        continue;
+      }
+      expect_near_json(o["outputs"][size_t(i)], e["outputs"][size_t(k++)], "instance " + std::to_string(i));
+    }
+  }
+  // Only the instance's own failures are skipped: a wrong entry still fails the run.
+  Result wrong = run("run " + model + " --input json:" + all + " --on-error skip --entry nothing");
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("no function 'nothing'"), std::string::npos) << wrong.out;
+  EXPECT_NE(run("run " + model + " --input json:" + all + " --on-error ignore").exit_code, 0);
+}
+
 TEST(Cli, MalformedInstanceIsReportedWithItsLine) {
   std::string input =
       write_trees("acrobat_cli_bad_json.jsonl", 41, "{\"Node\": [{\"Leaf\": [1]}, {\"Leef\": [2]}]}");
@@ -208,6 +281,50 @@ TEST(Cli, SentenceModelsTrainOnLabelledWords) {
   EXPECT_NE(wrong.out.find("produces List[int] (or LabelledWords) values, but the entry function takes LabelledTree"),
             std::string::npos)
       << wrong.out;
+}
+
+// `train --on-error skip`: the sentences that gather an empty list of words are left out of their
+// step and reported by index in the training set; one step of all 30 trains exactly as one step
+// of the 28 good ones (the same losses before and after the update), on both batched engines.
+TEST(Cli, TrainOnErrorSkipLeavesOutTheInstancesThatFail) {
+  const std::string model = std::string(ACROBAT_SOURCE_DIR) + "/models/berxit.acr";
+  auto dir = std::filesystem::temp_directory_path();
+  const std::string all = (dir / "acrobat_cli_train_skip_all.jsonl").string();
+  const std::string good = (dir / "acrobat_cli_train_skip_good.jsonl").string();
+  {
+    std::ofstream a(all), g(good);
+    for (int i = 0; i < 30; ++i) {
+      std::string label = i % 3 == 0 ? "[[1, 0, 0]]" : i % 3 == 1 ? "[[0, 1, 0]]" : "[[0, 0, 1]]";
+      std::string words = "[";
+      for (int k = 0; k <= i % 6; ++k) words += (k ? ", " : "") + std::to_string(1 + (i * 37 + k * 11) % 500);
+      words += "]";
+      const bool bad = i == 4 || i == 19;
+      a << "[" << label << ", " << (bad ? "[]" : words) << "]\n";
+      if (!bad) g << "[" << label << ", " << words << "]\n";
+    }
+  }
+  for (const char* engine : {"batched", "aot"}) {
+    SCOPED_TRACE(engine);
+    Result failing = run("train " + model + " --input json:" + all + " --batch 30 --quiet --engine " + engine);
+    EXPECT_EQ(failing.exit_code, 1) << failing.out;
+    EXPECT_NE(failing.out.find("gathered by an empty list"), std::string::npos) << failing.out;
+    const std::string log = (dir / "acrobat_cli_train_skip.json").string(), ref = (dir / "acrobat_cli_train_ref.json").string();
+    Result r = run("train " + model + " --input json:" + all + " --batch 30 --epochs 2 --quiet --on-error skip --log " +
+                   log + " --engine " + engine);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("skipped: " + model + ":71:16: error: instance 19: param 'emb' gathered by an empty list"),
+              std::string::npos)
+        << r.out;
+    ASSERT_EQ(run("train " + model + " --input json:" + good + " --batch 30 --epochs 2 --quiet --log " + ref +
+                  " --engine " + engine)
+                  .exit_code,
+              0);
+    const auto o = nlohmann::json::parse(read(log)), e = nlohmann::json::parse(read(ref));
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(o["epochs"][k]["skipped"], nlohmann::json({4, 19})) << o["epochs"][k];
+      EXPECT_NEAR(o["epochs"][k]["train_loss"].get<double>(), e["epochs"][k]["train_loss"].get<double>(), 1e-5);
+    }
+  }
 }
 
 TEST(Cli, ExplainShowsBlocksModesAndPhases) {

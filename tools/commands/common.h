@@ -35,6 +35,7 @@ struct RunOptions {
   std::vector<std::string> disable;  // analyses switched off (ablation)
   int threads = 0;                   // threads per kernel (0: every core)
   std::string object;                // aot: a prebuilt shared object
+  std::string on_error = "raise";    // an instance that fails: "raise" or "skip" (engine.h, OnError)
 };
 
 // The numeric options of the commands as given, checked and converted by read(): CLI11 would wrap

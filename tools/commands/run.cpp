@@ -59,19 +59,32 @@ int run(const RunOptions& o) {
   Prepared p = prepare(o);
   std::unique_ptr<Engine> engine = make_cli_engine(o, p);
   // Batches of --batch instances, one engine run each; the reference engine takes them all.
-  RunResult result = engine->run_batches(p.inputs, o.engine == "reference" ? 0 : o.batch, o.entry);
+  RunResult result = run_batches(*engine, p.inputs, o.engine == "reference" ? 0 : o.batch, o.entry,
+                                 parse_on_error(o.on_error, "--on-error"));
+  std::vector<uint8_t> skipped(result.outputs.size(), 0);  // null in --output, "skipped" when shown
+  for (const InstanceFailure& f : result.failures) skipped[f.instance] = 1;
 
   if (!o.output.empty()) {
     nlohmann::json out;
     out["model"] = o.model;
     out["engine"] = engine->name();
     out["outputs"] = nlohmann::json::array();
-    for (const auto& v : result.outputs) out["outputs"].push_back(value_to_json(v, p.output_type));
+    for (size_t i = 0; i < result.outputs.size(); ++i)
+      out["outputs"].push_back(skipped[i] ? nlohmann::json() : value_to_json(result.outputs[i], p.output_type));
+    if (!result.failures.empty()) {
+      out["failures"] = nlohmann::json::array();
+      for (const InstanceFailure& f : result.failures)
+        out["failures"].push_back({{"instance", f.instance}, {"error", f.message}});
+    }
     io::write_file(o.output, out.dump() + "\n");
   }
   size_t show = o.show ? *o.show : (o.output.empty() ? result.outputs.size() : 0);
   for (size_t i = 0; i < result.outputs.size() && i < show; ++i)
-    std::cout << fmt::format("#{:<5} {}\n", i, brief(result.outputs[i], p.output_type));
+    std::cout << fmt::format("#{:<5} {}\n", i, skipped[i] ? "skipped" : brief(result.outputs[i], p.output_type));
+  for (const InstanceFailure& f : result.failures) std::cerr << "skipped: " << f.message << "\n";
+  if (!result.failures.empty())
+    std::cerr << fmt::format("{} of {} instances skipped (--on-error skip)\n", result.failures.size(),
+                             result.outputs.size());
   print_stats(result.stats, *engine, *p.params, o.block_stats);
   return 0;
 }
@@ -99,6 +112,10 @@ Command add_run(CLI::App& app) {
   cmd->add_option("--scheduler", o->scheduler, "inline-depth (default), depth or agenda")
       ->check(CLI::IsMember(scheduler_names()));
   cmd->add_option("--batch", numbers->batch, "Instances per batch, up to 1048576 (default 64; 0: all at once)");
+  cmd->add_option("--on-error", o->on_error,
+                  "An instance that fails (an index out of range, an empty list gathered, ...): raise (default: "
+                  "the run fails) or skip (reported, the others' outputs kept)")
+      ->check(CLI::IsMember({"raise", "skip"}));
   cmd->add_flag("--block-stats", o->block_stats, "Print nodes and batches per block");
   cmd->add_option("--emit", o->emit, "Print a compiler stage instead of running (see emit)")
       ->check(CLI::IsMember(pipeline_stages()));

@@ -105,18 +105,31 @@ int train(TrainOptions& t) {
                                     {"weight_decay", t.opt.weight_decay}, {"clip", t.opt.clip_norm}}},
                      {"epochs", nlohmann::json::array()},
                      {"batch_losses", nlohmann::json::array()}};
+  const OnError on_error = parse_on_error(o.on_error, "--on-error");
   Optimizer optimizer(t.opt, *params, thread_count(o.threads));
   std::mt19937_64 rng(o.seed);
   nlohmann::json start_row = nlohmann::json::object();
-  if (!dev.loss.empty()) std::cout << "before training: " << evaluate_into(*engine, dev, t, start_row) << "\n" << std::flush;
+  if (!dev.loss.empty()) {
+    std::cout << "before training: " << evaluate_into(*engine, dev, t, start_row) << "\n" << std::flush;
+    log["before"] = start_row;
+  }
   const bool bar = !t.quiet && isatty(2);
   for (int e = 1; e <= epochs; ++e) {
     ProgressBar progress{bar, e, epochs, p.inputs.size()};
-    EpochResult r = train_epoch(*engine, optimizer, *params, p.inputs, o.batch, rng, o.entry, std::ref(progress));
+    EpochResult r = train_epoch(*engine, optimizer, *params, p.inputs, o.batch, rng, o.entry, std::ref(progress),
+                                on_error);
     if (bar) std::cerr << "\n";
     nlohmann::json row = epoch_row(e, r);
     for (double l : r.batch_losses) log["batch_losses"].push_back(l);
     std::string line = epoch_line(e, epochs, r);
+    if (!r.skipped.empty()) {
+      row["skipped"] = nlohmann::json::array();
+      for (const InstanceFailure& f : r.skipped) {
+        std::cerr << "skipped: " << f.message << "\n";
+        row["skipped"].push_back(f.instance);
+      }
+      line += fmt::format(" ({} instances skipped)", r.skipped.size());
+    }
     const std::string d = evaluate_into(*engine, dev, t, row);
     if (!d.empty()) line += "; " + d;
     if (!t.out.empty()) {
@@ -176,6 +189,10 @@ Command add_train(CLI::App& app) {
   cmd->add_option("--out", t->out, "Checkpoint (safetensors, the names --params reads) after each epoch");
   cmd->add_option("--log", t->log, "Write the losses and accuracies as JSON");
   cmd->add_option("--plot", t->plot, "Draw the --log curves as a PNG");
+  cmd->add_option("--on-error", t->run.on_error,
+                  "A training instance that fails: raise (default: training stops) or skip (reported, left out "
+                  "of its step)")
+      ->check(CLI::IsMember({"raise", "skip"}));
   cmd->add_flag("--quiet", t->quiet, "No progress bar");
   return {cmd, [t, numbers] {
             numbers->read(t->run);
