@@ -192,11 +192,17 @@ def load(path, dims=None, engine="batched", threads=None, params=None, seed=0, c
     ``--set``; ``disable`` names analyses to switch off, as ``--disable``: "reuse", "share", ...);
     ``threads``: per batched kernel (default: every core); ``cache_dir``: where the AOT engine keeps
     compiled models (default as the CLI's). ``params``: see Model.set_params."""
-    return Model(_native(os.fspath(path), False, os.fspath(path), dims, disable, engine, threads, cache_dir),
-                 params, seed)
+    m = Model(_native(os.fspath(path), False, os.fspath(path), dims, disable, engine, threads, cache_dir),
+              params, seed)
+    with open(os.fspath(path), encoding="utf-8", errors="replace") as f:  # for acrobat.torch.Module
+        text = f.read()
+    m._source = (text, os.fspath(path), dims, dict(engine=engine, threads=threads, cache_dir=cache_dir, disable=disable))
+    return m
 
 
 def loads(text, name="<string>", dims=None, engine="batched", threads=None, params=None, seed=0, cache_dir=None,
           disable=None):
     """The same for a model's text; ``name`` names it in messages."""
-    return Model(_native(text, True, name, dims, disable, engine, threads, cache_dir), params, seed)
+    m = Model(_native(text, True, name, dims, disable, engine, threads, cache_dir), params, seed)
+    m._source = (text, name, dims, dict(engine=engine, threads=threads, cache_dir=cache_dir, disable=disable))
+    return m

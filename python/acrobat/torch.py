@@ -1,0 +1,137 @@
+"""An acrobat model as a layer of a PyTorch model, trained end to end by torch.autograd.
+
+    import acrobat, acrobat.torch, torch
+    enc = acrobat.loads(source, dims={"H": 64})     # an entry returning one tensor per instance
+    layer = acrobat.torch.Module(enc, entry="encode")
+    head = torch.nn.Linear(64, 5)
+    opt = torch.optim.Adam(list(layer.parameters()) + list(head.parameters()), lr=1e-2)
+    h = layer(trees)                                 # [N, 1, 64]: the instances' outputs, stacked
+    loss = torch.nn.functional.cross_entropy(head(h[:, 0]), labels)
+    loss.backward(); opt.step()                      # the acrobat params are torch Parameters
+
+The module's parameters are ``torch.nn.Parameter`` s, one per acrobat param under its name (a
+param's full shape, as ``Model.params``), so that any torch optimiser, ``state_dict`` and
+``parameters()`` see them. Each forward gives the model their current values, runs the entry on
+every instance batched, and returns the outputs as one tensor ``[N, *shape]`` when every instance's
+output has the same shape, else a tuple of tensors (ragged outputs). The backward is acrobat's
+batched gradient: the vector-Jacobian product of the upstream gradients, taken as the gradient of
+``sum over instances of <entry(x), upstream>`` with respect to every param, computed by a loss
+entry acrobat writes for it (``acrobat_vjp``) on the same engine. Gradients with respect to tensor
+inputs are not given (inputs are data).
+"""
+
+import re
+
+import numpy as np
+import torch
+
+from . import Error, loads
+
+__all__ = ["Module"]
+
+VJP_ENTRY = "acrobat_vjp"
+
+
+def _signature(source, entry):
+    """(input type, output type) of ``def entry(x: IN) -> OUT {`` in the model's text."""
+    m = re.search(r"\bdef\s+%s\s*\(" % re.escape(entry), source)
+    if not m:
+        raise Error("entry %r: no function of that name in the model" % entry)
+    i, depth = m.end(), 0
+    colon = source.index(":", i)
+    j = colon + 1
+    while j < len(source):
+        c = source[j]
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            if depth == 0:
+                break
+            depth -= 1
+        j += 1
+    arrow = re.compile(r"\s*->\s*([^{]*)\{").match(source, j + 1)
+    if not arrow:
+        raise Error("entry %r: expected 'def %s(x: TYPE) -> TYPE {'" % (entry, entry))
+    return source[colon + 1:j].strip(), arrow.group(1).strip()
+
+
+def _rank(out_type):
+    m = re.fullmatch(r"f32\s*\[(.*)\]", out_type)
+    if not m:
+        raise Error("acrobat.torch.Module: the entry must return one tensor (f32[...]); it returns %s" % out_type)
+    return len([d for d in m.group(1).split(",") if d.strip()])
+
+
+def vjp_source(source, entry):
+    """The model's text with a loss entry that is <entry(x), g> for an instance (x, g): its
+    gradient with respect to the params is the vector-Jacobian product of g."""
+    if re.search(r"\bdef\s+%s\b" % VJP_ENTRY, source):
+        raise Error("acrobat.torch.Module: the model already has a function named %r" % VJP_ENTRY)
+    in_type, out_type = _signature(source, entry)
+    rank = _rank(out_type)
+    if rank == 0 or rank > 2:
+        raise Error("acrobat.torch.Module: the entry returns %s; tensors of rank 1 or 2 are supported" % out_type)
+    total = "sum(y * g, axis=-1)" if rank == 1 else "sum(sum(y * g, axis=-1), axis=0)"
+    return (source + "\n// The vector-Jacobian product of %s, written by acrobat.torch.Module.\n"
+            "def %s(x: (%s, %s)) -> f32[1, 1] {\n  let (a, g) = x;\n  let y = %s(a);\n  %s\n}\n"
+            % (entry, VJP_ENTRY, in_type, out_type, entry, total))
+
+
+class _Apply(torch.autograd.Function):
+    """The entry on every instance forward, the batched vector-Jacobian product backward."""
+
+    @staticmethod
+    def forward(ctx, layer, instances, *params):
+        outputs = layer._run(instances)
+        ctx.layer, ctx.instances = layer, instances
+        ctx.shapes = [o.shape for o in outputs]
+        ctx.stacked = all(s == ctx.shapes[0] for s in ctx.shapes)
+        if ctx.stacked:
+            return torch.from_numpy(np.stack(outputs)) if outputs else torch.zeros(0)
+        return tuple(torch.from_numpy(o) for o in outputs)
+
+    @staticmethod
+    def backward(ctx, *upstream):
+        if ctx.stacked:
+            g = upstream[0].detach().to(torch.float32).cpu().numpy()
+            gs = [np.ascontiguousarray(g[i]) for i in range(len(ctx.shapes))]
+        else:
+            gs = [np.zeros(s, np.float32) if u is None else u.detach().to(torch.float32).cpu().numpy()
+                  for s, u in zip(ctx.shapes, upstream)]
+        grads = ctx.layer._vjp(ctx.instances, gs)
+        return (None, None) + tuple(torch.from_numpy(grads[n]) for n in ctx.layer._names)
+
+
+class Module(torch.nn.Module):
+    """``model``'s ``entry`` (one tensor per instance) as a torch module over a list of instances
+    (Python values, as ``Model.run`` takes them). ``batch``: instances per engine run (0: all)."""
+
+    def __init__(self, model, entry="main", batch=0):
+        super().__init__()
+        source = getattr(model, "_source", None)
+        if source is None:
+            raise Error("acrobat.torch.Module: the model must come from acrobat.load or acrobat.loads")
+        text, name, dims, options = source
+        self._model, self._entry, self._batch = model, entry, int(batch)
+        self._names = list(model.param_names)
+        self._grad_model = loads(vjp_source(text, entry), name=name, dims=dims, **options)
+        for n, a in model.params.items():
+            self.register_parameter(n, torch.nn.Parameter(torch.tensor(np.array(a, dtype=np.float32))))
+
+    def _current(self):
+        return {n: getattr(self, n).detach().cpu().contiguous() for n in self._names}
+
+    def _run(self, instances):
+        self._model.set_params(self._current())
+        outputs, _ = self._model.run(instances, batch=self._batch, entry=self._entry)
+        return [np.asarray(o, dtype=np.float32) for o in outputs]
+
+    def _vjp(self, instances, upstream):
+        self._grad_model.set_params(self._current())
+        pairs = [(x, g) for x, g in zip(instances, upstream)]
+        _, grads, _ = self._grad_model.gradients(pairs, entry=VJP_ENTRY)
+        return grads
+
+    def forward(self, instances):
+        instances = list(instances)
+        return _Apply.apply(self, instances, *(getattr(self, n) for n in self._names))
