@@ -62,7 +62,7 @@ std::string without_paths(std::string text, const ServeOptions& o) {
   if (!o.model_path.empty() && o.model_path != file)
     for (size_t at = text.find(o.model_path); at != std::string::npos; at = text.find(o.model_path, at + file.size()))
       text.replace(at, o.model_path.size(), file);
-  auto separator = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\'' || ch == '"' || ch == '(' || ch == '[' || ch == '='; };
+  auto separator = [](char ch) { return std::string_view(" \t\n'\"([=").find(ch) != std::string_view::npos; };
   auto ends = [&](char ch) { return separator(ch) || ch == ')' || ch == ']' || ch == ','; };
   std::string out;
   out.reserve(text.size());
@@ -261,12 +261,12 @@ class PredictEndpoint {
       answer_unread(413, too_large(o_));
     } else if (!whole && c && c->timed_out()) {
       answer_unread(408, {{"error", fmt::format("the request did not arrive whole within {} s (--request-timeout; "
-                                                               "--read-timeout {} s between two bytes)",
-                                                               o_.limits.request_timeout, o_.limits.read_timeout)}});
+                                                "--read-timeout {} s between two bytes)",
+                                                o_.limits.request_timeout, o_.limits.read_timeout)}});
     } else if (!whole) {
       answer_unread(400, {{"error", fmt::format("the request body ended after {} bytes, before the end its "
-                                                               "Content-Length or chunked encoding announced",
-                                                               text.size())}});
+                                                "Content-Length or chunked encoding announced",
+                                                text.size())}});
     }
     return whole && !too_large_body;
   }
@@ -403,32 +403,56 @@ nlohmann::json metadata(const ServeOptions& o, const ir::Module& module, const i
           {"content_type", "application/json"}};
 }
 
-// Every route of the server; returns the predict path.
-std::string add_routes(GuardedServer& server, const ServeOptions& o, const ir::Module& module, Engine& engine,
-                       Batcher& batcher, Metrics& metrics) {
-  const ir::Function& f = module.functions[entry_function(module, o.entry)];
+// What serves the model once it is loaded: its engine, the batcher over it, the predict endpoint.
+struct Served {
+  Served(const ServeOptions& o, LoadedModel loaded, Metrics& metrics, const ServeCores& cores)
+      : model(std::move(loaded)),
+        entry(model.module->functions[entry_function(*model.module, o.entry)]),
+        batcher(o, *model.engine, metrics, cores),
+        predict(o, entry.vars[entry.params[0]].type, entry.ret, batcher, metrics),
+        metadata(acrobat::metadata(o, *model.module, entry, *model.engine)) {}
+  LoadedModel model;
+  const ir::Function& entry;
+  Batcher batcher;
+  PredictEndpoint predict;
+  nlohmann::json metadata;
+};
+
+// Every route of the server; the model's own answer 503 until `served` is set. Returns the
+// predict path.
+std::string add_routes(GuardedServer& server, const ServeOptions& o, const std::atomic<Served*>& served,
+                       Metrics& metrics) {
   const std::string model = "/v1/models/" + o.name, predict = model + ":predict";
+  const nlohmann::json loading = {{"error", "the model " + o.name + " is loading; GET /ready says when it is ready"}};
   server.set_pre_routing_handler([&o, &metrics, predict](const httplib::Request& req, httplib::Response& res) {
     return screen(o, metrics, predict, req, res);
   });
-  server.Post(predict, PredictEndpoint(o, f.vars[f.params[0]].type, f.ret, batcher, metrics));
-  server.Get(model, [](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, {{"model_version_status", {{{"version", "1"}, {"state", "AVAILABLE"}, {"status", {{"error_code", "OK"}}}}}}});
+  server.Post(predict, [&served, &metrics, loading](const httplib::Request& req, httplib::Response& res,
+                                                     const httplib::ContentReader& read) {
+    if (Served* s = served.load()) return s->predict(req, res, read);
+    reply_unread(res, 503, loading);
+    metrics.answered(503);
   });
-  server.Get(model + "/metadata", [body = metadata(o, module, f, engine)](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, body);
+  server.Get(model, [&served, &server](const httplib::Request&, httplib::Response& res) {
+    const char* state = server.draining() ? "UNLOADING" : served.load() ? "AVAILABLE" : "LOADING";
+    reply(res, 200, {{"model_version_status", {{{"version", "1"}, {"state", state}, {"status", {{"error_code", "OK"}}}}}}});
+  });
+  server.Get(model + "/metadata", [&served, loading](const httplib::Request&, httplib::Response& res) {
+    if (Served* s = served.load()) return reply(res, 200, s->metadata);
+    reply(res, 503, loading);
   });
   server.Get("/health", [](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
-  // The model is loaded and compiled before the server listens; it is ready until it drains.
-  server.Get("/ready", [&server](const httplib::Request&, httplib::Response& res) {
+  server.Get("/ready", [&served, &server](const httplib::Request&, httplib::Response& res) {
     if (server.draining())
       reply(res, 503, {{"status", "stopping"}});
+    else if (!served.load())
+      reply(res, 503, {{"status", "loading"}});
     else
       reply(res, 200, {{"status", "ready"}});
   });
-  server.Get("/metrics", [&server, &batcher, &metrics](const httplib::Request&, httplib::Response& res) {
+  server.Get("/metrics", [&served, &server, &metrics](const httplib::Request&, httplib::Response& res) {
     Gauges now = server.connection_gauges();
-    std::tie(now.queued_instances, now.running_instances) = batcher.depth();
+    if (Served* s = served.load()) std::tie(now.queued_instances, now.running_instances) = s->batcher.depth();
     res.set_content(metrics.text(now), "text/plain; version=0.0.4");
   });
   answer_errors_in_json(server, o, {{predict, "POST"}, {model, "GET"}, {model + "/metadata", "GET"}, {"/health", "GET"},
@@ -442,56 +466,74 @@ void check_options(const ServeOptions& o) {
   if (!(o.max_delay_ms >= 0 && o.max_delay_ms <= 60000)) throw UserError("--max-delay-ms: expected 0 to 60000");
 }
 
+// The stop pipe's next signal (on the calling thread): drains the server on SIGINT or SIGTERM;
+// returns at once when the listener ended by itself (it writes a 0).
+void await_stop(GuardedServer& server, const ServeOptions& o) {
+  unsigned char sig = 0;
+  while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+  }
+  if (sig == 0) return;
+  std::cout << fmt::format("acrobat serve: {}: answering the requests in flight (at most {} s), then stopping",
+                           sig == SIGINT ? "SIGINT" : "SIGTERM", o.limits.drain_seconds)
+            << std::endl;
+  if (const size_t cut = server.drain())
+    std::cout << fmt::format("acrobat serve: cut {} connection(s) still in a request after --drain-seconds {}", cut,
+                             o.limits.drain_seconds)
+              << std::endl;
+}
+
 }  // namespace
 
-int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engine, const ServeCores& cores) {
+int serve_command(const ServeOptions& o, const ModelLoader& load, const ServeCores& cores) {
   check_options(o);
-  catch_stop_signals();
-
   Metrics metrics;
-  Batcher batcher(o, engine, metrics, cores);
-  cores.enter_http();  // this thread and the server's threads it starts
   GuardedServer server(o.limits, metrics);
   server.set_keep_alive_timeout(static_cast<time_t>(o.limits.idle_timeout));  // as the Keep-Alive header says
   server.set_keep_alive_max_count(100000);  // the header's max; a connection serves all its client's requests
   server.set_tcp_nodelay(true);  // an answer leaves at once (no Nagle wait for the client's delayed ACK)
   server.set_payload_max_length(o.limits.max_request_bytes);  // a chunked body on another path than predict
-  const std::string predict = add_routes(server, o, module, engine, batcher, metrics);
-
+  std::atomic<Served*> served{nullptr};
+  const std::string predict = add_routes(server, o, served, metrics);
   const int port = bind_exclusively(server, o);
+  catch_stop_signals();
+
+  // /health answers (and /ready says 503) while the model loads and compiles on this thread.
+  std::atomic<bool> listened{true}, listen_ended{false};
+  std::thread listener([&] {
+    cores.enter_http();  // this thread and the server's threads it starts
+    listened = server.listen_after_bind();  // returns once stopped and every connection's thread is done
+    listen_ended = true;
+    const unsigned char none = 0;
+    [[maybe_unused]] ssize_t n = write(stop_pipe[1], &none, 1);  // wakes await_stop if no signal did
+  });
+  // Server::stop() stops only a server that is listening: from here on it does.
+  while (!server.is_running() && !listen_ended) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::unique_ptr<Served> model;
+  try {
+    cores.enter_engine();  // the engine's pool starts on the engine's cores
+    model = std::make_unique<Served>(o, load(), metrics, cores);
+  } catch (...) {
+    server.stop();
+    listener.join();
+    throw;
+  }
+  served = model.get();
   const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;  // IPv6
   std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} (batches of up to {} instances, {} ms; {} engine; {}{})",
-                           o.name, host, port, predict, o.max_batch, o.max_delay_ms, engine.name(), cores.describe(),
-                           o.auth_token.empty() ? "" : "; a bearer token wanted")
+                           o.name, host, port, predict, o.max_batch, o.max_delay_ms, model->model.engine->name(),
+                           cores.describe(), o.auth_token.empty() ? "" : "; a bearer token wanted")
             << std::endl;
-
-  std::thread stopper([&] {
-    unsigned char sig = 0;
-    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-    }
-    if (sig == 0) return;  // listen ended by itself
-    std::cout << fmt::format("acrobat serve: {}: answering the requests in flight (at most {} s), then stopping",
-                             sig == SIGINT ? "SIGINT" : "SIGTERM", o.limits.drain_seconds)
-              << std::endl;
-    if (const size_t cut = server.drain())
-      std::cout << fmt::format("acrobat serve: cut {} connection(s) still in a request after --drain-seconds {}", cut,
-                               o.limits.drain_seconds)
-                << std::endl;
-  });
-  // Returns once stopped and every connection's handler is done (their instances answered or dropped).
-  const bool ok = server.listen_after_bind();
-  const unsigned char none = 0;
-  [[maybe_unused]] ssize_t n = write(stop_pipe[1], &none, 1);  // wakes the stopper if no signal did
-  stopper.join();
+  await_stop(server, o);
+  listener.join();
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  batcher.stop();
+  model->batcher.stop();
   uint64_t answered = 0;
   for (auto [code, count] : metrics.requests) answered += count;
   std::cout << fmt::format("acrobat serve: stopped after {} requests ({} instances in {} batches)", answered,
                            metrics.instances, metrics.batches)
             << std::endl;
-  return ok ? 0 : 1;
+  return listened ? 0 : 1;
 }
 
 }  // namespace acrobat

@@ -23,6 +23,8 @@
 #include <sched.h>
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "ir/ir.h"
@@ -63,8 +65,16 @@ class ServeCores {
   bool pinned_ = false;
 };
 
-// Serves until SIGINT or SIGTERM; returns the exit status.
-// `cores`: the split the engine was made under (its pool already on the engine's cores).
-int serve_command(const ServeOptions& options, const ir::Module& module, Engine& engine, const ServeCores& cores);
+// The model to serve and its engine, as `load` makes them.
+struct LoadedModel {
+  std::shared_ptr<const ir::Module> module;
+  std::unique_ptr<Engine> engine;
+};
+using ModelLoader = std::function<LoadedModel()>;
+
+// Binds the port, then loads the model (`load`, on the engine's cores of `cores`) while /health
+// answers and /ready says 503, then serves until SIGINT or SIGTERM; returns the exit status. An
+// error of `load` closes the port and is thrown.
+int serve_command(const ServeOptions& options, const ModelLoader& load, const ServeCores& cores);
 
 }  // namespace acrobat

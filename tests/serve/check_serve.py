@@ -21,19 +21,26 @@ promises under attack is tested apart, by attack_serve.py.
    second server, one instance per batch): the request whose batch met it gets a 500 naming the
    place in acrobat's source (no path of this machine), the 7 others sent with it and every later
    request their outputs, /health stays 200, /metrics counts the 500 and the internal error.
+6. While the model loads and compiles (the AOT engine with an empty cache): /health answers 200,
+   /ready and predict 503; once the server prints its address, /ready is 200 and predict answers
+   `acrobat run`'s outputs.
 """
 
 import argparse
 import concurrent.futures
 import json
 import os
+import shutil
 import signal
+import socket
+import subprocess
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serving import (ROOT, Checks, Model, at_once, close, get, metric, metrics, post, predicts,  # noqa: E402
-                     start, stop)
+from serving import (MODEL, ROOT, Checks, Model, at_once, close, get, metric, metrics, post,  # noqa: E402
+                     predicts, start, stop)
 
 
 def internal_error(args, model, check):
@@ -67,6 +74,39 @@ def internal_error(args, model, check):
         check(server.returncode == 0, "exit after SIGTERM following a fault: %s" % server.returncode)
     finally:
         stop(server)
+
+
+def loading(args, model, check):
+    """6. of the module's docstring."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cache = os.path.join(args.workdir, "cache-%d" % os.getpid())  # empty: the model is compiled afresh
+    env = dict(os.environ, ACROBAT_CACHE_DIR=cache)
+    server = subprocess.Popen([args.acrobat, "serve", MODEL, "--set", "H=64", "--params", model.params, "--threads", "1",
+                               "--engine", "aot", "--port", str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        end, health = time.time() + 30, None
+        while time.time() < end and health != 200:
+            try:
+                health = get(port, "/health", timeout=5)[0]
+            except OSError:
+                time.sleep(0.05)
+        ready = get(port, "/ready")[:2]
+        status, body = post(port, json.dumps({"instances": [model.trees[0]]}))
+        check(health == 200 and ready == (503, '{"status":"loading"}') and status == 503 and "loading" in body["error"],
+              "while loading: /health %s, /ready %s, predict %s %s" % (health, ready, status, body))
+        line = server.stdout.readline()
+        check("http://127.0.0.1:%d/" % port in line, "the address once loaded: %r" % line)
+        check(get(port, "/ready")[:2] == (200, '{"status":"ready"}'), "/ready once loaded")
+        check(predicts(port, model, 0), "predict once loaded")
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+        check(server.returncode == 0, "exit after loading: %s" % server.returncode)
+    finally:
+        stop(server)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def batched_requests(port, model, check):
@@ -168,6 +208,7 @@ def main():
     finally:
         stop(server)
     internal_error(args, model, check)
+    loading(args, model, check)
     if check.problems:
         return 1
     print("check_serve.py: ok")

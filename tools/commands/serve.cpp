@@ -60,14 +60,14 @@ int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a) {
   so.pin = !a.no_pin;
   read_limits(a, so.limits);
   if (!a.auth_token_file.empty()) so.auth_token = read_token(a.auth_token_file);
-  Prepared p = prepare(o, false);
   so.entry = o.entry;
   so.name = std::filesystem::path(o.model).stem().string();
   so.model_path = o.model;
   const ServeCores cores = ServeCores::split(thread_count(o.threads), so.pin);
-  cores.enter_engine();  // the engine's pool starts on the engine's cores
-  std::unique_ptr<Engine> engine = make_cli_engine(o, p);
-  return serve_command(so, *p.module, *engine, cores);
+  return serve_command(so, [&o] {
+    Prepared p = prepare(o, false);
+    return LoadedModel{p.module, make_cli_engine(o, p)};
+  }, cores);
 }
 
 void add_limit_options(CLI::App* cmd, ServeArgs& a) {
