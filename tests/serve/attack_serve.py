@@ -13,8 +13,9 @@ and idle timeout, 4 s per request, 3 s of drain, 1 MiB bodies, 256 connections (
 2. Framing: a Content-Length that is not a number, one with a chunked body, one larger than what
    is sent before the client half-closes: each a prompt 400 with a JSON body.
 3. Half-close: /health and a predict request sent, then shutdown(SHUT_WR): both answered.
-4. Slow drip: 140 connections sending a request one byte a second: meanwhile a normal request is
-   answered at once; after --request-timeout every dripping connection is closed by the server.
+4. Slow drip: 140 connections sending a request one byte a second, and one sending its headers at
+   once and its body a byte a second: meanwhile a normal request is answered at once; after
+   --request-timeout every dripping connection is closed by the server, the body's with a 408.
 5. Many connections: 300 opened at once (over the 256 allowed): the ones beyond get an immediate
    503 with a JSON body, and once they are closed the server answers again.
 6. Disconnects: 12 requests whose clients close their connection while 8 requests of 2000
@@ -39,8 +40,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serving import (ROOT, Checks, Model, close, exchange, get, metric, metrics, post, predicts,  # noqa: E402
-                     rss_mib, start, stop)
+from serving import (ROOT, Checks, Model, close, exchange, get, metric, metrics, parse_answer,  # noqa: E402
+                     post, predicts, rss_mib, start, stop)
 
 LIMITS = ["--max-batch", "1", "--read-timeout", "2", "--idle-timeout", "2", "--request-timeout", "4",
           "--drain-seconds", "3"]
@@ -60,11 +61,12 @@ class Drip:
     """`n` connections each sending `data` one byte every `interval` seconds on a thread of its own
     (all of them in one loop); `closed` counts those the server has closed."""
 
-    def __init__(self, port, n, data, interval=1.0):
+    def __init__(self, port, n, data, interval=1.0, prefix=b""):
         self.socks, self.data, self.interval, self.stopping = [], data, interval, False
-        self.closed_at = {}
+        self.closed_at, self.received = {}, {}
         for _ in range(n):
             s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(prefix)
             s.setblocking(False)
             self.socks.append(s)
         self.begin = time.time()
@@ -78,7 +80,9 @@ class Drip:
                 if i in self.closed_at:
                     continue
                 try:
-                    if s.recv(65536) == b"":
+                    got = s.recv(65536)
+                    self.received[i] = self.received.get(i, b"") + got
+                    if got == b"":
                         self.closed_at[i] = time.time() - self.begin
                         continue
                 except BlockingIOError:
@@ -98,6 +102,10 @@ class Drip:
         while time.time() - self.begin < seconds and len(self.closed_at) < len(self.socks):
             time.sleep(0.2)
         return len(self.closed_at) == len(self.socks)
+
+    def answers(self):
+        """The (status, JSON body) the server sent each connection before closing it."""
+        return [parse_answer(self.received.get(i, b"")) for i in range(len(self.socks))]
 
     def close(self):
         self.stopping = True
@@ -186,6 +194,8 @@ def framing(port, model, check):
 def slow_drip(server, port, model, check):
     """4. of the module's docstring."""
     drip = Drip(port, 140, request('{"instances": []}'))
+    body = '{"instances": [%s]}' % json.dumps(model.trees[0])
+    body_drip = Drip(port, 1, body.encode(), prefix=request(b"", b"Content-Length: %d\r\n" % len(body)))
     try:
         time.sleep(1.5)
         begin = time.time()
@@ -193,9 +203,14 @@ def slow_drip(server, port, model, check):
               "a request during the drip of 140 (%.2f s)" % (time.time() - begin))
         check(drip.wait_closed(4 + 3), "every dripping connection closed after --request-timeout: %d of 140 by %s s"
               % (len(drip.closed_at), max(drip.closed_at.values(), default=None)))
-        check(metric(metrics(port), "acrobat_timed_out_requests_total") >= 140, "140 timed out requests in /metrics")
+        check(metric(metrics(port), "acrobat_timed_out_requests_total") >= 141, "141 timed out requests in /metrics")
+        check(body_drip.wait_closed(4 + 3), "a body dripping closed after --request-timeout")
+        status, answer = body_drip.answers()[0]
+        check(status == 408 and "--request-timeout" in (answer or {}).get("error", ""),
+              "a body dripping: %s %s" % (status, answer))
     finally:
         drip.close()
+        body_drip.close()
     healthy(server, port, model, check, "a slow drip of 140 connections", 2)
 
 
