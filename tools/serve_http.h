@@ -52,7 +52,7 @@ class Connection {
   friend class ConnectionStream;
   int fd_;
   bool busy_ = false;  // in a request (guarded by GuardedServer's mutex)
-  bool close_after_ = false, timed_out_ = false, probed_ = false, http11_ = true;
+  bool close_after_ = false, timed_out_ = false, probed_ = false;
   std::atomic<bool> cut_{false};
 };
 
@@ -74,6 +74,9 @@ class GuardedServer : public httplib::Server {
   Gauges connection_gauges() const;
 
  private:
+  // The library's hook for one accepted connection (a private virtual of httplib::Server, whose own
+  // version counts nothing, has no deadline and does not answer a half-closed client): admits it or
+  // refuses it, then serves its requests over a ConnectionStream with process_request().
   bool process_and_close_socket(socket_t sock) override;
   bool admit(Connection& c);
   void refuse(int fd);
