@@ -3,7 +3,8 @@
 # on a seed corpus taken from the repository (models, error cases, SST trees, bad input files).
 #   scripts/fuzz.sh [SECONDS] [RUNS] [TARGET...]
 # runs each target for SECONDS (default 20), or for RUNS executions when RUNS is given (then
-# SECONDS is only an upper bound). Targets: model ptb safetensors json_lines tokens (default all).
+# SECONDS is only an upper bound). Targets: model ptb safetensors json_lines tokens request (default
+# all).
 # Any crash, leak, hang (10 s per input) or sanitizer report fails the script; the input that
 # caused it is left in build-fuzz/artifacts/. The corpus grows in build-fuzz/corpus/ across runs.
 set -euo pipefail
@@ -12,7 +13,7 @@ seconds="${1:-20}"
 runs="${2:-}"
 shift $(( $# < 2 ? $# : 2 ))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(model ptb safetensors json_lines tokens)
+[ ${#targets[@]} -gt 0 ] || targets=(model ptb safetensors json_lines tokens request)
 
 scripts/install-deps.sh
 dir=build-fuzz
@@ -23,7 +24,7 @@ cmake --build "$dir" -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
 # Seed corpora from the repository's own files, rebuilt on every run.
 seeds="$dir/seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds"/{model,ptb,safetensors,json_lines,tokens} "$dir/corpus" "$dir/artifacts"
+mkdir -p "$seeds"/{model,ptb,safetensors,json_lines,tokens,request} "$dir/corpus" "$dir/artifacts"
 cp models/*.acr tests/errors/*.acr tests/golden/*.acr src/lang/prelude.acr "$seeds/model/"
 head -n 200 data/sst/test.txt | split -l 10 - "$seeds/ptb/sst-"
 cp tests/io/bad/ptb_*.txt "$seeds/ptb/"
@@ -55,6 +56,17 @@ files = {
 }
 for name, data in files.items():
     open(f"{seeds}/safetensors/{name}.safetensors", "wb").write(data)
+# Predict request bodies: one per entry type of the request target, and the errors a server meets.
+requests = {
+    "trees": '{"instances": [{"Node": [{"Leaf": [3]}, {"Leaf": [7]}]}, {"Leaf": [1]}]}',
+    "words": '{"instances": [[1, 2, 3], []]}',
+    "tensor": '{"instances": [[[1, 2, 3], [4, 5, 6]], {"shape": [2, 3], "data": [1, 2, 3, 4, 5, 6]}]}',
+    "shape": '{"instances": [{"Group": [[{"Circle": [1.5]}, {"Rect": [1, 2]}]]}]}',
+    "empty": '{"instances": []}', "other": '{"inputs": [1]}', "twice": '{"instances": [1], "instances": [2]}',
+    "deep": '{"instances": [' + '{"Node": [' * 40 + '{"Leaf": [1]}' + ', {"Leaf": [2]}]}' * 40 + ']}',
+}
+for name, text in requests.items():
+    open(f"{seeds}/request/{name}.json", "w").write(text)
 PY
 
 for t in "${targets[@]}"; do

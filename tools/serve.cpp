@@ -7,229 +7,121 @@
 #include <cerrno>
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
+#include <filesystem>
 #include <future>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/plan.h"
 #include "engines/inputs.h"
-#include "io/files.h"
-#include "support/diagnostics.h"
+#include "serve_batcher.h"
 #include "support/clock.h"
+#include "support/diagnostics.h"
 
 namespace acrobat {
 namespace {
-
-
-
-// A Prometheus histogram with fixed upper bounds (cumulative counts are formed when printed).
-class Histogram {
- public:
-  Histogram(std::string name, std::string help, std::vector<double> bounds)
-      : name_(std::move(name)), help_(std::move(help)), bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
-  void observe(double x) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++counts_[std::lower_bound(bounds_.begin(), bounds_.end(), x) - bounds_.begin()];
-    sum_ += x;
-    ++count_;
-  }
-  void print(std::string& out) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name_, help_, name_);
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < bounds_.size(); ++i) {
-      cumulative += counts_[i];
-      out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name_, bounds_[i], cumulative);
-    }
-    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name_, count_, name_, sum_, name_, count_);
-  }
-
- private:
-  std::string name_, help_;
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;
-  double sum_ = 0;
-  uint64_t count_ = 0;
-  mutable std::mutex mutex_;
-};
-
-std::vector<double> latency_bounds() {
-  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-}
-
-struct Metrics {
-  std::mutex mutex;
-  std::map<int, uint64_t> requests;   // predict requests, by HTTP status
-  std::map<int, uint64_t> responses;  // every response of every endpoint, by HTTP status
-  uint64_t instances = 0, batches = 0, batch_failures = 0, internal_errors = 0;
-  Histogram batch_size{"acrobat_batch_size", "Instances per engine run.",
-                       {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}};
-  Histogram queue_seconds{"acrobat_queue_seconds", "Time an instance waited for its batch to start.", latency_bounds()};
-  Histogram run_seconds{"acrobat_run_seconds", "Time of one engine run (a batch).", latency_bounds()};
-  Histogram request_seconds{"acrobat_request_seconds", "Time from a predict request's arrival to its answer.",
-                            latency_bounds()};
-
-  void answered(int status) {
-    std::lock_guard<std::mutex> lock(mutex);
-    ++requests[status];
-  }
-  void responded(int status) {
-    std::lock_guard<std::mutex> lock(mutex);
-    ++responses[status];
-  }
-  std::string text() {
-    std::string out;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      out += "# HELP acrobat_requests_total Predict requests answered, by HTTP status.\n"
-             "# TYPE acrobat_requests_total counter\n";
-      for (auto [code, n] : requests) out += fmt::format("acrobat_requests_total{{code=\"{}\"}} {}\n", code, n);
-      out += "# HELP acrobat_responses_total Responses of every endpoint, by HTTP status.\n"
-             "# TYPE acrobat_responses_total counter\n";
-      for (auto [code, n] : responses) out += fmt::format("acrobat_responses_total{{code=\"{}\"}} {}\n", code, n);
-      out += fmt::format("# HELP acrobat_instances_total Instances run.\n# TYPE acrobat_instances_total counter\n"
-                         "acrobat_instances_total {}\n", instances);
-      out += fmt::format("# HELP acrobat_batches_total Engine runs.\n# TYPE acrobat_batches_total counter\n"
-                         "acrobat_batches_total {}\n", batches);
-      out += fmt::format("# HELP acrobat_batch_failures_total Batches that failed at run time and were run "
-                         "again instance by instance.\n# TYPE acrobat_batch_failures_total counter\n"
-                         "acrobat_batch_failures_total {}\n", batch_failures);
-      out += fmt::format("# HELP acrobat_internal_errors_total Batches that met an internal error (a bug in "
-                         "acrobat); their requests were answered 500.\n# TYPE acrobat_internal_errors_total "
-                         "counter\nacrobat_internal_errors_total {}\n", internal_errors);
-    }
-    batch_size.print(out);
-    queue_seconds.print(out);
-    run_seconds.print(out);
-    request_seconds.print(out);
-    return out;
-  }
-};
-
-// One instance of a request, waiting for its batch.
-struct Pending {
-  Value input;
-  size_t index;  // in its request's "instances"
-  Clock::time_point queued;
-  std::promise<std::pair<bool, Value>> done;  // (ok, output); not ok: error text in `error`
-  std::string error;
-  bool internal = false;  // the error is acrobat's (InternalError): a 500, not the request's 400
-};
-
-// The dynamic batcher: one thread takes up to max_batch queued instances once there are that
-// many or the oldest has waited max_delay, and runs them as one batch on the engine.
-class Batcher {
- public:
-  Batcher(const ServeOptions& o, Engine& engine, Metrics& metrics, const ServeCores& cores)
-      : o_(o), engine_(engine), metrics_(metrics), cores_(cores), thread_([this] { loop(); }) {}
-  ~Batcher() { stop(); }
-
-  void submit(std::vector<std::shared_ptr<Pending>>& items) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& p : items) queue_.push_back(p);
-    }
-    wake_.notify_one();
-  }
-  // Runs what is queued, then ends the thread.
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_one();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void loop() {
-    cores_.enter_engine();
-    const auto delay = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(o_.max_delay_ms));
-    std::vector<std::shared_ptr<Pending>> batch;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-        if (queue_.empty()) return;  // stopping, nothing left
-        wake_.wait_until(lock, queue_.front()->queued + delay,
-                         [&] { return queue_.size() >= o_.max_batch || stopping_; });
-        const size_t n = std::min(o_.max_batch, queue_.size());
-        batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-      }
-      const auto start = Clock::now();
-      for (const auto& p : batch)
-        metrics_.queue_seconds.observe(std::chrono::duration<double>(start - p->queued).count());
-      run(batch, true);
-      metrics_.run_seconds.observe(seconds_since(start));
-      metrics_.batch_size.observe(static_cast<double>(batch.size()));
-    }
-  }
-
-  // One engine run of `batch`; when it fails and `split`, each instance again on its own.
-  void run(const std::vector<std::shared_ptr<Pending>>& batch, bool split) {
-    std::vector<Value> inputs;
-    inputs.reserve(batch.size());
-    for (const auto& p : batch) inputs.push_back(p->input);
-    try {
-      RunResult r = engine_.run(inputs, o_.entry, batch.size() == 1 ? batch[0]->index : 0);
-      {
-        std::lock_guard<std::mutex> lock(metrics_.mutex);
-        ++metrics_.batches;
-        metrics_.instances += batch.size();
-      }
-      for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value({true, std::move(r.outputs[i])});
-    } catch (const InternalError& e) {
-      // A bug, not an instance's fault: retrying the instances one by one would only meet it again.
-      // The batch's requests get a 500; the engine's next run starts afresh.
-      {
-        std::lock_guard<std::mutex> lock(metrics_.mutex);
-        ++metrics_.internal_errors;
-      }
-      for (const auto& p : batch) {
-        p->error = e.what();
-        p->internal = true;
-        p->done.set_value({false, Value{}});
-      }
-    } catch (const std::exception& e) {
-      if (split && batch.size() > 1) {
-        {
-          std::lock_guard<std::mutex> lock(metrics_.mutex);
-          ++metrics_.batch_failures;
-        }
-        for (const auto& p : batch) run({p}, false);
-        return;
-      }
-      for (const auto& p : batch) {
-        p->error = e.what();
-        p->done.set_value({false, Value{}});
-      }
-    }
-  }
-
-  const ServeOptions& o_;
-  Engine& engine_;
-  Metrics& metrics_;
-  const ServeCores& cores_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::shared_ptr<Pending>> queue_;
-  bool stopping_ = false;
-  std::thread thread_;  // last: started once the rest is ready
-};
 
 void reply(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
   // Invalid UTF-8 (a request's own bytes quoted in an error) is replaced, never a failed answer.
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+}
+
+// After an answer given before the request's body was read whole, the connection closes: what the
+// client still sends is not a request.
+void close_after(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  if (Connection* c = GuardedServer::current()) c->close_after_answer();
+}
+
+void reply_unread(httplib::Response& res, int status, const nlohmann::json& body) {
+  reply(res, status, body);
+  close_after(res);
+}
+
+// The one text of a body over the limit, whoever finds it (the declared Content-Length, the bytes
+// of a body without one, the library's own check on other paths).
+nlohmann::json too_large(const ServeOptions& o) {
+  return {{"error", fmt::format("the request body is larger than {} bytes (--max-request-bytes)",
+                                o.limits.max_request_bytes)}};
+}
+
+// `text` with the model's path as given and every absolute path of this machine replaced by its
+// last part (the model file's name: "treelstm.acr:12:5" for "/home/x/models/treelstm.acr:12:5"), so
+// that no answer tells a client where things are. An absolute path is a run of non-blank characters
+// that starts with '/' after a blank, a quote, a bracket or the start, and holds a second '/'.
+std::string without_paths(std::string text, const ServeOptions& o) {
+  const std::string file = std::filesystem::path(o.model_path).filename().string();
+  if (!o.model_path.empty() && o.model_path != file)
+    for (size_t at = text.find(o.model_path); at != std::string::npos; at = text.find(o.model_path, at + file.size()))
+      text.replace(at, o.model_path.size(), file);
+  auto separator = [](char ch) { return std::string_view(" \t\n'\"([=").find(ch) != std::string_view::npos; };
+  auto ends = [&](char ch) { return separator(ch) || ch == ')' || ch == ']' || ch == ','; };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == '/' && (i == 0 || separator(text[i - 1]))) {
+      size_t end = i;
+      while (end < text.size() && !ends(text[end])) ++end;
+      const std::string_view path(text.data() + i, end - i);
+      const size_t last = path.rfind('/');
+      if (last != 0) {
+        out += path.substr(last + 1);
+        i = end;
+        continue;
+      }
+    }
+    out += text[i++];
+  }
+  return out;
+}
+
+// Equal strings in a time that depends on the length of `secret` only.
+bool same_secret(std::string_view given, std::string_view secret) {
+  unsigned char diff = given.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < secret.size(); ++i)
+    diff |= static_cast<unsigned char>(secret[i] ^ (i < given.size() ? given[i] : 0));
+  return diff == 0;
+}
+
+// Whether the request carries `Authorization: Bearer <token>`.
+bool authorized(const httplib::Request& req, const std::string& token) {
+  std::string h = req.get_header_value("Authorization");
+  constexpr std::string_view scheme = "bearer ";
+  if (h.size() < scheme.size()) return false;
+  for (size_t i = 0; i < scheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(h[i])) != scheme[i]) return false;
+  size_t begin = scheme.size(), end = h.size();
+  while (begin < end && h[begin] == ' ') ++begin;
+  while (end > begin && (h[end - 1] == ' ' || h[end - 1] == '\t')) --end;
+  return same_secret(std::string_view(h).substr(begin, end - begin), token);
+}
+
+// What is wrong with the request's framing, when something is: a Content-Length that is not one
+// number of bytes (or comes with a chunked body: two lengths), or one over the limit.
+std::optional<std::pair<int, std::string>> framing_error(const httplib::Request& req, const ServeOptions& o) {
+  const size_t n = req.get_header_value_count("Content-Length");
+  if (n == 0) return std::nullopt;
+  if (req.has_header("Transfer-Encoding"))
+    return std::make_pair(400, std::string("a request may not have both Content-Length and Transfer-Encoding"));
+  const std::string value = req.get_header_value("Content-Length", 0);
+  for (size_t i = 1; i < n; ++i)
+    if (req.get_header_value("Content-Length", i) != value)
+      return std::make_pair(400, std::string("Content-Length is given twice, with different values"));
+  const bool number = !value.empty() && value.size() <= 18 &&
+                      std::all_of(value.begin(), value.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (!number)
+    return std::make_pair(400, "Content-Length is not a number of bytes: \"" + value.substr(0, 40) + "\"");
+  if (std::stoull(value) > o.limits.max_request_bytes)
+    return std::make_pair(413, too_large(o)["error"].get<std::string>());
+  return std::nullopt;
 }
 
 // SIGINT and SIGTERM: the handler (on whichever thread the signal lands, libraries' threads
@@ -280,10 +172,13 @@ void ServeCores::enter(const cpu_set_t& set) const {
   if (pinned_) sched_setaffinity(0, sizeof set, &set);  // 0: the calling thread; a failure leaves it unpinned
 }
 
+
 namespace {
 
 // POST /v1/models/NAME:predict: reads the body (bounded), parses its instances, queues them on the
-// batcher and answers with their outputs, or with the first error among them.
+// batcher and answers with their outputs, or with the first error among them. While it waits, it
+// looks every 50 ms whether its client is still there; once gone, its instances not yet in a batch
+// are dropped and the answer (to no one) is a 499.
 class PredictEndpoint {
  public:
   PredictEndpoint(const ServeOptions& o, const Type& in_type, const Type& out_type, Batcher& batcher, Metrics& metrics)
@@ -297,89 +192,109 @@ class PredictEndpoint {
       metrics_.request_seconds.observe(seconds_since(arrived));
     };
     std::string text;
-    if (!read_body(req, res, read, text, answer)) return;
+    auto answer_unread = [&](int status, const nlohmann::json& body) {
+      answer(status, body);
+      close_after(res);
+    };
+    if (!read_body(req, read, text, answer_unread)) return;
     std::vector<std::shared_ptr<Pending>> items;
     try {
-      items = instances(text);
+      items = pending(text);
     } catch (const nlohmann::json::exception& e) {
       answer(400, {{"error", std::string("the request body is not JSON: ") + e.what()}});
       return;
     } catch (const UserError& e) {
-      answer(400, {{"error", e.what()}});
+      answer(400, {{"error", without_paths(e.what(), o_)}});
       return;
     } catch (const InternalError& e) {
-      answer(500, {{"error", e.what()}});
+      answer(500, {{"error", without_paths(e.what(), o_)}});
       return;
     }
-    const auto queued = Clock::now();
-    for (auto& p : items) p->queued = queued;
     std::vector<std::future<std::pair<bool, Value>>> futures;
     for (auto& p : items) futures.push_back(p->done.get_future());
     batcher_.submit(items);
+    wait(req, futures, *items[0]->cancelled);
     nlohmann::json predictions = nlohmann::json::array();
     std::string error;
-    bool internal = false;
+    bool internal = false, dropped = false;
     for (size_t i = 0; i < items.size(); ++i) {
       auto [ok, out] = futures[i].get();
+      dropped = dropped || items[i]->dropped;
       if (!ok && error.empty()) {
         error = items[i]->error;
         internal = items[i]->internal;
       }
       if (ok) predictions.push_back(value_to_json(out, out_type_));
     }
-    if (!error.empty())
-      answer(internal ? 500 : 400, {{"error", error}});
-    else
+    if (*items[0]->cancelled) {
+      if (dropped) metrics_.count(&Metrics::dropped_requests);
+      answer(499, {{"error", "the client closed its connection before the answer"}});
+    } else if (!error.empty()) {
+      answer(internal ? 500 : 400, {{"error", without_paths(error, o_)}});
+    } else {
       answer(200, {{"predictions", std::move(predictions)}});
+    }
   }
 
  private:
   // The body into `text`, read here rather than by the library so that the bound holds whatever
   // the content type (the library caps a form-encoded body, `curl -d`'s default, at 8 KiB); false
-  // once `answer` has answered why it could not be.
+  // once `answer_unread` has answered why it could not be.
   template <class Answer>
-  bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read,
-                 std::string& text, Answer&& answer) const {
+  bool read_body(const httplib::Request& req, const httplib::ContentReader& read, std::string& text,
+                 Answer&& answer_unread) const {
     if (req.is_multipart_form_data()) {
-      answer(415, {{"error", "the request body must be JSON {\"instances\": [...]}, not a multipart form"}});
+      answer_unread(415, {{"error", "the request body must be JSON {\"instances\": [...]}, not a multipart form"}});
       return false;
     }
-    bool too_large = false;
+    bool too_large_body = false;
     const bool whole = read([&](const char* data, size_t n) {
-      if (text.size() + n > o_.max_request_bytes) {
-        too_large = true;
+      if (text.size() + n > o_.limits.max_request_bytes) {
+        too_large_body = true;
         return false;
       }
       text.append(data, n);
       return true;
     });
-    too_large = too_large || res.status == 413;  // the library's own check of Content-Length
-    if (too_large)
-      answer(413, {{"error", fmt::format("the request body is larger than {} bytes (--max-request-bytes)",
-                                         o_.max_request_bytes)}});
-    else if (!whole)
-      answer(400, {{"error", "the request body could not be read whole"}});
-    return whole && !too_large;
+    const Connection* c = GuardedServer::current();
+    if (too_large_body) {
+      answer_unread(413, too_large(o_));
+    } else if (!whole && c && c->timed_out()) {
+      answer_unread(408, {{"error", fmt::format("the request did not arrive whole within {} s (--request-timeout; "
+                                                "--read-timeout {} s between two bytes)",
+                                                o_.limits.request_timeout, o_.limits.read_timeout)}});
+    } else if (!whole) {
+      answer_unread(400, {{"error", fmt::format("the request body ended after {} bytes, before the end its "
+                                                "Content-Length or chunked encoding announced",
+                                                text.size())}});
+    }
+    return whole && !too_large_body;
   }
 
-  // The request's instances, parsed as the files' readers parse a line: nesting bounded
-  // (io::kMaxJsonDepth), no key twice.
-  std::vector<std::shared_ptr<Pending>> instances(const std::string& text) const {
-    nlohmann::json body;
-    if (auto e = io::parse_json_strict(text, body, [](size_t at) { return "byte " + std::to_string(at); }))
-      throw UserError("the request body is not JSON: " + e->message + " at byte " + std::to_string(e->offset));
-    if (!body.is_object() || !body.contains("instances") || !body["instances"].is_array())
-      throw UserError("the request body must be a JSON object {\"instances\": [...]}");
-    const auto& instances = body["instances"];
-    if (instances.empty()) throw UserError("\"instances\" is empty");
+  // The request's instances, each a Pending of one shared cancellation flag.
+  std::vector<std::shared_ptr<Pending>> pending(const std::string& text) const {
+    std::vector<Value> values = values_from_request(text, in_type_);
+    auto cancelled = std::make_shared<std::atomic<bool>>(false);
+    const auto queued = Clock::now();
     std::vector<std::shared_ptr<Pending>> items;
-    for (size_t i = 0; i < instances.size(); ++i) {
+    for (size_t i = 0; i < values.size(); ++i) {
       auto p = std::make_shared<Pending>();
-      p->input = value_from_json(instances[i], in_type_, SourceLoc{"instances[" + std::to_string(i) + "]", 0, 0});
+      p->input = std::move(values[i]);
       p->index = i;
+      p->queued = queued;
+      p->cancelled = cancelled;
       items.push_back(std::move(p));
     }
     return items;
+  }
+
+  // Until every instance is answered (run, failed or dropped); sets `cancelled` once the client is gone.
+  static void wait(const httplib::Request& req, std::vector<std::future<std::pair<bool, Value>>>& futures,
+                   std::atomic<bool>& cancelled) {
+    Connection* c = GuardedServer::current();
+    for (auto& f : futures)
+      while (f.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+        if (!cancelled && c && c->client_gone(req.version)) cancelled = true;
   }
 
   const ServeOptions& o_;
@@ -388,6 +303,51 @@ class PredictEndpoint {
   Batcher& batcher_;
   Metrics& metrics_;
 };
+
+// Before any route: the request's framing (a bad Content-Length is a 400, one over the limit a
+// 413, both before the body is read) and its token when the server wants one (401).
+httplib::Server::HandlerResponse screen(const ServeOptions& o, Metrics& metrics,
+                                        const std::string& predict, const httplib::Request& req,
+                                        httplib::Response& res) {
+  auto answer = [&](int status, const nlohmann::json& body) {
+    reply_unread(res, status, body);
+    if (req.path == predict) metrics.answered(status);
+    return httplib::Server::HandlerResponse::Handled;
+  };
+  if (auto error = framing_error(req, o)) return answer(error->first, {{"error", error->second}});
+  if (!o.auth_token.empty() && req.path != "/health" && req.path != "/ready" && !authorized(req, o.auth_token)) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    return answer(401, {{"error", "this server wants an Authorization: Bearer token"}});
+  }
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
+// Errors the library answers itself (an unknown path, a request it cannot read, a body over the
+// limit on another path) get a JSON body too; a known path asked with another method (`methods`:
+// path -> the method it takes) is a 405.
+void answer_errors_in_json(GuardedServer& server, const ServeOptions& o, std::map<std::string, std::string> methods) {
+  server.set_error_handler([&o, methods](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const Connection* c = GuardedServer::current();
+    auto known = methods.find(req.path);
+    if (res.status == 404 && known != methods.end()) {
+      res.set_header("Allow", known->second);
+      reply(res, 405, {{"error", req.method + " " + req.path + ": method not allowed (expected " + known->second + ")"}});
+    } else if (res.status == 404) {
+      reply(res, 404, {{"error", fmt::format("no such endpoint: {} {} (this server serves the model {} at POST "
+                                             "/v1/models/{}:predict)", req.method, req.path, o.name, o.name)}});
+    } else if (res.status == 413) {
+      reply_unread(res, 413, too_large(o));
+    } else if (c && c->timed_out()) {
+      reply_unread(res, 408, {{"error", fmt::format("the request did not arrive whole within {} s (--request-timeout)",
+                                                    o.limits.request_timeout)}});
+    } else if (res.status == 400) {
+      reply_unread(res, 400, {{"error", "the request line or headers could not be read"}});
+    } else {
+      reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
+    }
+  });
+}
 
 // SIGINT and SIGTERM write to the stop pipe (on_stop_signal).
 void catch_stop_signals() {
@@ -398,26 +358,6 @@ void catch_stop_signals() {
   action.sa_flags = SA_RESTART;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
-}
-
-// Errors the library answers itself (an unknown path, a body over the limit) get a JSON body too;
-// a known path asked with another method (`methods`: path -> the method it takes) is a 405.
-void answer_errors_in_json(httplib::Server& server, const ServeOptions& o, std::map<std::string, std::string> methods) {
-  server.set_error_handler([&o, methods](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    auto known = methods.find(req.path);
-    if (res.status == 404 && known != methods.end()) {
-      res.set_header("Allow", known->second);
-      reply(res, 405, {{"error", req.method + " " + req.path + ": method not allowed (expected " + known->second + ")"}});
-    } else if (res.status == 404) {
-      reply(res, 404, {{"error", "no such endpoint: " + req.method + " " + req.path}});
-    } else if (res.status == 413) {
-      reply(res, 413, {{"error", fmt::format("the request body is larger than {} bytes (--max-request-bytes)",
-                                             o.max_request_bytes)}});
-    } else {
-      reply(res, res.status, {{"error", "HTTP " + std::to_string(res.status)}});
-    }
-  });
 }
 
 // Binds the port (exclusively: SO_REUSEADDR without the library's SO_REUSEPORT, so that a second
@@ -443,65 +383,157 @@ int bind_exclusively(httplib::Server& server, const ServeOptions& o) {
   return port;
 }
 
-}  // namespace
+// GET /v1/models/NAME/metadata: what a client needs to call the model, the types as the language
+// prints them.
+nlohmann::json metadata(const ServeOptions& o, const ir::Module& module, const ir::Function& f, const Engine& engine) {
+  static const std::vector<std::string> none;
+  SizeNamesScope names(module.plan ? module.plan->size_names : none);
+  nlohmann::json dims = nlohmann::json::object();
+  for (const auto& [name, value] : module.dims) dims[name] = value;
+  const ir::VarInfo& input = f.vars[f.params[0]];
+  return {{"name", o.name},
+          {"versions", {"1"}},
+          {"platform", "acrobat"},
+          {"entry", o.entry},
+          {"inputs", {{{"name", input.name}, {"type", type_str(input.type)}}}},
+          {"outputs", {{{"type", type_str(f.ret)}}}},
+          {"dims", dims},
+          {"engine", engine.name()},
+          {"batching", {{"max_batch", o.max_batch}, {"max_delay_ms", o.max_delay_ms}}},
+          {"content_type", "application/json"}};
+}
 
-int serve_command(const ServeOptions& o, const ir::Module& module, Engine& engine, const ServeCores& cores) {
+// What serves the model once it is loaded: its engine, the batcher over it, the predict endpoint.
+struct Served {
+  Served(const ServeOptions& o, LoadedModel loaded, Metrics& metrics, const ServeCores& cores)
+      : model(std::move(loaded)),
+        entry(model.module->functions[entry_function(*model.module, o.entry)]),
+        batcher(o, *model.engine, metrics, cores),
+        predict(o, entry.vars[entry.params[0]].type, entry.ret, batcher, metrics),
+        metadata(acrobat::metadata(o, *model.module, entry, *model.engine)) {}
+  LoadedModel model;
+  const ir::Function& entry;
+  Batcher batcher;
+  PredictEndpoint predict;
+  nlohmann::json metadata;
+};
+
+// Every route of the server; the model's own answer 503 until `served` is set. Returns the
+// predict path.
+std::string add_routes(GuardedServer& server, const ServeOptions& o, const std::atomic<Served*>& served,
+                       Metrics& metrics) {
+  const std::string model = "/v1/models/" + o.name, predict = model + ":predict";
+  const nlohmann::json loading = {{"error", "the model " + o.name + " is loading; GET /ready says when it is ready"}};
+  server.set_pre_routing_handler([&o, &metrics, predict](const httplib::Request& req, httplib::Response& res) {
+    return screen(o, metrics, predict, req, res);
+  });
+  server.Post(predict, [&served, &metrics, loading](const httplib::Request& req, httplib::Response& res,
+                                                     const httplib::ContentReader& read) {
+    if (Served* s = served.load()) return s->predict(req, res, read);
+    reply_unread(res, 503, loading);
+    metrics.answered(503);
+  });
+  server.Get(model, [&served, &server](const httplib::Request&, httplib::Response& res) {
+    const char* state = server.draining() ? "UNLOADING" : served.load() ? "AVAILABLE" : "LOADING";
+    reply(res, 200, {{"model_version_status", {{{"version", "1"}, {"state", state}, {"status", {{"error_code", "OK"}}}}}}});
+  });
+  server.Get(model + "/metadata", [&served, loading](const httplib::Request&, httplib::Response& res) {
+    if (Served* s = served.load()) return reply(res, 200, s->metadata);
+    reply(res, 503, loading);
+  });
+  server.Get("/health", [](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
+  server.Get("/ready", [&served, &server](const httplib::Request&, httplib::Response& res) {
+    if (server.draining())
+      reply(res, 503, {{"status", "stopping"}});
+    else if (!served.load())
+      reply(res, 503, {{"status", "loading"}});
+    else
+      reply(res, 200, {{"status", "ready"}});
+  });
+  server.Get("/metrics", [&served, &server, &metrics](const httplib::Request&, httplib::Response& res) {
+    Gauges now = server.connection_gauges();
+    if (Served* s = served.load()) std::tie(now.queued_instances, now.running_instances) = s->batcher.depth();
+    res.set_content(metrics.text(now), "text/plain; version=0.0.4");
+  });
+  answer_errors_in_json(server, o, {{predict, "POST"}, {model, "GET"}, {model + "/metadata", "GET"}, {"/health", "GET"},
+                                    {"/ready", "GET"}, {"/metrics", "GET"}});
+  server.set_logger([&metrics](const httplib::Request&, const httplib::Response& res) { metrics.responded(res.status); });
+  return predict;
+}
+
+void check_options(const ServeOptions& o) {
   if (o.max_batch < 1) throw UserError("--max-batch: expected 1 or more");
   if (!(o.max_delay_ms >= 0 && o.max_delay_ms <= 60000)) throw UserError("--max-delay-ms: expected 0 to 60000");
-  const ir::Function& f = module.functions[entry_function(module, o.entry)];
+}
+
+// The stop pipe's next signal (on the calling thread): drains the server on SIGINT or SIGTERM;
+// returns at once when the listener ended by itself (it writes a 0).
+void await_stop(GuardedServer& server, const ServeOptions& o) {
+  unsigned char sig = 0;
+  while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+  }
+  if (sig == 0) return;
+  std::cout << fmt::format("acrobat serve: {}: answering the requests in flight (at most {} s), then stopping",
+                           sig == SIGINT ? "SIGINT" : "SIGTERM", o.limits.drain_seconds)
+            << std::endl;
+  if (const size_t cut = server.drain())
+    std::cout << fmt::format("acrobat serve: cut {} connection(s) still in a request after --drain-seconds {}", cut,
+                             o.limits.drain_seconds)
+              << std::endl;
+}
+
+}  // namespace
+
+int serve_command(const ServeOptions& o, const ModelLoader& load, const ServeCores& cores) {
+  check_options(o);
+  Metrics metrics;
+  GuardedServer server(o.limits, metrics);
+  server.set_keep_alive_timeout(static_cast<time_t>(o.limits.idle_timeout));  // as the Keep-Alive header says
+  server.set_keep_alive_max_count(100000);  // the header's max; a connection serves all its client's requests
+  server.set_tcp_nodelay(true);  // an answer leaves at once (no Nagle wait for the client's delayed ACK)
+  server.set_payload_max_length(o.limits.max_request_bytes);  // a chunked body on another path than predict
+  std::atomic<Served*> served{nullptr};
+  const std::string predict = add_routes(server, o, served, metrics);
+  const int port = bind_exclusively(server, o);
   catch_stop_signals();
 
-  Metrics metrics;
-  Batcher batcher(o, engine, metrics, cores);
-  cores.enter_http();  // this thread and the server's threads it starts
-  httplib::Server server;
-  const int http_threads = o.http_threads > 0 ? o.http_threads : static_cast<int>(2 * o.max_batch + 8);
-  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(static_cast<size_t>(http_threads)); };
-  server.set_keep_alive_max_count(100000);  // a client's connection serves all its requests
-  server.set_tcp_nodelay(true);  // an answer leaves at once (no Nagle wait for the client's delayed ACK)
-  server.set_payload_max_length(o.max_request_bytes);  // a Content-Length over it: 413 before reading
-
-  const std::string predict = "/v1/models/" + o.name + ":predict";
-  server.Post(predict, PredictEndpoint(o, f.vars[f.params[0]].type, f.ret, batcher, metrics));
-  server.Get("/v1/models/" + o.name, [&](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, {{"model_version_status", {{{"version", "1"}, {"state", "AVAILABLE"}, {"status", {{"error_code", "OK"}}}}}}});
+  // /health answers (and /ready says 503) while the model loads and compiles on this thread.
+  std::atomic<bool> listened{true}, listen_ended{false};
+  std::thread listener([&] {
+    cores.enter_http();  // this thread and the server's threads it starts
+    listened = server.listen_after_bind();  // returns once stopped and every connection's thread is done
+    listen_ended = true;
+    const unsigned char none = 0;
+    [[maybe_unused]] ssize_t n = write(stop_pipe[1], &none, 1);  // wakes await_stop if no signal did
   });
-  server.Get("/health", [&](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
-  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.text(), "text/plain; version=0.0.4");
-  });
-  answer_errors_in_json(server, o, {{predict, "POST"}, {"/v1/models/" + o.name, "GET"}, {"/health", "GET"}, {"/metrics", "GET"}});
-  server.set_logger([&](const httplib::Request&, const httplib::Response& res) { metrics.responded(res.status); });
-
-  const int port = bind_exclusively(server, o);
-  const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;  // IPv6
-  std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} (batches of up to {} instances, {} ms; {} engine; {})",
-                           o.name, host, port, predict, o.max_batch, o.max_delay_ms, engine.name(), cores.describe())
-            << std::endl;
-
-  std::thread stopper([&] {
-    unsigned char sig = 0;
-    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-    }
-    if (sig == 0) return;  // listen ended by itself
-    std::cout << "acrobat serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
-              << ": answering the requests received, then stopping" << std::endl;
+  // Server::stop() stops only a server that is listening: from here on it does.
+  while (!server.is_running() && !listen_ended) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::unique_ptr<Served> model;
+  try {
+    cores.enter_engine();  // the engine's pool starts on the engine's cores
+    model = std::make_unique<Served>(o, load(), metrics, cores);
+  } catch (...) {
     server.stop();
-  });
-  // Returns once stopped and every connection's handler is done (their instances answered).
-  const bool ok = server.listen_after_bind();
-  const unsigned char none = 0;
-  [[maybe_unused]] ssize_t n = write(stop_pipe[1], &none, 1);  // wakes the stopper if no signal did
-  stopper.join();
+    listener.join();
+    throw;
+  }
+  served = model.get();
+  const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;  // IPv6
+  std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} (batches of up to {} instances, {} ms; {} engine; {}{})",
+                           o.name, host, port, predict, o.max_batch, o.max_delay_ms, model->model.engine->name(),
+                           cores.describe(), o.auth_token.empty() ? "" : "; a bearer token wanted")
+            << std::endl;
+  await_stop(server, o);
+  listener.join();
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  batcher.stop();
+  model->batcher.stop();
   uint64_t answered = 0;
-  for (auto [code, n] : metrics.requests) answered += n;
+  for (auto [code, count] : metrics.requests) answered += count;
   std::cout << fmt::format("acrobat serve: stopped after {} requests ({} instances in {} batches)", answered,
                            metrics.instances, metrics.batches)
             << std::endl;
-  return ok ? 0 : 1;
+  return listened ? 0 : 1;
 }
 
 }  // namespace acrobat

@@ -1,40 +1,48 @@
 // `acrobat serve`: a model behind HTTP, speaking TensorFlow Serving's and KServe v1's REST
 // convention (POST /v1/models/NAME:predict with {"instances": [...]}, answered by
-// {"predictions": [...]}), with a dynamic batcher: the instances of concurrent requests are
-// collected into batches (up to --max-batch instances, the oldest waiting at most --max-delay-ms)
-// and each batch is one run of the engine. GET /health, GET /metrics (Prometheus text), and on
-// SIGINT or SIGTERM a graceful stop that answers every request already received.
+// {"predictions": [...]}), with a dynamic batcher (serve_batcher.h): the instances of concurrent
+// requests are collected into batches and each batch is one run of the engine. GET /health
+// (liveness), /ready (the model loaded, not stopping), /v1/models/NAME/metadata, /metrics
+// (Prometheus text, serve_metrics.h); on SIGINT or SIGTERM a drain that answers the requests in
+// flight and cuts the slow ones after a deadline. docs/serving.md says what a client may expect.
 //
-// Limits: a request body over max_request_bytes is answered 413 (whatever its content type) before
-// it is read whole; nesting is bounded as in the input files (io/files.h); the port is the
-// server's alone (a second server on it fails to start); an unknown path is a 404 and a known one
-// with another method a 405, each with a JSON body; every response is counted by status.
+// Limits: connections bounded in number and time (serve_http.h); a request body over
+// max_request_bytes is answered 413 (whatever its content type) before it is read whole, a bad
+// Content-Length 400; nesting is bounded as in the input files (io/files.h); the port is the
+// server's alone; an unknown path is a 404 and a known one with another method a 405; with a
+// token, every endpoint but /health and /ready answers 401 without it. Every response has a JSON
+// body, names the model and never a path of the machine, and is counted by status.
 //
 // Isolation: a request that cannot be read (not JSON, no "instances", an instance of the wrong
 // type) is answered 400 with the parse error and never joins a batch; when a batch fails at run
 // time (an index out of range in one instance), its instances are run again one by one, so that
-// only the requests holding a failing instance get a 400 and every other gets its outputs.
+// only the requests holding a failing instance get a 400 and every other gets its outputs. The
+// instances of a client that went away before its batch ran are dropped unrun (answered 499).
 #pragma once
 
 #include <sched.h>
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "ir/ir.h"
 #include "engines/engine.h"
+#include "serve_http.h"
 
 namespace acrobat {
 
 struct ServeOptions {
   std::string name;              // NAME in the URL: the model file's stem
+  std::string model_path;        // as given; answers name the model by its file name instead
   std::string entry = "main";
   std::string host = "127.0.0.1";
   int port = 8500;               // 0: any free port (printed)
   size_t max_batch = 64;         // instances per engine run
   double max_delay_ms = 0;       // the longest the oldest queued instance waits for a fuller batch
-  int http_threads = 0;          // connections served at once (0: 2 * max_batch + 8)
-  size_t max_request_bytes = 16 << 20;  // a larger request body is answered 413, unread
+  HttpLimits limits;             // connections, timeouts, request size, drain
+  std::string auth_token;        // when not empty, every endpoint but /health and /ready wants it
   bool pin = true;               // the engine's threads on cores of their own (ServeCores)
 };
 
@@ -57,8 +65,16 @@ class ServeCores {
   bool pinned_ = false;
 };
 
-// Serves until SIGINT or SIGTERM; returns the exit status.
-// `cores`: the split the engine was made under (its pool already on the engine's cores).
-int serve_command(const ServeOptions& options, const ir::Module& module, Engine& engine, const ServeCores& cores);
+// The model to serve and its engine, as `load` makes them.
+struct LoadedModel {
+  std::shared_ptr<const ir::Module> module;
+  std::unique_ptr<Engine> engine;
+};
+using ModelLoader = std::function<LoadedModel()>;
+
+// Binds the port, then loads the model (`load`, on the engine's cores of `cores`) while /health
+// answers and /ready says 503, then serves until SIGINT or SIGTERM; returns the exit status. An
+// error of `load` closes the port and is thrown.
+int serve_command(const ServeOptions& options, const ModelLoader& load, const ServeCores& cores);
 
 }  // namespace acrobat

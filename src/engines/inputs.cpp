@@ -503,4 +503,19 @@ Value value_from_json(const nlohmann::json& json, const Type& type, const Source
   return JsonReader(where).read(json, type, JsonPath{});
 }
 
+std::vector<Value> values_from_request(std::string_view body, const Type& type) {
+  nlohmann::json json;
+  if (auto e = io::parse_json_strict(body, json, [](size_t at) { return "byte " + std::to_string(at); }))
+    throw UserError("the request body is not JSON: " + e->message + " at byte " + std::to_string(e->offset));
+  if (!json.is_object() || !json.contains("instances") || !json["instances"].is_array())
+    throw UserError("the request body must be a JSON object {\"instances\": [...]}");
+  const auto& instances = json["instances"];
+  if (instances.empty()) throw UserError("\"instances\" is empty");
+  std::vector<Value> values;
+  values.reserve(instances.size());
+  for (size_t i = 0; i < instances.size(); ++i)
+    values.push_back(value_from_json(instances[i], type, SourceLoc{"instances[" + std::to_string(i) + "]", 0, 0}));
+  return values;
+}
+
 }  // namespace acrobat

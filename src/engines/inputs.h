@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -53,5 +54,11 @@ Value random_rows(const Type& type, int64_t n, uint64_t seed);
 nlohmann::json value_to_json(const Value& value, const Type& type);
 // `where` names the instance for messages, e.g. "inputs.jsonl:3:1".
 Value value_from_json(const nlohmann::json& json, const Type& type, const SourceLoc& where);
+
+// The instances of a predict request's body, {"instances": [...]} (TensorFlow Serving's and KServe
+// v1's REST convention), each converted to `type`; parsed as the input files are (nesting bounded
+// by io::kMaxJsonDepth, no key twice). Anything else is a UserError saying what is wrong and where
+// (a byte offset, or "instances[i]"); it never names a file.
+std::vector<Value> values_from_request(std::string_view body, const Type& type);
 
 }  // namespace acrobat

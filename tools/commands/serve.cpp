@@ -1,5 +1,9 @@
 // `acrobat serve`: the model behind HTTP with a dynamic batcher (tools/serve.h).
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
 
 #include "cli_options.h"
 #include "commands/command.h"
@@ -11,26 +15,82 @@ namespace acrobat::cli {
 namespace {
 
 struct ServeArgs {
-  std::string port = "8500", max_batch = "64", delay = "0", http_threads, max_request_bytes;
+  std::string port = "8500", max_batch = "64", delay = "0", max_request_bytes, max_connections, read_timeout,
+              idle_timeout, request_timeout, drain_seconds, auth_token_file;
   bool no_pin = false;
 };
+
+// The token of --auth-token-file: the file's text without surrounding blanks, not empty.
+std::string read_token(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("--auth-token-file: cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  const auto blank = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
+  while (!token.empty() && blank(token.back())) token.pop_back();
+  size_t begin = 0;
+  while (begin < token.size() && blank(token[begin])) ++begin;
+  token.erase(0, begin);
+  if (token.empty()) throw UserError("--auth-token-file: " + path + " is empty (expected the token)");
+  for (char ch : token)
+    if (static_cast<unsigned char>(ch) < 0x21 || static_cast<unsigned char>(ch) > 0x7e)
+      throw UserError("--auth-token-file: the token in " + path + " must be one word of printable ASCII");
+  return token;
+}
+
+// The limits of the connections, each option left out keeping HttpLimits' default.
+void read_limits(const ServeArgs& a, HttpLimits& l) {
+  auto seconds = [](const char* option, const std::string& text, double& out, int64_t min) {
+    if (!text.empty()) out = static_cast<double>(parse_number(option, text, min, 3600));
+  };
+  if (!a.max_request_bytes.empty())
+    l.max_request_bytes = parse_number("--max-request-bytes", a.max_request_bytes, 1024, int64_t{1} << 32);
+  if (!a.max_connections.empty()) l.max_connections = parse_number("--max-connections", a.max_connections, 1, 4096);
+  seconds("--read-timeout", a.read_timeout, l.read_timeout, 1);
+  seconds("--idle-timeout", a.idle_timeout, l.idle_timeout, 1);
+  seconds("--request-timeout", a.request_timeout, l.request_timeout, 1);
+  seconds("--drain-seconds", a.drain_seconds, l.drain_seconds, 0);
+}
 
 int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a) {
   so.port = static_cast<int>(parse_number("--port", a.port, 0, 65535));
   so.max_batch = parse_number("--max-batch", a.max_batch, 1, kMaxBatch);
   so.max_delay_ms = static_cast<double>(parse_number("--max-delay-ms", a.delay, 0, 60000));
   so.pin = !a.no_pin;
-  if (!a.max_request_bytes.empty())
-    so.max_request_bytes = parse_number("--max-request-bytes", a.max_request_bytes, 1024, int64_t{1} << 32);
-  if (!a.http_threads.empty())
-    so.http_threads = static_cast<int>(parse_number("--http-threads", a.http_threads, 1, 4096));
-  Prepared p = prepare(o, false);
+  read_limits(a, so.limits);
+  if (!a.auth_token_file.empty()) so.auth_token = read_token(a.auth_token_file);
   so.entry = o.entry;
   so.name = std::filesystem::path(o.model).stem().string();
+  so.model_path = o.model;
   const ServeCores cores = ServeCores::split(thread_count(o.threads), so.pin);
-  cores.enter_engine();  // the engine's pool starts on the engine's cores
-  std::unique_ptr<Engine> engine = make_cli_engine(o, p);
-  return serve_command(so, *p.module, *engine, cores);
+  return serve_command(so, [&o] {
+    Prepared p = prepare(o, false);
+    return LoadedModel{p.module, make_cli_engine(o, p)};
+  }, cores);
+}
+
+void add_limit_options(CLI::App* cmd, ServeArgs& a) {
+  const HttpLimits d;
+  cmd->add_option("--max-request-bytes", a.max_request_bytes,
+                  "Largest request body, 1024 to 2^32 bytes; a larger one is answered 413 (default 16 MiB)");
+  cmd->add_option("--max-connections", a.max_connections,
+                  fmt::format("Connections open at once, 1 to 4096; one more is answered 503 and closed (default {})",
+                              d.max_connections));
+  cmd->add_option("--read-timeout", a.read_timeout,
+                  fmt::format("Seconds to wait for a client's next byte, or for it to take the answer's (default {})",
+                              d.read_timeout));
+  cmd->add_option("--idle-timeout", a.idle_timeout,
+                  fmt::format("Seconds a kept-alive connection may wait for its next request (default {})", d.idle_timeout));
+  cmd->add_option("--request-timeout", a.request_timeout,
+                  fmt::format("Seconds for a request to arrive whole from its first byte, however slowly it drips; "
+                              "then 408 and closed (default {})", d.request_timeout));
+  cmd->add_option("--drain-seconds", a.drain_seconds,
+                  fmt::format("On SIGINT/SIGTERM, seconds given to the requests in flight before the connections "
+                              "still in one are cut (default {})", d.drain_seconds));
+  cmd->add_option("--auth-token-file", a.auth_token_file,
+                  "File holding a bearer token: every endpoint but /health and /ready then wants "
+                  "'Authorization: Bearer TOKEN' (401 without it); use TLS in front (docs/serving.md)");
 }
 
 }  // namespace
@@ -42,7 +102,8 @@ Command add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand(
       "serve", "Serve a model over HTTP (TensorFlow Serving / KServe v1 REST: POST /v1/models/NAME:predict "
-               "{\"instances\": [...]}), batching concurrent requests; /health, /metrics; stops on SIGINT/SIGTERM");
+               "{\"instances\": [...]}), batching concurrent requests; /health, /ready, /metrics, "
+               "/v1/models/NAME/metadata; drains on SIGINT/SIGTERM (docs/serving.md)");
   add_model_options(cmd, *o, *numbers, "Model file (.acr); NAME is its stem");
   cmd->add_option("--set", o->sets, kSetHelp)->delimiter(',');
   cmd->add_option("--entry", o->entry, "Function to serve (default main)");
@@ -57,9 +118,7 @@ Command add_serve(CLI::App& app) {
   cmd->add_flag("--no-pin", a->no_pin,
                 "Leave every thread on every core (default: when there are more cores than --threads, "
                 "the engine keeps the first --threads cores to itself and HTTP gets the rest)");
-  cmd->add_option("--http-threads", a->http_threads, "Connections served at once (default: 2 * max-batch + 8)");
-  cmd->add_option("--max-request-bytes", a->max_request_bytes,
-                  "Largest request body, 1024 to 2^32 bytes; a larger one is answered 413 (default 16 MiB)");
+  add_limit_options(cmd, *a);
   return {cmd, [o, numbers, so, a] {
             numbers->read(*o);
             return serve(*o, *so, *a);
