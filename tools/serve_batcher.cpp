@@ -69,7 +69,7 @@ void Batcher::loop() {
     }
     const auto start = Clock::now();
     for (const auto& p : batch) metrics_.queue_seconds.observe(std::chrono::duration<double>(start - p->queued).count());
-    run(batch, true);
+    run(batch);
     metrics_.run_seconds.observe(seconds_since(start));
     metrics_.batch_size.observe(static_cast<double>(batch.size()));
     std::lock_guard<std::mutex> lock(mutex_);
@@ -77,36 +77,40 @@ void Batcher::loop() {
   }
 }
 
-// One engine run of `batch`; when it fails and `split`, each instance again on its own.
-void Batcher::run(const std::vector<std::shared_ptr<Pending>>& batch, bool split) {
+// One engine run of `batch`, without the instances that fail (each answered with its error,
+// numbered in its own request): the engine's run_batches with OnError::Skip.
+void Batcher::run(const std::vector<std::shared_ptr<Pending>>& batch) {
   std::vector<Value> inputs;
+  std::vector<size_t> numbers;
   inputs.reserve(batch.size());
-  for (const auto& p : batch) inputs.push_back(p->input);
+  for (const auto& p : batch) {
+    inputs.push_back(p->input);
+    numbers.push_back(p->index);
+  }
   try {
-    RunResult r = engine_.run(inputs, o_.entry, batch.size() == 1 ? batch[0]->index : 0);
+    RunResult r = run_batches(engine_, inputs, 0, o_.entry, OnError::Skip, numbers);
     {
       std::lock_guard<std::mutex> lock(metrics_.mutex);
       ++metrics_.batches;
-      metrics_.instances += batch.size();
+      metrics_.instances += batch.size() - r.failures.size();
+      metrics_.batch_failures += r.failures.empty() ? 0 : 1;
     }
-    for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value({true, std::move(r.outputs[i])});
-  } catch (const InternalError& e) {
-    // A bug, not an instance's fault: retrying the instances one by one would only meet it again.
-    // The batch's requests get a 500; the engine's next run starts afresh.
-    metrics_.count(&Metrics::internal_errors);
-    for (const auto& p : batch) {
-      p->error = e.what();
-      p->internal = true;
-      p->done.set_value({false, Value{}});
+    std::vector<uint8_t> failed(batch.size(), 0);
+    for (const InstanceFailure& f : r.failures) {
+      failed[f.instance] = 1;
+      batch[f.instance]->error = f.message;
+      batch[f.instance]->done.set_value({false, Value{}});
     }
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (!failed[i]) batch[i]->done.set_value({true, std::move(r.outputs[i])});
   } catch (const std::exception& e) {
-    if (split && batch.size() > 1) {
-      metrics_.count(&Metrics::batch_failures);
-      for (const auto& p : batch) run({p}, false);
-      return;
-    }
+    // A bug (InternalError), or a failure of the batch as a whole: retrying would only meet it
+    // again. The batch's requests get its error; the engine's next run starts afresh.
+    const bool internal = dynamic_cast<const InternalError*>(&e) != nullptr;
+    if (internal) metrics_.count(&Metrics::internal_errors);
     for (const auto& p : batch) {
       p->error = e.what();
+      p->internal = internal;
       p->done.set_value({false, Value{}});
     }
   }

@@ -51,7 +51,7 @@ class Batcher {
   // Up to max_batch instances from the queue, once a batch is due; the cancelled ones among them
   // are dropped. Empty when stopping with nothing left.
   std::vector<std::shared_ptr<Pending>> take();
-  void run(const std::vector<std::shared_ptr<Pending>>& batch, bool split);
+  void run(const std::vector<std::shared_ptr<Pending>>& batch);
 
   const ServeOptions& o_;
   Engine& engine_;

@@ -85,7 +85,7 @@ std::string Metrics::text(const Gauges& now) {
     print_one(out, "acrobat_instances_total", "counter", "Instances run.", instances);
     print_one(out, "acrobat_batches_total", "counter", "Engine runs.", batches);
     print_one(out, "acrobat_batch_failures_total", "counter",
-              "Batches that failed at run time and were run again instance by instance.", batch_failures);
+              "Batches in which instances failed at run time, run again without them.", batch_failures);
     print_one(out, "acrobat_internal_errors_total", "counter",
               "Batches that met an internal error (a bug in acrobat); their requests were answered 500.",
               internal_errors);

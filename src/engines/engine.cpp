@@ -128,7 +128,7 @@ namespace {
 
 // One batch `inputs[begin, end)` run without its instances that fail; their outputs stay empty.
 void run_skipping(Engine& engine, const std::vector<Value>& inputs, size_t begin, size_t end,
-                  const std::string& entry, RunResult& result) {
+                  const std::string& entry, const std::vector<size_t>& numbers, RunResult& result) {
   std::vector<size_t> left;  // the instances still in the batch, by index in `inputs`
   for (size_t i = begin; i < end; ++i) left.push_back(i);
   std::vector<Value> chunk;
@@ -144,7 +144,7 @@ void run_skipping(Engine& engine, const std::vector<Value>& inputs, size_t begin
       // Not an instance's failure (a wrong entry, ...): no instance to leave out.
       if (!e.instance() || *e.instance() >= left.size()) throw;
       const size_t failed = left[*e.instance()];
-      result.failures.push_back({failed, for_instance(e, failed).what()});
+      result.failures.push_back({failed, for_instance(e, numbers.empty() ? failed : numbers[failed]).what()});
       left.erase(left.begin() + static_cast<ptrdiff_t>(*e.instance()));
     }
   }
@@ -153,19 +153,21 @@ void run_skipping(Engine& engine, const std::vector<Value>& inputs, size_t begin
 }  // namespace
 
 RunResult run_batches(Engine& engine, const std::vector<Value>& inputs, size_t batch, const std::string& entry,
-                      OnError on_error) {
-  if (on_error == OnError::Raise) return engine.run_batches(inputs, batch, entry);
+                      OnError on_error, const std::vector<size_t>& numbers) {
+  ACROBAT_ASSERT(numbers.empty() || numbers.size() == inputs.size(), "a number for each instance");
+  if (on_error == OnError::Raise && numbers.empty()) return engine.run_batches(inputs, batch, entry);
   const auto t0 = Clock::now();
   try {
     return engine.run_batches(inputs, batch, entry);
   } catch (const UserError& e) {
-    if (!e.instance()) throw;
+    if (!e.instance() || *e.instance() >= inputs.size()) throw;
+    if (on_error == OnError::Raise) throw for_instance(e, numbers[*e.instance()]);
   }
   RunResult result;
   result.outputs.resize(inputs.size());
   const size_t step = batch == 0 ? std::max<size_t>(inputs.size(), 1) : batch;
   for (size_t begin = 0; begin < inputs.size(); begin += step)
-    run_skipping(engine, inputs, begin, std::min(inputs.size(), begin + step), entry, result);
+    run_skipping(engine, inputs, begin, std::min(inputs.size(), begin + step), entry, numbers, result);
   std::sort(result.failures.begin(), result.failures.end(),
             [](const InstanceFailure& a, const InstanceFailure& b) { return a.instance < b.instance; });
   result.stats.wall_seconds = seconds_since(t0);  // the failed runs too

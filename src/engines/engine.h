@@ -19,7 +19,7 @@ namespace acrobat {
 // An instance left out of a run (OnError::Skip): its index in the run's inputs and what failed.
 struct InstanceFailure {
   size_t instance = 0;
-  std::string message;  // the user error's, numbered by `instance`
+  std::string message;  // the user error's, naming the instance by its number (run_batches)
 };
 
 struct RunResult {
@@ -74,8 +74,9 @@ class Engine {
 // again one by one, each without its instances that fail: a failure that names its instance
 // leaves that one out; one that names none (a failure of the batch as a whole) runs the batch's
 // instances one at a time. The others' outputs are those of a run without the failed instances.
+// Messages number instance i as `numbers[i]` (default: i; a server numbers each request's own).
 RunResult run_batches(Engine& engine, const std::vector<Value>& inputs, size_t batch, const std::string& entry,
-                      OnError on_error);
+                      OnError on_error, const std::vector<size_t>& numbers = {});
 
 // Checks that `entry` exists and takes exactly one parameter; returns its index.
 int entry_function(const ir::Module& module, const std::string& entry);

@@ -8,7 +8,7 @@ promises under attack is tested apart, by attack_serve.py.
    id is out of range (fails at run time): the malformed one gets 400 with the parse error, the
    failing one 400 naming the index and the model by its file name (no path), and the other 62
    their outputs, equal to `acrobat run`'s on the same trees (1e-5); the batch that held the
-   failing tree was run again instance by instance.
+   failing tree was run again without it.
 2. 64 more at once: they are batched (a batch of more than 32 instances in /metrics).
 3. An instance of the wrong type (400 naming instances[0]), an unknown model (404 naming the
    model served), no "instances" (400), 40 trees sent as `curl -d` sends them (a form content
