@@ -39,10 +39,25 @@ std::string one_of(const std::vector<std::string>& names) {
   return out;
 }
 
+namespace {
+std::string instance_prefix(size_t i) { return "instance " + std::to_string(i) + ": "; }
+}  // namespace
+
 UserError for_instance(const UserError& e, size_t i) {
   std::vector<Diagnostic> ds = e.diagnostics();
-  for (auto& d : ds) d.message = "instance " + std::to_string(i) + ": " + d.message;
-  return UserError(std::move(ds));
+  for (auto& d : ds) {
+    // Marked again (a part's error numbered in the whole): one number, the latest.
+    if (e.instance_ && d.message.rfind(instance_prefix(*e.instance_), 0) == 0)
+      d.message.erase(0, instance_prefix(*e.instance_).size());
+    d.message = instance_prefix(i) + d.message;
+  }
+  UserError out(std::move(ds));
+  out.instance_ = i;
+  return out;
+}
+
+UserError in_collection(const UserError& e, size_t first) {
+  return e.instance() ? for_instance(e, first + *e.instance()) : e;
 }
 
 void DiagnosticSink::error(SourceLoc loc, std::string message) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,16 +42,24 @@ class UserError : public std::runtime_error {
   UserError(SourceLoc loc, std::string message);
   explicit UserError(std::string message);  // no position: e.g. a command-line flag
   const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+  // The instance of a run the error belongs to (for_instance), if any.
+  std::optional<size_t> instance() const { return instance_; }
 
  private:
+  friend UserError for_instance(const UserError& e, size_t i);
   std::vector<Diagnostic> diagnostics_;
+  std::optional<size_t> instance_;
 };
 
 // "a, b or c": the names a message or help text offers.
 std::string one_of(const std::vector<std::string>& names);
 
-// Marks a UserError as belonging to instance `i` of a run ("instance 7: ...").
+// Marks a UserError as belonging to instance `i` of a run ("instance 7: ..."). Instances count from 0
+// everywhere (as Python and JSON arrays count): the first instance of a run is instance 0.
 UserError for_instance(const UserError& e, size_t i);
+// An error of instance i of a part that starts at instance `first` of a larger collection, marked
+// as instance first + i of the whole; unchanged when it belongs to no instance.
+UserError in_collection(const UserError& e, size_t first);
 
 // Collects several errors so that one run reports all it can find, then throws them together.
 class DiagnosticSink {
