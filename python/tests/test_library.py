@@ -141,6 +141,19 @@ def test_param_names_are_strict(tmp_path):
     path = os.path.join(str(tmp_path), "w.safetensors")
     m.save(path)
     assert acrobat.load(TREELSTM, dims={"H": 8}, threads=1, params=path).params_source == path
+    # A file: the same rule.
+    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+    import safetensors_io
+
+    extra = os.path.join(str(tmp_path), "extra.safetensors")
+    safetensors_io.save_file({**{k: v.copy() for k, v in full.items() if k != "W_out"}, "stray": np.ones(3, np.float32)},
+                             extra)
+    with pytest.raises(acrobat.Error) as e:
+        m.set_params(extra)
+    assert "tensor 'stray' is not a param" in str(e.value) and "no tensor named 'W_out'" in str(e.value)
+    before = m.params["W_out"].copy()
+    assert m.set_params(extra, strict=False) == acrobat.ParamKeys(["W_out"], ["stray"])
+    np.testing.assert_array_equal(m.params["W_out"], before)
     # A file of gradients is not params, whatever its names.
     grads = os.path.join(str(tmp_path), "g.safetensors")
     subprocess.run([BIN, "grad", TREELSTM, "--set", "H=8", "--input", "sst:" + TRAIN, "--limit", "4", "--params",
