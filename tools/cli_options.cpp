@@ -23,17 +23,13 @@ bool whole_number(const std::string& text, T& out) {
 
 int64_t parse_number(const std::string& option, const std::string& text, int64_t min, int64_t max) {
   int64_t v = 0;
-  if (!whole_number(text, v) || v < min || v > max)
-    throw UserError(option + " '" + text + "': expected an integer from " + std::to_string(min) +
-                    " to " + std::to_string(max));
+  if (!whole_number(text, v) || v < min || v > max) bad_integer(option, text, min, max);
   return v;
 }
 
 uint64_t parse_seed(const std::string& option, const std::string& text) {
   uint64_t v = 0;
-  if (!whole_number(text, v))
-    throw UserError(option + " '" + text + "': expected an integer from 0 to " +
-                    std::to_string(UINT64_MAX));
+  if (!whole_number(text, v)) bad_integer(option, text, 0, UINT64_MAX);
   return v;
 }
 

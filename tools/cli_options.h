@@ -6,16 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "support/surface.h"
 
 namespace acrobat::cli {
 
-// Ranges of the numeric options. The maxima are far beyond what a run needs; they keep a mistyped
-// number from asking the machine for a million threads or an impossible batch.
-inline constexpr int64_t kMaxThreads = 1024;
-inline constexpr int64_t kMaxBatch = 1 << 20;
-inline constexpr int64_t kMaxReps = 1000;
-inline constexpr int64_t kMaxCount = int64_t{1} << 40;  // --limit, --show, --pytorch-limit
-
+// The ranges of the numeric options (kMaxThreads, kMaxBatch, ...) are support/surface.h's.
 // `text` as an integer in [min, max]; otherwise "OPTION 'TEXT': expected an integer from MIN to MAX".
 int64_t parse_number(const std::string& option, const std::string& text, int64_t min, int64_t max);
 // A seed: any integer from 0 to 2^64-1.

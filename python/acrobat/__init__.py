@@ -6,6 +6,7 @@ whole list of instances with the tensor work batched across them.
     m = acrobat.load("models/treelstm.acr", dims={"H": 64}, engine="batched", params="w.safetensors")
     trees = m.read_inputs("sst:data/sst/test.txt")          # acrobat's own readers, or Python values:
     outputs, stats = m.run(trees, batch=64)                 # one numpy array (or tuple, ...) per instance
+    print(m.accuracy(trees))                                # sst: trees carry their roots' labels
     losses, grads, stats = m.gradients(m.read_inputs("sst:data/sst/train.txt", entry="loss"))
 
     trainer = m.trainer(optimizer="adam", lr=1e-3, seed=0)  # as `acrobat train`: same seed, same bits
@@ -16,193 +17,265 @@ whole list of instances with the tensor work batched across them.
 
 Instances as Python values follow the JSON input encoding (docs/language.md): numbers, bools,
 lists (a ``List``), tuples, ``{"Ctor": [fields]}`` for other data types (``{"Node": [l, r]}``,
-``{"Leaf": [3]}``), and tensors as numpy arrays, torch tensors or nested lists. A user error (a
-malformed model, a wrong shape, an unknown name) raises ``acrobat.Error`` (a ValueError) whose
-message says where: ``file:line:col: error: ...``. A bug in acrobat itself (a broken internal
-invariant) raises ``acrobat.InternalError`` (a RuntimeError) naming the place in acrobat's source;
-the model stays usable for the next call.
+``{"Leaf": [3]}``), and tensors as numpy arrays, torch tensors or nested lists. Instances are
+numbered from 0 in messages. A user error (a malformed model, a wrong shape, an unknown name, a bad
+argument) raises ``acrobat.Error`` (a ValueError) whose message says where (``file:line:col:
+error: ...``) and names arguments as this package's keywords (``dims={'H': 0}``, ``lr``). A bug in
+acrobat itself (a broken internal invariant) raises ``acrobat.InternalError`` (a RuntimeError)
+naming the place in acrobat's source; the model stays usable for the next call.
 
-Params given as float32 C-contiguous arrays (a CPU torch tensor of that layout included) are used
-in place, not copied: the model reads them while it runs, so change them only between runs (a
-matrix also keeps a copy prepared for the GEMM kernels, made when the params are set). Training
-updates params the model owns: a trainer made on borrowed arrays trains a copy of them.
+Params, one rule: the model owns its params. Params given as arrays or tensors are copied (as
+torch's ``load_state_dict`` copies), so later changes to those arrays do not reach the model;
+``m.params`` gives read-only numpy views of the model's own storage (an in-place write raises
+ValueError); a change goes through ``set_params`` (a partial mapping with ``strict=False``), and
+training updates the params in place. Names are strict by default: a name that is not a param, or
+a param not given, is an ``acrobat.Error`` listing them.
+
+Threads: one call runs in a model at a time, with the GIL released; other Python threads may call
+the model meanwhile (they wait their turn), and ``Trainer.epoch``'s ``progress`` callback may run
+the model (``m.run``, ``m.accuracy``) between steps without changing the epoch's results.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 import json
 import os
+from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
-from ._acrobat import Error, Instances, InternalError
+from ._acrobat import Error, Instances, InternalError, __version__
 from . import _acrobat
 
-__all__ = ["Error", "Instances", "InternalError", "Model", "Trainer", "load", "loads"]
+__all__ = ["Error", "Instances", "InternalError", "Model", "ParamKeys", "Trainer", "__version__", "load", "loads"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Params = Union[PathLike, Mapping[str, Any], None]
+InstanceList = Union[Instances, Iterable[Any]]
+
+_integer = _acrobat.integer_argument
+_text = _acrobat.text_argument
 
 
-def _vocab(vocab):
+def _real(flag: str, value: Any) -> float:
+    return _acrobat.real_argument(flag, value)
+
+
+def _vocab(vocab: Optional[PathLike]) -> str:
     """The vocabulary as the native module takes it: "" for its default (vocab.txt beside the data)."""
-    return "" if vocab is None else os.fspath(vocab)
+    return "" if vocab is None else _text("--vocab", vocab)
 
 
-def _as_array(name, value):
-    """A float32 C-contiguous numpy array for a param: the same memory when it already is one (a CPU
-    torch tensor of that layout included), else a converted copy."""
+def _as_array(name: str, value: Any) -> np.ndarray:
+    """A float32 C-contiguous numpy array for a param (the model copies it)."""
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
         value = value.detach()
         if value.device.type != "cpu":
             value = value.cpu()
         value = value.numpy()
-    a = np.ascontiguousarray(value, dtype=np.float32)
-    if a.dtype != np.float32:
-        raise Error("param '%s': cannot be read as float32" % name)
+    try:
+        a = np.ascontiguousarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise Error("params: '%s' cannot be read as float32 (%s)" % (name, e)) from None
     return a
+
+
+class ParamKeys(NamedTuple):
+    """What set_params(strict=False) did not take, as torch's load_state_dict reports it: the params
+    not given (they keep their values) and the names given that are not params (ignored)."""
+
+    missing: list
+    unexpected: list
 
 
 class Model:
     """A compiled model, its parameters and an engine (``batched``: the interpreter of the batched
     runtime; ``aot``: the model compiled to C++ and cached; ``reference``: one instance at a time)."""
 
-    def __init__(self, native, params=None, seed=0):
+    def __init__(self, native: "_acrobat.Model", params: Params = None, seed: int = 0, strict: bool = True):
         self._m = native
-        self.set_params(params, seed=seed)
+        self.set_params(params, seed=seed, strict=strict)
 
-    def set_params(self, params=None, seed=0):
-        """The parameters: a safetensors path (the file ``acrobat train`` writes), a mapping of name to
-        array or torch tensor (shapes agree with the declarations after dropping dimensions of size
-        1, as for files), or None for the deterministic initialisation from ``seed``. Returns the
-        names that are not params of the model (ignored)."""
+    def set_params(self, params: Params = None, seed: int = 0, strict: bool = True) -> ParamKeys:
+        """Sets the parameters from a safetensors path (the file ``acrobat train`` and ``save`` write;
+        a file of gradients is refused), a mapping of name to array or torch tensor (shapes agree
+        with the declarations after dropping dimensions of size 1, as for files), or None for the
+        deterministic initialisation from ``seed``. The values are copied into the model.
+
+        ``strict`` (default): every param must be given and every name must be a param, else an
+        acrobat.Error lists the names. ``strict=False``: the params not given keep their current
+        values and names that are not params are ignored; both are returned (ParamKeys)."""
         if params is None:
-            self._m.params_from_seed(int(seed))
-            return []
+            self._m.params_from_seed(_acrobat.seed_argument(seed))
+            return ParamKeys([], [])
         if isinstance(params, (str, os.PathLike)):
-            return self._m.params_from_file(os.fspath(params))
-        if isinstance(params, Mapping):
-            arrays = {str(k): _as_array(k, v) for k, v in params.items()}
-            return self._m.params_from_arrays(arrays, "the params given")
-        raise Error("params: expected a safetensors path, a mapping of name to array, or None; got %s"
-                    % type(params).__name__)
+            missing, unexpected = self._m.params_from_file(_text("--params", params), bool(strict))
+        elif isinstance(params, Mapping):
+            arrays = {str(k): _as_array(str(k), v) for k, v in params.items()}
+            missing, unexpected = self._m.params_from_arrays(arrays, bool(strict))
+        else:
+            raise Error("params: expected a safetensors path, a mapping of name to array, or None; got %s"
+                        % type(params).__name__)
+        return ParamKeys(missing, unexpected)
 
     @property
-    def params(self):
-        """Every param by name as a numpy array over the model's own storage (writes change the
-        params; a matrix's GEMM copy is refreshed only by set_params)."""
+    def params(self) -> "dict[str, np.ndarray]":
+        """Every param by name as a read-only numpy array over the model's own storage (training
+        shows through; a write raises ValueError: use set_params)."""
         return self._m.param_arrays()
 
     @property
-    def param_names(self):
+    def param_names(self) -> "list[str]":
         return self._m.param_names()
 
     @property
-    def params_source(self):
+    def params_source(self) -> str:
         return self._m.params_source
 
     @property
-    def engine(self):
+    def engine(self) -> str:
         return self._m.engine_name
 
-    def read_inputs(self, spec, entry="main", vocab=None, limit=0):
+    def read_inputs(self, spec: str, entry: str = "main", vocab: Optional[PathLike] = None, limit: int = 0) -> Instances:
         """Instances read by acrobat's readers, as ``acrobat run --input`` reads them: ``KIND:FILE``
         with KIND sst, sst-tokens, tokens, json or lengths (``vocab``: for sst, the vocabulary;
-        default: vocab.txt beside the file). ``limit``: at most that many (0: all)."""
-        return self._m.read_inputs(spec, entry, _vocab(vocab), int(limit))
+        default: vocab.txt beside the file). ``limit``: at most that many (0: all). The result
+        indexes, slices and iterates as a list (each instance as a Python value); for sst trees
+        ``labels`` holds each root's label."""
+        return self._m.read_inputs(_text("--input", spec), _text("--entry", entry), _vocab(vocab),
+                                   _integer("--limit", limit, 0, _acrobat.MAX_COUNT))
 
-    def read_values(self, spec, entry="main", vocab=None, limit=0):
+    def read_values(self, spec: str, entry: str = "main", vocab: Optional[PathLike] = None, limit: int = 0) -> list:
         """The same instances as Python values (lists, dicts, ...: the JSON input encoding), which
         pickle, for shipping to other processes (acrobat.dask)."""
-        return json.loads(self._m.read_values(spec, entry, _vocab(vocab), int(limit)))
+        return json.loads(self._m.read_values(_text("--input", spec), _text("--entry", entry), _vocab(vocab),
+                                              _integer("--limit", limit, 0, _acrobat.MAX_COUNT)))
 
-    def _instances(self, instances):
+    def _instances(self, instances: InstanceList) -> Union[Instances, list]:
         if isinstance(instances, Instances):
             return instances
+        if isinstance(instances, (str, bytes, Mapping)) or not isinstance(instances, Iterable):
+            raise Error("instances: expected a list of instances (or Instances), got %s" % type(instances).__name__)
         return list(instances)  # walked natively: torch tensors read as arrays, nesting bounded
 
-    def run(self, instances, batch=64, entry="main"):
+    def run(self, instances: InstanceList, batch: int = 64, entry: str = "main", first_index: int = 0,
+            on_error: str = "raise") -> tuple:
         """Runs ``entry`` on every instance, ``batch`` instances per engine run (0: all in one).
         Returns (outputs, stats): one output per instance in order (a numpy array for a tensor, a
-        tuple for a tuple, ...) and the run's counters (instances/s, batches, kernel calls, ...)."""
-        return self._m.run(self._instances(instances), int(batch), entry)
+        tuple for a tuple, ...) and the run's counters (instances/s, batches, kernel calls, ...).
+        ``on_error``: an instance that fails (an index out of range, an empty list gathered, ...)
+        raises acrobat.Error ("raise"), or is left out ("skip"): its output is None and
+        ``stats["failures"]`` lists ``{"instance": index, "error": message}`` for each one skipped.
+        ``first_index``: the index of the first instance in a larger collection, which errors name
+        (instance first_index + i; acrobat.dask passes a partition's)."""
+        return self._m.run(self._instances(instances), _integer("--batch", batch, 0, _acrobat.MAX_BATCH),
+                           _text("--entry", entry), _integer("--first-index", first_index, 0, _acrobat.MAX_COUNT),
+                           _text("--on-error", on_error))
 
-    def gradients(self, instances, entry="loss"):
+    def gradients(self, instances: InstanceList, entry: str = "loss") -> tuple:
         """The gradient of the summed loss (``entry`` returns one number per instance) with respect
         to every param. Returns (losses, grads, stats): each instance's loss, and a numpy array per
         param name."""
-        return self._m.gradients(self._instances(instances), entry)
+        return self._m.gradients(self._instances(instances), _text("--entry", entry))
 
-    def trainer(self, optimizer="adam", lr=1e-3, momentum=0.9, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                clip=0.0, seed=0, entry="loss"):
+    def trainer(self, optimizer: str = "adam", lr: float = 1e-3, momentum: float = 0.9,
+                betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                clip: float = 0.0, seed: int = 0, entry: str = "loss") -> "Trainer":
         """A Trainer of this model's params on the loss ``entry``, with the optimiser ``acrobat train``
         has: ``adam`` (``betas``, ``eps``) or ``sgd`` (``momentum``; 0 for plain SGD), ``weight_decay``
         added to the gradient, the gradient clipped to the global norm ``clip`` (0: not), and ``seed``
-        for the order of each epoch's instances. Trained in place: ``params`` shows the trained values
-        (params borrowed from arrays are copied first, so those arrays never change)."""
-        if optimizer not in ("adam", "sgd"):
-            raise Error("optimizer %r: expected 'adam' or 'sgd'" % (optimizer,))
+        for the order of each epoch's instances. Trained in place: ``params`` shows the trained values."""
         o = _acrobat.OptimizerOptions()
-        o.kind, o.lr, o.momentum, o.eps = optimizer, float(lr), float(momentum), float(eps)
-        o.beta1, o.beta2 = (float(b) for b in betas)
-        o.weight_decay, o.clip_norm = float(weight_decay), float(clip)
-        return Trainer(self, _acrobat.Trainer(self._m, o, int(seed), entry))
+        o.kind = _text("--optimizer", optimizer)
+        o.lr, o.momentum, o.eps = _real("--lr", lr), _real("--momentum", momentum), _real("--eps", eps)
+        if isinstance(betas, (str, bytes)) or not isinstance(betas, Sequence) or len(betas) != 2:
+            raise Error("betas=%r: expected two numbers" % (betas,))
+        o.beta1, o.beta2 = (_real("--betas", b) for b in betas)
+        o.weight_decay, o.clip_norm = _real("--weight-decay", weight_decay), _real("--clip", clip)
+        return Trainer(self, _acrobat.Trainer(self._m, o, _acrobat.seed_argument(seed), _text("--entry", entry)))
 
-    def save(self, path):
+    def save(self, path: PathLike) -> None:
         """Writes the params as safetensors under their names (what ``params=`` and ``--params`` read)."""
-        self._m.save(os.fspath(path))
+        self._m.save(_text("--params", path))
 
-    def accuracy(self, instances, labels, entry="main", batch=64):
-        """The share of instances whose ``entry`` output (a tensor of scores) is largest at its label."""
-        return self._m.accuracy(self._instances(instances), [int(label) for label in labels], entry, int(batch))
+    def accuracy(self, instances: InstanceList, labels: Optional[Sequence[int]] = None, entry: str = "main",
+                 batch: int = 64) -> float:
+        """The share of instances whose ``entry`` output (a tensor of scores) is largest at its label:
+        ``labels``, or for Instances read from sst trees their ``labels``. A label that is not one of
+        the output's classes, or a count that differs, is an acrobat.Error."""
+        if labels is not None:
+            labels = [_integer("--labels", label, -2 ** 31, 2 ** 31 - 1) for label in labels]
+        return self._m.accuracy(self._instances(instances), labels, _text("--entry", entry),
+                                _integer("--batch", batch, 0, _acrobat.MAX_BATCH))
 
-    def evaluate(self, spec, loss="loss", predict="main", vocab=None, limit=0, batch=64):
+    def evaluate(self, spec: str, loss: str = "loss", predict: str = "main", vocab: Optional[PathLike] = None,
+                 limit: int = 0, batch: int = 64) -> dict:
         """A held-out set ``"KIND:FILE"`` evaluated as ``acrobat train`` evaluates its dev and test sets:
         ``{"loss": the mean of the ``loss`` entry, "instances": n}``, and for SST trees also
         ``"accuracy"``: the share whose ``predict`` output is largest at the root's label."""
-        return self._m.evaluate(spec, loss, predict, _vocab(vocab), int(limit), int(batch))
+        return self._m.evaluate(_text("--input", spec), _text("--loss", loss), _text("--predict", predict),
+                                _vocab(vocab), _integer("--limit", limit, 0, _acrobat.MAX_COUNT),
+                                _integer("--batch", batch, 0, _acrobat.MAX_BATCH))
 
 
 class Trainer:
     """Steps of a model's optimiser (Model.trainer): each takes the batched gradient of the batch's
     mean loss on the model's engine and updates the params in place."""
 
-    def __init__(self, model, native):
+    def __init__(self, model: Model, native: "_acrobat.Trainer"):
         self.model = model
         self._t = native
 
-    def step(self, instances):
+    def step(self, instances: InstanceList) -> float:
         """One gradient and one update on ``instances`` as one batch; returns their mean loss."""
         return self._t.step(self.model._instances(instances))
 
-    def epoch(self, instances, batch=25, progress=None):
+    def epoch(self, instances: InstanceList, batch: int = 25,
+              progress: Optional[Callable[[int, float, float], Any]] = None, on_error: str = "raise") -> dict:
         """One epoch as ``acrobat train`` runs it: the instances in this trainer's random order, one step
-        per ``batch``. ``progress(done, mean_loss, seconds)`` is called after each step. Returns a dict:
-        mean_loss, instances, seconds, backward_seconds, update_seconds, peak_bytes, batch_losses."""
-        return self._t.epoch(self.model._instances(instances), int(batch), progress)
+        per ``batch``. ``progress(done, mean_loss, seconds)`` is called after each step, with the model
+        free: it may run the model (a dev set's accuracy), which leaves the epoch's results as they
+        would be without it. Returns a dict: mean_loss, instances, seconds (of the steps),
+        backward_seconds, update_seconds, peak_bytes, batch_losses."""
+        if progress is not None and not callable(progress):
+            raise Error("progress: expected a callable, got %s" % type(progress).__name__)
+        return self._t.epoch(self.model._instances(instances), _integer("--batch", batch, 1, _acrobat.MAX_BATCH),
+                             progress, _text("--on-error", on_error))
 
     @property
-    def steps(self):
+    def steps(self) -> int:
         return self._t.steps
 
 
-def _native(source, is_text, name, dims, disable, engine, threads, cache_dir):
-    return _acrobat.Model(source, is_text, name, {str(k): int(v) for k, v in (dims or {}).items()},
-                          [str(d) for d in (disable or ())], engine, int(threads or 0), cache_dir or "")
+def _native(source: str, is_text: bool, name: str, dims: Optional[Mapping[str, int]],
+            disable: Optional[Iterable[str]], engine: str, threads: Optional[int],
+            cache_dir: Optional[PathLike]) -> "_acrobat.Model":
+    if isinstance(disable, str) or (disable is not None and not isinstance(disable, Iterable)):
+        raise Error("disable=%r: expected a list of analysis names" % (disable,))
+    return _acrobat.Model(source, is_text, name, _acrobat.dims_argument(dims),
+                          [_text("--disable", d) for d in (disable or ())], _text("--engine", engine),
+                          0 if threads is None else _integer("--threads", threads, 1, _acrobat.MAX_THREADS),
+                          "" if cache_dir is None else _text("--cache-dir", cache_dir))
 
 
-def load(path, dims=None, engine="batched", threads=None, params=None, seed=0, cache_dir=None, disable=None):
-    """Compiles the model file at ``path`` (``dims`` override its ``dim`` declarations, as
-    ``--set``; ``disable`` names analyses to switch off, as ``--disable``: "reuse", "share", ...);
-    ``threads``: per batched kernel (default: every core); ``cache_dir``: where the AOT engine keeps
-    compiled models (default as the CLI's). ``params``: see Model.set_params."""
-    m = Model(_native(os.fspath(path), False, os.fspath(path), dims, disable, engine, threads, cache_dir),
-              params, seed)
-    with open(os.fspath(path), encoding="utf-8", errors="replace") as f:  # for acrobat.torch.Module
-        text = f.read()
-    m._source = (text, os.fspath(path), dims, dict(engine=engine, threads=threads, cache_dir=cache_dir, disable=disable))
+def load(path: PathLike, dims: Optional[Mapping[str, int]] = None, engine: str = "batched",
+         threads: Optional[int] = None, params: Params = None, seed: int = 0, cache_dir: Optional[PathLike] = None,
+         disable: Optional[Iterable[str]] = None, strict: bool = True) -> Model:
+    """Compiles the model file at ``path`` (``dims`` override its ``dim`` declarations;
+    ``disable`` names analyses to switch off: "reuse", "share", ...); ``threads``: per batched
+    kernel (default: every core); ``cache_dir``: where the AOT engine keeps compiled models (default
+    as the CLI's). ``params``, ``seed``, ``strict``: see Model.set_params."""
+    path = _text("--model", path)
+    m = Model(_native(path, False, path, dims, disable, engine, threads, cache_dir), params, seed, strict)
+    with open(path, encoding="utf-8", errors="replace") as f:  # for acrobat.torch.Module
+        m._source = (f.read(), path, dims, dict(engine=engine, threads=threads, cache_dir=cache_dir, disable=disable))
     return m
 
 
-def loads(text, name="<string>", dims=None, engine="batched", threads=None, params=None, seed=0, cache_dir=None,
-          disable=None):
+def loads(text: str, name: str = "<string>", dims: Optional[Mapping[str, int]] = None, engine: str = "batched",
+          threads: Optional[int] = None, params: Params = None, seed: int = 0, cache_dir: Optional[PathLike] = None,
+          disable: Optional[Iterable[str]] = None, strict: bool = True) -> Model:
     """The same for a model's text; ``name`` names it in messages."""
-    m = Model(_native(text, True, name, dims, disable, engine, threads, cache_dir), params, seed)
+    m = Model(_native(_text("--text", text), True, _text("--name", name), dims, disable, engine, threads, cache_dir),
+              params, seed, strict)
     m._source = (text, name, dims, dict(engine=engine, threads=threads, cache_dir=cache_dir, disable=disable))
     return m

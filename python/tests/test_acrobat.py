@@ -1,5 +1,5 @@
 """The Python package against the CLI and against PyTorch: the same outputs as `acrobat run` on
-every engine, params from a torch state_dict used in place, gradients equal to `acrobat grad`'s,
+every engine, params from a torch state_dict (copied), gradients equal to `acrobat grad`'s,
 user errors raised as acrobat.Error with their file:line:col.
 
 Run from the repository root with PYTHONPATH=build/python (ctest's python.pytest does);
@@ -66,13 +66,14 @@ def test_outputs_equal_the_cli(engine, treelstm_params, tmp_path):
         np.testing.assert_array_equal(got, as_array(want))  # the same engine: the same bits
 
 
-def test_state_dict_params_are_used_in_place_and_match_pytorch(treelstm_params):
+def test_state_dict_params_are_copied_and_match_pytorch(treelstm_params):
     model, _ = treelstm_params
     state = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
     m = acrobat.load(TREELSTM, dims={"H": 64}, engine="batched", threads=1, params=state)
-    # In place: the model's params are the tensors' memory.
+    # Copied: the model's params are its own memory, equal to the tensors.
     for name, array in m.params.items():
-        assert array.__array_interface__["data"][0] == state[name].data_ptr(), name
+        assert array.__array_interface__["data"][0] != state[name].data_ptr(), name
+        np.testing.assert_array_equal(array.reshape(-1), state[name].numpy().reshape(-1))
     trees = m.read_inputs("sst:" + TEST, limit=25)
     outputs, _ = m.run(trees, batch=25)
     # PyTorch's Tree-LSTM on the same trees and weights (tests/reference/models.py).
@@ -138,7 +139,7 @@ def test_errors_are_exceptions_with_where():
         m.set_params({"emb": np.zeros((3, 8), np.float32)})
     with pytest.raises(acrobat.Error, match=r"tensor 'W_leaf' has shape"):
         m.set_params({k: (np.zeros((2, 2), np.float32) if k == "W_leaf" else v) for k, v in m.params.items()})
-    with pytest.raises(acrobat.Error, match="instance 1"):
+    with pytest.raises(acrobat.Error, match="instance 0: at"):
         m.run([{"Leaf": ["not an id"]}])
     with pytest.raises(acrobat.Error, match="out of range"):
         m.run([{"Leaf": [10 ** 9]}])
@@ -233,9 +234,9 @@ def test_training_borrowed_params_trains_a_copy_and_steps_lower_the_loss():
 
 def test_training_errors():
     m = acrobat.load(TREELSTM, dims={"H": 8}, threads=1)
-    with pytest.raises(acrobat.Error, match="optimizer 'rmsprop': expected 'adam' or 'sgd'"):
+    with pytest.raises(acrobat.Error, match="optimizer='rmsprop': expected adam or sgd"):
         m.trainer(optimizer="rmsprop")
-    with pytest.raises(acrobat.Error, match="--lr: expected a number > 0"):
+    with pytest.raises(acrobat.Error, match="lr: expected a number > 0"):
         m.trainer(lr=0)
     with pytest.raises(acrobat.Error, match=r"treelstm\.acr:\d+:\d+: error: the loss entry 'main' returns"):
         m.trainer(entry="main")
@@ -312,5 +313,5 @@ def test_disabled_analyses_give_the_same_outputs_as_the_cli(treelstm_params, tmp
     want = cli_outputs(TREELSTM, path, "sst:" + TEST, 20, "batched", sets=["H=64"], tmp=str(tmp_path))
     for got, w in zip(outputs, want):
         np.testing.assert_allclose(got, as_array(w), rtol=1e-5, atol=1e-6)
-    with pytest.raises(acrobat.Error, match="'nothing': expected specialise, reuse"):
+    with pytest.raises(acrobat.Error, match=r"disable=\['nothing'\]: expected specialise, reuse"):
         acrobat.load(TREELSTM, dims={"H": 8}, disable=["nothing"])

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "support/diagnostics.h"
+#include "support/surface.h"
 
 namespace acrobat {
 
@@ -45,7 +46,7 @@ DimOverrides parse_sets(const std::vector<std::string>& sets) {
     if (begin != end && *begin == '+') ++begin;  // from_chars takes no sign but '-'
     const auto [ptr, ec] = std::from_chars(begin, end, v);
     if (eq == std::string::npos || name.empty() || begin == end || ec != std::errc() || ptr != end || v <= 0)
-      throw UserError("--set '" + s + "': expected NAME=VALUE with a positive integer VALUE (at most " +
+      throw UserError(given("--set", s) + ": expected NAME=VALUE with a positive integer VALUE (at most " +
                       std::to_string(INT64_MAX) + ")");
     out[name] = v;
   }
@@ -58,7 +59,7 @@ analysis::AnalysisOptions parse_disable(const std::vector<std::string>& names) {
     const Switch* found = nullptr;
     for (const Switch& s : kSwitches)
       if (n == s.name) found = &s;
-    if (!found) throw UserError("--disable '" + n + "': expected " + analysis_names_text());
+    if (!found) throw UserError(given("--disable", n) + ": expected " + analysis_names_text());
     a.*(found->on) = false;
   }
   return a;

@@ -6,6 +6,7 @@
 #include "analysis/plan.h"
 #include "lang/frontend.h"
 #include "support/clock.h"
+#include "support/surface.h"
 
 namespace acrobat {
 
@@ -118,10 +119,10 @@ std::vector<Value> entry_arguments(const ir::Module& module, int func, const Val
   return args;
 }
 
-OnError parse_on_error(const std::string& text, const std::string& what) {
+OnError parse_on_error(const std::string& text) {
   if (text == "raise") return OnError::Raise;
   if (text == "skip") return OnError::Skip;
-  throw UserError(what + " '" + text + "': expected " + one_of({"'raise'", "'skip'"}));
+  throw UserError(given("--on-error", text) + ": expected " + one_of({"'raise'", "'skip'"}));
 }
 
 namespace {

@@ -32,8 +32,8 @@ struct RunResult {
 // list gathered, ...): fail the whole run (Raise), or leave the instance out, report it and
 // return the others' outputs (Skip). An internal error (a bug in acrobat) always fails the run.
 enum class OnError { Raise, Skip };
-// "raise" or "skip"; a UserError naming `what` (the flag or argument) otherwise.
-OnError parse_on_error(const std::string& text, const std::string& what);
+// "raise" or "skip" (--on-error, Python's on_error=); a UserError otherwise.
+OnError parse_on_error(const std::string& text);
 
 // A gradient run: each instance's loss (the entry's output, one number) and, for every param of the
 // module in its order, d(sum of the instances' losses)/d(param) with the param's full shape (an

@@ -10,6 +10,7 @@
 #include "io/json_lines.h"
 #include "io/ptb.h"
 #include "io/tokens.h"
+#include "support/surface.h"
 #include "io/vocab.h"
 #include "support/sizes.h"
 
@@ -92,15 +93,15 @@ Value tree_value(const io::PtbTree& t, const AdtDef* tree, const io::Vocabulary&
 }
 
 [[noreturn]] void type_mismatch(const InputSpec& spec, const Type& type, const char* needs) {
-  throw UserError("--input " + std::string(input_kind_name(spec.kind)) + ":" + spec.path +
+  throw UserError(given("--input", std::string(input_kind_name(spec.kind)) + ":" + spec.path) +
                   " produces " + needs + ", but the entry function takes " + type_str(type) +
                   (spec.kind == InputKind::Json ? "" : "; use json:FILE for other input types"));
 }
 
 io::Vocabulary load_vocab(const std::string& vocab_path, const InputSpec& spec) {
   if (vocab_path.empty())
-    throw UserError("--input " + std::string(input_kind_name(spec.kind)) + ":" + spec.path +
-                    " maps words to ids and needs a vocabulary: pass --vocab FILE");
+    throw UserError(given("--input", std::string(input_kind_name(spec.kind)) + ":" + spec.path) +
+                    " maps words to ids and needs a vocabulary: give " + argument("--vocab"));
   return io::Vocabulary::load(vocab_path);
 }
 
@@ -123,12 +124,22 @@ const char* input_kind_name(InputKind kind) {
 InputSpec parse_input_spec(const std::string& spec) {
   size_t colon = spec.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size())
-    throw UserError("--input '" + spec + "': expected KIND:FILE with KIND one of " + known_kinds());
+    throw UserError(given("--input", spec) + ": expected KIND:FILE with KIND one of " + known_kinds());
   std::string kind = spec.substr(0, colon);
   for (auto& k : kKinds)
     if (kind == k.name) return InputSpec{k.kind, spec.substr(colon + 1)};
-  throw UserError("--input '" + spec + "': unknown input kind '" + kind + "' (expected one of " +
+  throw UserError(given("--input", spec) + ": unknown input kind '" + kind + "' (expected one of " +
                   known_kinds() + ")");
+}
+
+std::vector<int> sst_root_labels(const InputSpec& spec, size_t count) {
+  ACROBAT_ASSERT(spec.kind == InputKind::Sst, "root labels of sst: trees");
+  std::vector<int> labels;
+  for (const io::PtbTree& tree : io::read_ptb_file(spec.path)) {
+    if (labels.size() == count) break;
+    labels.push_back(tree.label);
+  }
+  return labels;
 }
 
 std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,

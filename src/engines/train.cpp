@@ -7,30 +7,30 @@
 #include "acrobat/kernels.h"
 #include "analysis/plan.h"
 #include "engines/inputs.h"
-#include "io/ptb.h"
 #include "io/safetensors.h"
 #include "runtime/thread_pool.h"
 #include "support/diagnostics.h"
 #include "support/clock.h"
+#include "support/surface.h"
 
 namespace acrobat {
 
 void check_optimizer(const OptimizerOptions& o) {
   if (o.kind != "adam" && o.kind != "sgd")
-    throw UserError("--optimizer '" + o.kind + "': expected adam or sgd");
-  auto positive = [](const char* name, double v) {
-    if (!(v > 0) || !std::isfinite(v)) throw UserError(std::string(name) + ": expected a number > 0, found " + std::to_string(v));
+    throw UserError(given("--optimizer", o.kind) + ": expected adam or sgd");
+  auto positive = [](const char* flag, double v) {
+    if (!(v > 0) || !std::isfinite(v)) throw UserError(argument(flag) + ": expected a number > 0, found " + std::to_string(v));
   };
-  auto non_negative = [](const char* name, double v) {
-    if (!(v >= 0) || !std::isfinite(v)) throw UserError(std::string(name) + ": expected a number >= 0, found " + std::to_string(v));
+  auto non_negative = [](const char* flag, double v) {
+    if (!(v >= 0) || !std::isfinite(v)) throw UserError(argument(flag) + ": expected a number >= 0, found " + std::to_string(v));
   };
   positive("--lr", o.lr);
   non_negative("--momentum", o.momentum);
   non_negative("--weight-decay", o.weight_decay);
   non_negative("--clip", o.clip_norm);
   if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1))
-    throw UserError("Adam's betas must lie in [0, 1)");
-  positive("eps", o.eps);
+    throw UserError(argument("--betas") + ": Adam's betas must lie in [0, 1)");
+  positive("--eps", o.eps);
 }
 
 Optimizer::Optimizer(OptimizerOptions options, const ParamStore& params, int threads) : o_(std::move(options)) {
@@ -191,52 +191,68 @@ StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& pa
   return r;
 }
 
+Epoch::Epoch(size_t instances, size_t batch, std::mt19937_64& rng, OnError on_error)
+    : order_(instances), batch_(batch), on_error_(on_error) {
+  ACROBAT_ASSERT(batch > 0, "a batch of at least one instance");
+  for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+  for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[rng() % i]);
+}
+
+const EpochResult& Epoch::step(Engine& engine, Optimizer& optimizer, const ParamStore& params,
+                               const std::vector<Value>& train, const std::string& loss_entry) {
+  ACROBAT_ASSERT(!done() && train.size() == order_.size(), "a step of an unfinished epoch on its instances");
+  const auto start = Clock::now();
+  const size_t b1 = std::min(order_.size(), next_ + batch_);
+  part_.clear();
+  numbers_.clear();
+  for (size_t i = next_; i < b1; ++i) {
+    part_.push_back(train[order_[i]]);
+    numbers_.push_back(order_[i]);  // in messages and `skipped`: its index in `train`
+  }
+  StepResult step = train_step(engine, optimizer, params, part_, loss_entry, on_error_, numbers_);
+  r_.backward_seconds += step.backward_seconds;
+  r_.update_seconds += step.update_seconds;
+  r_.peak_bytes = std::max(r_.peak_bytes, step.peak_bytes);
+  total_ += step.loss_sum;
+  if (step.instances > 0) r_.batch_losses.push_back(step.loss_sum / double(step.instances));
+  r_.instances += step.instances;
+  next_ = b1;
+  r_.mean_loss = r_.instances ? total_ / double(r_.instances) : 0;
+  for (InstanceFailure& f : step.skipped) {
+    auto at = std::upper_bound(r_.skipped.begin(), r_.skipped.end(), f.instance,
+                               [](size_t i, const InstanceFailure& g) { return i < g.instance; });
+    r_.skipped.insert(at, std::move(f));
+  }
+  r_.seconds += seconds_since(start);
+  return r_;
+}
+
 EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& params,
                         const std::vector<Value>& train, size_t batch, std::mt19937_64& rng,
                         const std::string& loss_entry, const std::function<void(size_t, double, double)>& progress,
                         OnError on_error) {
-  ACROBAT_ASSERT(batch > 0, "a batch of at least one instance");
-  const auto start = Clock::now();
-  std::vector<size_t> order(train.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
-  EpochResult r;
-  double total = 0;
-  std::vector<Value> part;
-  std::vector<size_t> numbers;  // each instance of the step by its index in `train`
-  for (size_t b0 = 0; b0 < order.size(); b0 += batch) {
-    const size_t b1 = std::min(order.size(), b0 + batch);
-    part.clear();
-    numbers.clear();
-    for (size_t i = b0; i < b1; ++i) {
-      part.push_back(train[order[i]]);
-      numbers.push_back(order[i]);
-    }
-    StepResult step = train_step(engine, optimizer, params, part, loss_entry, on_error, numbers);
-    r.backward_seconds += step.backward_seconds;
-    r.update_seconds += step.update_seconds;
-    r.peak_bytes = std::max(r.peak_bytes, step.peak_bytes);
-    total += step.loss_sum;
-    if (step.instances > 0) r.batch_losses.push_back(step.loss_sum / double(step.instances));
-    r.instances += step.instances;
-    for (InstanceFailure& f : step.skipped) r.skipped.push_back(std::move(f));
-    r.seconds = seconds_since(start);
-    if (progress) progress(b1, r.instances ? total / double(r.instances) : 0, r.seconds);
+  Epoch epoch(train.size(), batch, rng, on_error);
+  while (!epoch.done()) {
+    const EpochResult& r = epoch.step(engine, optimizer, params, train, loss_entry);
+    if (progress) progress(epoch.position(), r.mean_loss, r.seconds);
   }
-  std::sort(r.skipped.begin(), r.skipped.end(),
-            [](const InstanceFailure& a, const InstanceFailure& b) { return a.instance < b.instance; });
-  r.mean_loss = r.instances ? total / double(r.instances) : 0;
-  return r;
+  return epoch.result();
 }
 
 double accuracy(Engine& engine, const std::vector<Value>& inputs, const std::vector<int>& labels,
                 const std::string& entry, size_t batch) {
-  ACROBAT_ASSERT(inputs.size() == labels.size(), "one label per input");
+  if (inputs.size() != labels.size())
+    throw UserError(std::to_string(inputs.size()) + " instances but " + std::to_string(labels.size()) + " labels");
   if (inputs.empty()) return 0;
   RunResult r = engine.run_batches(inputs, batch, entry);
   size_t right = 0;
   for (size_t i = 0; i < r.outputs.size(); ++i) {
     const Tensor& t = *r.outputs[i].tensor;
+    if (labels[i] < 0 || labels[i] >= t.size())
+      throw for_instance(UserError("label " + std::to_string(labels[i]) + " is not one of the " +
+                                   std::to_string(t.size()) + " classes of '" + entry + "' (0 to " +
+                                   std::to_string(t.size() - 1) + ")"),
+                         i);
     int64_t best = 0;
     for (int64_t j = 1; j < t.size(); ++j)
       if (t.data[j] > t.data[best]) best = j;
@@ -260,13 +276,10 @@ HeldOut read_held_out(const ir::Module& module, const std::string& name, const s
   if (spec.kind == InputKind::Sst) {
     const ir::Function& f = function(predict_entry);
     if (f.ret->kind != TypeKind::Tensor || is_ragged(f.ret->shape))
-      throw UserError(f.span.begin, "--predict '" + predict_entry + "' returns " + type_str(f.ret) +
+      throw UserError(f.span.begin, given("--predict", predict_entry) + " returns " + type_str(f.ret) +
                                         "; the accuracy needs a tensor of scores, one per class");
     h.predict = load_inputs(spec, input_type(f), words, limit);
-    for (const io::PtbTree& tree : io::read_ptb_file(spec.path)) {
-      if (h.labels.size() == h.predict.size()) break;
-      h.labels.push_back(tree.label);
-    }
+    h.labels = sst_root_labels(spec, h.predict.size());
   }
   return h;
 }

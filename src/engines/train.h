@@ -106,8 +106,34 @@ EpochResult train_epoch(Engine& engine, Optimizer& optimizer, const ParamStore& 
                         const std::function<void(size_t, double, double)>& progress = {},
                         OnError on_error = OnError::Raise);
 
+// One epoch step by step: the order drawn from `rng` when it is made, then one step per call.
+// train_epoch runs every step; a caller that must do something between steps without the engine
+// (the Python package calls back into Python with the model unlocked) runs them one at a time, with
+// the same bits. `seconds` counts the steps only, not what runs between them.
+class Epoch {
+ public:
+  Epoch(size_t instances, size_t batch, std::mt19937_64& rng, OnError on_error = OnError::Raise);
+  bool done() const { return next_ >= order_.size(); }
+  // The instances the steps so far took (those skipped included).
+  size_t position() const { return next_; }
+  // The next batch's gradient and update; the figures so far (mean_loss: of the instances so far).
+  const EpochResult& step(Engine& engine, Optimizer& optimizer, const ParamStore& params,
+                          const std::vector<Value>& train, const std::string& loss_entry);
+  const EpochResult& result() const { return r_; }
+
+ private:
+  std::vector<size_t> order_;
+  size_t batch_, next_ = 0;
+  OnError on_error_;
+  double total_ = 0;
+  EpochResult r_;
+  std::vector<Value> part_;
+  std::vector<size_t> numbers_;
+};
+
 // The share of `inputs` whose output of `entry` (a [1, C] or [C] tensor of scores) has its largest
-// score at `labels[i]` (ties: the first).
+// score at `labels[i]` (ties: the first). A UserError when the counts differ or a label is not one
+// of the C classes (naming the instance).
 double accuracy(Engine& engine, const std::vector<Value>& inputs, const std::vector<int>& labels,
                 const std::string& entry, size_t batch);
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "lang/checker.h"
+#include "support/surface.h"
 
 namespace acrobat::checker {
 
@@ -88,7 +89,7 @@ void Checker::declare_dims() {
     if (applied.count(name)) continue;
     std::string known;
     for (auto& d : m_.dims) known += (known.empty() ? "" : ", ") + d->name;
-    sink_.error(SourceLoc{}, "--set " + name + "=" + std::to_string(value) +
+    sink_.error(SourceLoc{}, given("--set", name + "=" + std::to_string(value)) +
                                  ": the model has no dim " + quote(name) +
                                  (known.empty() ? "" : " (its dims are: " + known + ")"));
   }

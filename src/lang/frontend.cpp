@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "lang/parser.h"
+#include "support/surface.h"
 
 namespace acrobat {
 
@@ -56,7 +57,7 @@ void check_entry(const ast::Module& module, const std::string& entry) {
     throw UserError(SourceLoc{file, 0, 0},
                     "the model has no function '" + entry + "' to run (" +
                         (names.empty() ? std::string("it defines no function")
-                                       : "its functions: " + names + "; choose one with --entry") +
+                                       : "its functions: " + names + "; " + argument("--entry") + " chooses one") +
                         ")");
   }
   if (f->params.size() != 1)

@@ -65,22 +65,36 @@ std::string declared(const ir::Param& p) {
 
 }  // namespace
 
-ParamStore load_params(const ir::Module& module, const std::string& path,
-                       std::vector<std::string>* unused) {
-  const auto tensors = io::read_safetensors(path);
+ParamStore load_params(const ir::Module& module, const std::string& path, std::vector<std::string>* unused,
+                       const ParamMatching& matching) {
+  std::map<std::string, std::string> metadata;
+  const auto tensors = io::read_safetensors(path, &metadata);
+  auto content = metadata.find(kContentKey);
+  if (content != metadata.end() && content->second == kGradientsContent)
+    throw UserError(SourceLoc{path}, "holds gradients (written by `acrobat grad`), not params (such as a "
+                                     "checkpoint that `acrobat train` writes)");
   std::map<std::string, ParamSource> sources;
   for (const auto& [name, t] : tensors) sources[name] = {t.shape, t.data.data()};
-  return params_from(module, sources, path, false, unused);
+  return params_from(module, sources, path, unused, matching);
 }
 
 ParamStore params_from(const ir::Module& module, const std::map<std::string, ParamSource>& tensors,
-                       const std::string& where, bool borrow, std::vector<std::string>* unused) {
+                       const std::string& where, std::vector<std::string>* unused, const ParamMatching& matching) {
   ParamStore store;
   store.source = where;
   std::vector<Diagnostic> errors;
   std::set<std::string> used;
-  for (const auto& p : module.params) {
+  for (size_t k = 0; k < module.params.size(); ++k) {
+    const ir::Param& p = module.params[k];
     auto it = tensors.find(p.name);
+    if (it == tensors.end() && matching.keep) {
+      const Tensor& kept = matching.keep->params[k].tensor;
+      Tensor t = Tensor::allocate(kept.shape);
+      std::copy_n(kept.data.get(), t.size(), t.data.get());
+      store.params.push_back(make_value(p, std::move(t)));
+      if (matching.kept) matching.kept->push_back(p.name);
+      continue;
+    }
     if (it == tensors.end()) {
       std::string have;
       for (auto& [name, _] : tensors) have += (have.empty() ? "" : ", ") + name;
@@ -96,21 +110,26 @@ ParamStore params_from(const ir::Module& module, const std::map<std::string, Par
                                               shape_str(expected) + " for " + declared(p)});
       continue;
     }
-    Tensor t;
-    if (borrow) {
-      t.shape = expected;
-      t.data = Tensor::borrow(const_cast<float*>(it->second.data));
-    } else {
-      t = Tensor::allocate(expected);
-      std::copy_n(it->second.data, t.size(), t.data.get());
-    }
+    Tensor t = Tensor::allocate(expected);
+    std::copy_n(it->second.data, t.size(), t.data.get());
     store.params.push_back(make_value(p, std::move(t)));
     used.insert(p.name);
   }
+  std::vector<std::string> unknown;
+  for (auto& [name, _] : tensors)
+    if (!used.count(name) && !std::any_of(module.params.begin(), module.params.end(),
+                                          [&](const ir::Param& p) { return p.name == name; }))
+      unknown.push_back(name);
+  if (matching.unknown_is_error && !unknown.empty()) {
+    std::string quoted, names;
+    for (const auto& n : unknown) quoted += (quoted.empty() ? "'" : ", '") + n + "'";
+    for (const auto& p : module.params) names += (names.empty() ? "" : ", ") + p.name;
+    errors.push_back({SourceLoc{where}, (unknown.size() == 1 ? "tensor " : "tensors ") + quoted +
+                                            (unknown.size() == 1 ? " is not a param" : " are not params") +
+                                            " of the model (its params: " + names + ")"});
+  }
   if (!errors.empty()) throw UserError(std::move(errors));
-  if (unused)
-    for (auto& [name, _] : tensors)
-      if (!used.count(name)) unused->push_back(name);
+  if (unused) *unused = std::move(unknown);
   return store;
 }
 

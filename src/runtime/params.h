@@ -30,13 +30,29 @@ struct ParamStore {
   std::string source;              // the file they came from, or "seed N"
 };
 
+// How tensors offered by name meet the params (by default as the CLI's --params: a tensor the
+// model has no param for is listed in `unused`, a param without a tensor is an error).
+struct ParamMatching {
+  // A tensor no param is named as: an error naming every such tensor, instead of listed in `unused`.
+  bool unknown_is_error = false;
+  // A param no tensor is offered for: a copy of this store's, instead of an error; its name is
+  // added to `kept` (if given).
+  const ParamStore* keep = nullptr;
+  std::vector<std::string>* kept = nullptr;
+};
+
 // Loads `path` and matches its tensors to the module's params by name. A file tensor fits a param
 // when the shapes agree after dropping dimensions of size 1 (so a bias f32[1, H] may be stored as
 // [H] and an embedding emb[V]: f32[1, E] as [V, E]). Missing params and shape mismatches are errors
 // that name the file, the tensor and the declaration; tensors the model does not use are listed in
-// `unused` (if given) for the caller to warn about.
-ParamStore load_params(const ir::Module& module, const std::string& path,
-                       std::vector<std::string>* unused = nullptr);
+// `unused` (if given) for the caller to warn about. A file of gradients (`acrobat grad`'s,
+// kGradientsMetadata) is refused with an error saying so.
+ParamStore load_params(const ir::Module& module, const std::string& path, std::vector<std::string>* unused = nullptr,
+                       const ParamMatching& matching = {});
+
+// The metadata entry that marks a safetensors file as gradients rather than params.
+inline constexpr const char* kContentKey = "content";
+inline constexpr const char* kGradientsContent = "gradients";
 
 // A tensor offered as a param (a file's, a caller's array): its shape and row-major floats.
 struct ParamSource {
@@ -44,11 +60,11 @@ struct ParamSource {
   const float* data = nullptr;
 };
 // load_params' matching for tensors by name from anywhere (`where` names them in messages): every
-// param needs one whose shape agrees after dropping dimensions of size 1. With `borrow` the params
-// use the tensors' memory in place (the caller keeps it alive and unchanged while they are used);
-// else they are copied.
+// param needs one whose shape agrees after dropping dimensions of size 1 (unless `matching` keeps
+// it). The params are copies: the tensors' memory is not used after this returns.
 ParamStore params_from(const ir::Module& module, const std::map<std::string, ParamSource>& tensors,
-                       const std::string& where, bool borrow, std::vector<std::string>* unused = nullptr);
+                       const std::string& where, std::vector<std::string>* unused = nullptr,
+                       const ParamMatching& matching = {});
 
 // The tensors of `params`, copied (to change them without touching `params`; make_params makes
 // params of them again).

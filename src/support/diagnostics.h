@@ -58,7 +58,8 @@ class UserError : public std::runtime_error {
 std::string one_of(const std::vector<std::string>& names);
 
 // Marks a UserError as belonging to instance `i` of a run ("instance 7: ..."); an error that
-// already names an instance is renumbered.
+// already names an instance is renumbered. Instances count from 0 everywhere (as Python and JSON
+// arrays count): the first instance of a run is instance 0.
 UserError for_instance(const UserError& e, size_t i);
 
 // Collects several errors so that one run reports all it can find, then throws them together.

@@ -62,7 +62,7 @@ TEST(CliInputs, MissingEntryFunctionNamesTheModelFile) {
   std::string model = dir.write("lib.acr", "def f(x: int) -> int { x }\ndef g(x: int) -> int { x }\n");
   std::string input = dir.write("in.jsonl", "1\n");
   const std::string expected = model + ": error: the model has no function 'main' to run (its "
-                                       "functions: f, g; choose one with --entry)\n";
+                                       "functions: f, g; --entry chooses one)\n";
   CliResult check = run_cli({"check", model});
   EXPECT_EQ(check.status, 1);
   EXPECT_EQ(check.err, expected);

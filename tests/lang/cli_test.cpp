@@ -64,7 +64,7 @@ TEST(Cli, SetZeroIsRejected) {
 TEST(Cli, SetOfAnUnknownDim) {
   CliResult r = run_cli({"check", source_path("models/birnn.acr"), "--set", "X=3"});
   EXPECT_NE(r.status, 0);
-  EXPECT_TRUE(contains(r.err, "--set X=3: the model has no dim 'X' (its dims are: H, E, V, C)"))
+  EXPECT_TRUE(contains(r.err, "--set 'X=3': the model has no dim 'X' (its dims are: H, E, V, C)"))
       << r.err;
 }
 

@@ -278,14 +278,14 @@ TEST(DimOverrides, UnknownDimIsReportedWithTheKnownOnes) {
   ASSERT_EQ(e.diagnostics().size(), 1u) << e.what();
   EXPECT_FALSE(e.diagnostics()[0].loc.known());
   EXPECT_EQ(e.diagnostics()[0].message,
-            "--set X=3: the model has no dim 'X' (its dims are: H, C)");
+            "--set 'X=3': the model has no dim 'X' (its dims are: H, C)");
 }
 
 TEST(DimOverrides, EveryUnknownDimIsReported) {
   UserError e = check_error(kDims, {{"X", 3}, {"Y", 5}, {"H", 8}});
   ASSERT_EQ(e.diagnostics().size(), 2u) << e.what();
-  EXPECT_NE(std::string(e.what()).find("--set X=3"), std::string::npos);
-  EXPECT_NE(std::string(e.what()).find("--set Y=5"), std::string::npos);
+  EXPECT_NE(std::string(e.what()).find("--set 'X=3'"), std::string::npos);
+  EXPECT_NE(std::string(e.what()).find("--set 'Y=5'"), std::string::npos);
 }
 
 TEST(DimOverrides, NonPositiveOverrideIsReported) {

@@ -399,3 +399,17 @@ TEST(Cli, TheReadmesFirstModelRunsAsWritten) {
     }
   }
 }
+
+// A file `acrobat grad` writes holds tensors under the params' names, but gradients: --params
+// refuses it with an error that says so, rather than running with gradients as weights.
+TEST(Cli, AGradientsFileIsNotParams) {
+  const std::string data = std::string(ACROBAT_SOURCE_DIR) + "/data/sst/";
+  const std::string grads = (std::filesystem::temp_directory_path() / "acrobat_cli_grads.safetensors").string();
+  Result g = run("grad " + kModel + " --set H=8 --input sst:" + data + "train.txt --limit 4 --out " + grads);
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  Result r = run("run " + kModel + " --set H=8 --input sst:" + data + "test.txt --limit 2 --params " + grads);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find(grads + ": error: holds gradients (written by `acrobat grad`), not params"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("#0 "), std::string::npos) << "outputs printed:\n" << r.out;
+}

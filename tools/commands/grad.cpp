@@ -28,7 +28,9 @@ int grad(const RunOptions& o, const std::string& out_path) {
   }
   if (!out_path.empty())
     write_param_tensors(*p.module, tensors, out_path,
-                        {{"loss_sum", fmt::format("{:.9g}", total)}, {"instances", std::to_string(g.outputs.size())}});
+                        {{"loss_sum", fmt::format("{:.9g}", total)},
+                         {"instances", std::to_string(g.outputs.size())},
+                         {kContentKey, kGradientsContent}});  // load_params refuses it as params
   std::cout << fmt::format("{} instances: loss sum {:.6g} (mean {:.6g}); gradient norm {:.6g} ({} engine, "
                            "{:.3f} s){}\n",
                            g.outputs.size(), total, total / double(std::max<size_t>(1, g.outputs.size())),

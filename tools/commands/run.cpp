@@ -60,7 +60,7 @@ int run(const RunOptions& o) {
   std::unique_ptr<Engine> engine = make_cli_engine(o, p);
   // Batches of --batch instances, one engine run each; the reference engine takes them all.
   RunResult result = run_batches(*engine, p.inputs, o.engine == "reference" ? 0 : o.batch, o.entry,
-                                 parse_on_error(o.on_error, "--on-error"));
+                                 parse_on_error(o.on_error));
   std::vector<uint8_t> skipped(result.outputs.size(), 0);  // null in --output, "skipped" when shown
   for (const InstanceFailure& f : result.failures) skipped[f.instance] = 1;
 

@@ -105,7 +105,7 @@ int train(TrainOptions& t) {
                                     {"weight_decay", t.opt.weight_decay}, {"clip", t.opt.clip_norm}}},
                      {"epochs", nlohmann::json::array()},
                      {"batch_losses", nlohmann::json::array()}};
-  const OnError on_error = parse_on_error(o.on_error, "--on-error");
+  const OnError on_error = parse_on_error(o.on_error);
   Optimizer optimizer(t.opt, *params, thread_count(o.threads));
   std::mt19937_64 rng(o.seed);
   nlohmann::json start_row = nlohmann::json::object();
