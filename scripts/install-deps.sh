@@ -14,6 +14,7 @@ packages=(
   python3 python3-torch python3-numpy             # the PyTorch oracle (tests/reference)
   python3-dev pybind11-dev python3-pytest         # the Python package (python/) and its tests
   python3-distributed                             # acrobat.dask
+  python3-mypy                                    # the package's type information, checked by its tests
   python3-matplotlib                              # bench --all's plot
   clang libclang-rt-14-dev                        # scripts/fuzz.sh: libFuzzer, ASan, UBSan
 )

@@ -39,7 +39,7 @@ the model (``m.run``, ``m.accuracy``) between steps without changing the epoch's
 from collections.abc import Callable, Iterable, Mapping, Sequence
 import json
 import os
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -90,6 +90,9 @@ class ParamKeys(NamedTuple):
 class Model:
     """A compiled model, its parameters and an engine (``batched``: the interpreter of the batched
     runtime; ``aot``: the model compiled to C++ and cached; ``reference``: one instance at a time)."""
+
+    # (text, name, dims, options) of load/loads: what acrobat.torch.Module compiles its product from.
+    _source: Optional[Tuple[str, str, Optional[Mapping[str, int]], Dict[str, Any]]] = None
 
     def __init__(self, native: "_acrobat.Model", params: Params = None, seed: int = 0, strict: bool = True):
         self._m = native

@@ -21,18 +21,19 @@ inputs are not given (inputs are data).
 """
 
 import re
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
-from . import Error, loads
+from . import Error, Model, loads
 
 __all__ = ["Module"]
 
 VJP_ENTRY = "acrobat_vjp"
 
 
-def _signature(source, entry):
+def _signature(source: str, entry: str) -> Tuple[str, str]:
     """(input type, output type) of ``def entry(x: IN) -> OUT {`` in the model's text."""
     m = re.search(r"\bdef\s+%s\s*\(" % re.escape(entry), source)
     if not m:
@@ -55,14 +56,14 @@ def _signature(source, entry):
     return source[colon + 1:j].strip(), arrow.group(1).strip()
 
 
-def _rank(out_type):
+def _rank(out_type: str) -> int:
     m = re.fullmatch(r"f32\s*\[(.*)\]", out_type)
     if not m:
         raise Error("acrobat.torch.Module: the entry must return one tensor (f32[...]); it returns %s" % out_type)
     return len([d for d in m.group(1).split(",") if d.strip()])
 
 
-def vjp_source(source, entry):
+def vjp_source(source: str, entry: str) -> str:
     """The model's text with a loss entry that is <entry(x), g> for an instance (x, g): its
     gradient with respect to the params is the vector-Jacobian product of g."""
     if re.search(r"\bdef\s+%s\b" % VJP_ENTRY, source):
@@ -81,7 +82,8 @@ class _Apply(torch.autograd.Function):
     """The entry on every instance forward, the batched vector-Jacobian product backward."""
 
     @staticmethod
-    def forward(ctx, layer, instances, *params):
+    def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        layer, instances = args[0], args[1]  # then the params, for autograd to reach them
         outputs = layer._run(instances)
         ctx.layer, ctx.instances = layer, instances
         ctx.shapes = [o.shape for o in outputs]
@@ -91,7 +93,7 @@ class _Apply(torch.autograd.Function):
         return tuple(torch.from_numpy(o) for o in outputs)
 
     @staticmethod
-    def backward(ctx, *upstream):
+    def backward(ctx: Any, *upstream: torch.Tensor) -> Tuple[Any, ...]:
         if ctx.stacked:
             g = upstream[0].detach().to(torch.float32).cpu().numpy()
             gs = [np.ascontiguousarray(g[i]) for i in range(len(ctx.shapes))]
@@ -106,7 +108,7 @@ class Module(torch.nn.Module):
     """``model``'s ``entry`` (one tensor per instance) as a torch module over a list of instances
     (Python values, as ``Model.run`` takes them). ``batch``: instances per engine run (0: all)."""
 
-    def __init__(self, model, entry="main", batch=0):
+    def __init__(self, model: Model, entry: str = "main", batch: int = 0) -> None:
         super().__init__()
         source = getattr(model, "_source", None)
         if source is None:
@@ -118,20 +120,20 @@ class Module(torch.nn.Module):
         for n, a in model.params.items():
             self.register_parameter(n, torch.nn.Parameter(torch.tensor(np.array(a, dtype=np.float32))))
 
-    def _current(self):
+    def _current(self) -> Dict[str, torch.Tensor]:
         return {n: getattr(self, n).detach().cpu().contiguous() for n in self._names}
 
-    def _run(self, instances):
+    def _run(self, instances: List[Any]) -> List[np.ndarray]:
         self._model.set_params(self._current())
         outputs, _ = self._model.run(instances, batch=self._batch, entry=self._entry)
         return [np.asarray(o, dtype=np.float32) for o in outputs]
 
-    def _vjp(self, instances, upstream):
+    def _vjp(self, instances: List[Any], upstream: List[np.ndarray]) -> Dict[str, np.ndarray]:
         self._grad_model.set_params(self._current())
         pairs = [(x, g) for x, g in zip(instances, upstream)]
         _, grads, _ = self._grad_model.gradients(pairs, entry=VJP_ENTRY)
         return grads
 
-    def forward(self, instances):
+    def forward(self, instances: Sequence[Any]) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
         instances = list(instances)
         return _Apply.apply(self, instances, *(getattr(self, n) for n in self._names))
