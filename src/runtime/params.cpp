@@ -116,10 +116,12 @@ ParamStore params_from(const ir::Module& module, const std::map<std::string, Par
     used.insert(p.name);
   }
   std::vector<std::string> unknown;
-  for (auto& [name, _] : tensors)
+  for (const auto& entry : tensors) {
+    const std::string& name = entry.first;
     if (!used.count(name) && !std::any_of(module.params.begin(), module.params.end(),
                                           [&](const ir::Param& p) { return p.name == name; }))
       unknown.push_back(name);
+  }
   if (matching.unknown_is_error && !unknown.empty()) {
     std::string quoted, names;
     for (const auto& n : unknown) quoted += (quoted.empty() ? "'" : ", '") + n + "'";
