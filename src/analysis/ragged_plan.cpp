@@ -237,6 +237,12 @@ RaggedPlan plan_ragged(const StaticBlock& s) {
     } else if (is_size_var(n)) {
       p.checks.push_back(SizeCheck{static_cast<int>(k), a.ints[1], n});
     }
+    // A begin at a size (slice(x, n - 1, n)) is at least 0, and the length at least 1 unless the
+    // slice begins at 0.
+    const int64_t length = op.shape[static_cast<size_t>(normalize_axis(a.ints[2], in.size()))];
+    if (a.is_size(0)) p.checks.push_back(SizeCheck{static_cast<int>(k), 0, a.ints[0]});
+    if (is_size_var(length) && (a.is_size(0) || a.ints[0] != 0))
+      p.checks.push_back(SizeCheck{static_cast<int>(k), 1, length});
   }
   form_fused_groups(s, p, readers);
   return p;

@@ -34,8 +34,9 @@
 //     operator over a row at a time with the SIMD expressions of ops.def; only what is read after
 //     the group, or escapes, is stored.
 //  5. Checks. What the checker could not decide is checked per instance when the host program
-//     records the block: the bounds of a slice of a size-variable axis, and a slice that ends at a
-//     size variable.
+//     records the block: the bounds of a slice of a size-variable axis, a slice that ends at a
+//     size (within the axis) or begins at one (at least 0), and a length that is a size (n - 1:
+//     at least 1).
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -236,6 +237,13 @@ void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
       });
       return;
     }
+    case OpId::Causal: {
+      const int64_t cols = out_shape.back();
+      for (int64_t r = 0; r < n / cols; ++r)
+        for (int64_t j = 0; j < cols; ++j)
+          out[r * cols + j] = j <= r % cols ? in[0].data[r * cols + j] : -std::numeric_limits<T>::infinity();
+      return;
+    }
     case OpId::Zeros: std::fill_n(out, n, T(0)); return;
     case OpId::Ones: std::fill_n(out, n, T(1)); return;
     case OpId::Constant: std::fill_n(out, n, static_cast<T>(attrs.value)); return;
@@ -394,6 +402,14 @@ void movement_adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T
       transpose_each(in[0].shape, [&](int64_t from, int64_t to) { din[0][from] += dy[to]; });
       return;
     }
+    case OpId::Causal: {
+      // The entries above each diagonal are constants.
+      if (!din[0]) return;
+      const int64_t cols = out_shape.back(), n = count(out_shape);
+      for (int64_t r = 0; r < n / cols; ++r)
+        for (int64_t j = 0; j <= r % cols; ++j) din[0][r * cols + j] += dy[r * cols + j];
+      return;
+    }
     case OpId::Heads:
     case OpId::MergeHeads: {
       if (!din[0]) return;
@@ -469,7 +485,8 @@ void adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
     case OpId::Slice:
     case OpId::Transpose:
     case OpId::Heads:
-    case OpId::MergeHeads: return movement_adjoint<T>(op, attrs, in, out_shape, dy, din);
+    case OpId::MergeHeads:
+    case OpId::Causal: return movement_adjoint<T>(op, attrs, in, out_shape, dy, din);
     case OpId::Zeros:
     case OpId::Ones:
     case OpId::Constant:

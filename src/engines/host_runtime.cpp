@@ -273,7 +273,8 @@ Value HostRuntime::to_value(const Val& v, const Layout* l, const int64_t* sizes)
     case TypeKind::Tensor: {
       const ir::Function& fn = module_.functions[func_];
       Tensor out = Tensor::allocate(is_ragged(l->shape) ? bind_sizes(l->shape, fn.size_params.data(), sizes,
-                                                                    fn.size_params.size())
+                                                                    fn.size_params.size(),
+                                                                    &module_.size_sums)
                                                         : l->shape);
       std::memcpy(out.data.get(), graph_.data(v), out.size() * sizeof(float));
       return Value::of_tensor(std::move(out));

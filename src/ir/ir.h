@@ -188,6 +188,7 @@ struct Param {
 struct Module {
   std::shared_ptr<const ast::Module> source;  // owns the data type definitions
   std::vector<std::pair<std::string, int64_t>> dims;
+  SizeSums size_sums;  // the sizes concat joins (types.h): each one's terms, for its value
   std::vector<Param> params;
   std::vector<const AdtDef*> adts;
   std::vector<Function> functions;

@@ -21,6 +21,7 @@ class Lowering {
     SizeNamesScope names(src_->size_names);  // size variables' variables take their names
     Module m;
     m.source = src_;
+    m.size_sums = src_->size_sums;
     for (auto& d : src_->dims) m.dims.emplace_back(d->name, d->resolved);
     for (auto& p : src_->params) {
       param_index_[p.get()] = static_cast<int>(m.params.size());
@@ -106,7 +107,7 @@ class Lowering {
   }
 
   Atom emit(Block& b, RhsPtr rhs, const std::string& name = "") {
-    if (rhs->kind == RhsKind::Op) rhs = with_sizes(with_flops(rhs));
+    if (rhs->kind == RhsKind::Op) rhs = with_sizes(with_flops(rhs), b);
     int v = new_var(name, rhs->type, rhs->span);
     b.bindings.push_back(Binding{v, std::move(rhs)});
     return Atom::variable(v);
@@ -129,7 +130,7 @@ class Lowering {
   }
 
   // An operator whose types or attributes mention size variables gets their values.
-  RhsPtr with_sizes(const RhsPtr& rhs) {
+  RhsPtr with_sizes(const RhsPtr& rhs, Block& b) {
     std::vector<int64_t> dims;
     auto note = [&](int64_t d) {
       if (is_size_var(d) && std::find(dims.begin(), dims.end(), d) == dims.end()) dims.push_back(d);
@@ -142,15 +143,29 @@ class Lowering {
       if (rhs->attrs.is_size(i)) note(rhs->attrs.ints[i]);
     if (dims.empty()) return rhs;
     auto copy = std::make_shared<Rhs>(*rhs);
-    for (int64_t d : dims) copy->sizes.push_back(SizeArg{d, lower_size(d)});
+    for (int64_t d : dims) copy->sizes.push_back(SizeArg{d, lower_size(d, b, rhs->span)});
     return copy;
   }
 
   // The value of size `dim` in the function being lowered: a constant, or the variable holding
-  // it, which a lambda captures from the function around it (and so on outwards).
-  Atom lower_size(int64_t dim) {
+  // it, which a lambda captures from the function around it (and so on outwards). A joined size
+  // (types.h SizeSum) that no variable in reach holds yet is computed here, in `b`, from its terms.
+  Atom lower_size(int64_t dim, Block& b, const Span& at) {
     if (!is_size_var(dim)) return Atom::integer(dim);
-    return Atom::variable(size_var_in(*ctx_, dim));
+    auto sum = src_->size_sums.find(dim);
+    if (sum == src_->size_sums.end() || in_reach(*ctx_, dim)) return Atom::variable(size_var_in(*ctx_, dim));
+    Atom value = Atom::integer(sum->second.constant);
+    for (const auto& [d, count] : sum->second.terms) {
+      Atom term = lower_size(d, b, at);
+      if (count != 1) term = emit(b, make_host(HostOp::Mul, {term, Atom::integer(count)}, int_type(), at));
+      value = emit(b, make_host(HostOp::Add, {value, term}, int_type(), at));
+    }
+    ctx_->fn->vars[value.var].name = dim_str(dim);
+    ctx_->sizes[dim] = value.var;
+    return value;
+  }
+  static bool in_reach(const Context& c, int64_t dim) {
+    return c.sizes.count(dim) || (c.outer && in_reach(*c.outer, dim));
   }
   int size_var_in(Context& c, int64_t dim) {
     auto it = c.sizes.find(dim);
@@ -190,10 +205,14 @@ class Lowering {
     functions_[index] = std::move(fn);
   }
 
+  // Sizes a block binds (a gather's, a joined size) are forgotten after it: their variables live
+  // in it. (The checker keeps such a size from leaving the block in its result.)
   Block lower_block(const A::Expr& e) {
     enter_block(e.span);
+    const std::map<int64_t, int> sizes = ctx_->sizes;
     Block b;
     b.result = lower(e, b);
+    ctx_->sizes = sizes;
     --ctx_->block_depth;
     return b;
   }
@@ -321,7 +340,7 @@ class Lowering {
       std::vector<Atom> args;
       for (auto& a : c.args) args.push_back(lower(*a, b));
       if (n.ref == A::NameRef::Function) {
-        for (int64_t d : n.sizes) args.push_back(lower_size(d));  // the checker solved them
+        for (int64_t d : n.sizes) args.push_back(lower_size(d, b, c.span));  // the checker solved them
         return emit(b, make_call(func_index(n.func), args, c.type, c.span));
       }
       if (n.ref == A::NameRef::Ctor) return emit(b, make_construct(n.ctor, args, c.type, c.span));
@@ -453,6 +472,7 @@ class Lowering {
     std::deque<Opened> opened;  // a deque: `b` may point into it
     Block* b = &outer;
     const int depth = ctx_->block_depth;
+    const std::map<int64_t, int> sizes = ctx_->sizes;  // as lower_block
     auto lets = A::let_chain(first);
     for (const A::Let* let : lets) {
       Atom value = lower(*let->value, *b);
@@ -466,6 +486,7 @@ class Lowering {
     }
     Atom result = lower(*lets.back()->body, *b);
     ctx_->block_depth = depth;
+    if (!opened.empty()) ctx_->sizes = sizes;
     for (size_t i = opened.size(); i-- > 0;) {
       Opened& o = opened[i];
       o.body.result = result;

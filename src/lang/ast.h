@@ -253,6 +253,7 @@ struct Module {
   std::vector<std::unique_ptr<FuncDecl>> funcs;
   // The names of the size variables the checker made, by index (types.h; SizeNamesScope).
   std::vector<std::string> size_names;
+  SizeSums size_sums;  // the sizes concat joins (types.h), set by the checker
 
   const FuncDecl* find_func(const std::string& name) const;
   const AdtDef* find_adt(const std::string& name) const;

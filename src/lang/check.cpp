@@ -18,6 +18,7 @@ void Checker::run() {
   for (auto& f : m_.funcs) check_func(*f);
   check_recursion();
   m_.size_names = size_names_;
+  m_.size_sums = sum_of_;
 }
 
 }  // namespace checker

@@ -2,6 +2,7 @@
 // and the resolution of type syntax into types.
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <set>
 
 #include "ops/ops.h"
@@ -100,6 +101,70 @@ void Checker::declare_funcs() {
   }
 }
 
+std::optional<SizeSum> Checker::size_expr(const DimExpr& d, bool& none) {
+  auto size = [&](const std::string& name) -> std::optional<int64_t> {
+    if (dims_.find(name)) return std::nullopt;
+    auto it = std::find_if(size_scope_->begin(), size_scope_->end(),
+                           [&](const auto& s) { return s.first == name; });
+    return it == size_scope_->end() ? std::nullopt : std::optional(it->second);
+  };
+  // Names a size variable (in a parameter's type: any name that is no dim, which would declare one).
+  std::function<bool(const DimExpr&)> mentions = [&](const DimExpr& e) {
+    for (const DimExpr* x = &e; x; x = x->kind == DimExpr::Binary ? x->lhs.get() : nullptr) {
+      if (x->kind == DimExpr::Name && (size(x->name) || (sizes_declarable_ && !dims_.find(x->name) &&
+                                                         !dims_.broken(x->name))))
+        return true;
+      if (x->kind == DimExpr::Binary && mentions(*x->rhs)) return true;
+    }
+    return false;
+  };
+  none = !mentions(d);
+  if (none) return std::nullopt;
+  if (sizes_declarable_) {
+    sink_.error(d.span.begin, "a parameter's size is a constant or one size variable, found a size "
+                              "expression: the caller's sizes bind the function's, not the other "
+                              "way round");
+    return std::nullopt;
+  }
+  std::function<std::optional<SizeSum>(const DimExpr&)> sum = [&](const DimExpr& e) -> std::optional<SizeSum> {
+    switch (e.kind) {
+      case DimExpr::Lit: return SizeSum{{}, e.value};
+      case DimExpr::Name: {
+        if (auto v = size(e.name)) return SizeSum{{{*v, 1}}, 0};
+        auto c = dims_.eval(e, sink_);
+        return c ? std::optional(SizeSum{{}, *c}) : std::nullopt;
+      }
+      case DimExpr::Binary: {
+        std::optional<SizeSum> l = sum(*e.lhs), r = sum(*e.rhs);
+        if (!l || !r) return std::nullopt;
+        std::optional<SizeSum> out;
+        if (e.op == '+') {
+          out = add_sums(*l, *r);
+        } else if (e.op == '*' && (l->terms.empty() || r->terms.empty())) {
+          out = l->terms.empty() ? add_sums(SizeSum{}, *r, l->constant) : add_sums(SizeSum{}, *l, r->constant);
+        } else {
+          sink_.error(e.span.begin, std::string("a size expression with size variables may add sizes "
+                                                "and multiply them by constants (t + 1, n + m, 2 * t), "
+                                                "found '") + e.op + "'");
+          return std::nullopt;
+        }
+        if (!out) sink_.error(e.span.begin, "size expression overflows 64-bit integers");
+        return out;
+      }
+    }
+    return std::nullopt;
+  };
+  std::optional<SizeSum> out = sum(d);
+  if (!out) return std::nullopt;
+  for (const auto& term : out->terms)
+    if (term.second <= 0 || out->constant < 0) {
+      sink_.error(d.span.begin, "a size expression with size variables must be a sum of sizes "
+                                "(positive counts, a constant >= 0)");
+      return std::nullopt;
+    }
+  return out;
+}
+
 // Resolves type syntax; unknown names are reported and become fresh variables (no cascades).
 Type Checker::resolve_type(const TypeExpr& t, const std::vector<std::string>& type_params,
                            const std::string& owner) {
@@ -111,6 +176,15 @@ Type Checker::resolve_type(const TypeExpr& t, const std::vector<std::string>& ty
       std::vector<int64_t> shape;
       bool ok = true;
       for (auto& d : t.dims) {
+        if (d->kind == DimExpr::Binary && size_scope_) {
+          bool none = false;
+          std::optional<SizeSum> sum = size_expr(*d, none);
+          if (!none) {
+            if (sum) shape.push_back(joined_size(*sum));
+            ok = ok && sum;
+            continue;
+          }
+        }
         if (d->kind == DimExpr::Name && !dims_.find(d->name) && !dims_.broken(d->name) &&
             !size_scope_ && std::islower(static_cast<unsigned char>(d->name[0]))) {
           sink_.error(d->span.begin,

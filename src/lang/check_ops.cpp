@@ -60,20 +60,55 @@ std::optional<int64_t> Checker::const_int(const Expr& e) {
   }
 }
 
+std::optional<SizeSum> Checker::position(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::IntLit: return SizeSum{{}, e.as<IntLit>().value};
+    case ExprKind::Name: {
+      const std::string& name = e.as<Name>().name;
+      if (lookup_local(name)) return std::nullopt;  // a value computed at run time
+      if (const int64_t* v = dims_.find(name)) return SizeSum{{}, *v};
+      auto it = std::find_if(size_scope_->begin(), size_scope_->end(),
+                             [&](const auto& s) { return s.first == name; });
+      if (it == size_scope_->end()) return std::nullopt;
+      return size_sum(it->second);
+    }
+    case ExprKind::Binary: {
+      const Binary& b = e.as<Binary>();
+      std::optional<SizeSum> l = position(*b.lhs), r = position(*b.rhs);
+      if (!l || !r) return std::nullopt;
+      if (b.op == BinOp::Add) return add_sums(*l, *r);
+      if (b.op == BinOp::Sub) return add_sums(*l, *r, -1);
+      if (b.op == BinOp::Mul && l->terms.empty()) return add_sums(SizeSum{}, *r, l->constant);
+      if (b.op == BinOp::Mul && r->terms.empty()) return add_sums(SizeSum{}, *l, r->constant);
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
 std::optional<int64_t> Checker::size_attr(const Expr& e, const std::string& attr, const char* op) {
-  if (e.kind != ExprKind::Name || !size_scope_) return std::nullopt;
-  const std::string& name = e.as<Name>().name;
-  if (lookup_local(name)) return std::nullopt;
-  auto it = std::find_if(size_scope_->begin(), size_scope_->end(),
-                         [&](const auto& s) { return s.first == name; });
-  if (it == size_scope_->end()) return std::nullopt;
-  if (attr != "end" && attr != "shape") {
-    sink_.error(e.span.begin, quote(attr) + " of " + op + " is " + quote(name) +
-                                  ", a size variable: a size variable may only end a slice "
-                                  "(slice(x, 0, n)) or give a size to zeros or ones");
+  if (!size_scope_) return std::nullopt;
+  std::optional<SizeSum> sum = position(e);
+  if (sum) std::erase_if(sum->terms, [](const auto& t) { return t.second == 0; });
+  if (!sum || sum->terms.empty()) return std::nullopt;  // no size: a constant, or reported as none
+  const std::string text = dim_str(joined_size(*sum));
+  if (attr != "end" && attr != "begin" && attr != "shape") {
+    sink_.error(e.span.begin, quote(attr) + " of " + op + " is " + quote(text) +
+                                  ", a size variable: a size may only be the begin or end of a "
+                                  "slice (slice(x, 0, n), slice(x, n - 1, n)) or give a size to "
+                                  "zeros or ones");
     return 0;
   }
-  return it->second;
+  bool sizes = attr != "shape" || sum->constant >= 0;
+  for (const auto& term : sum->terms) sizes = sizes && term.second > 0;
+  if (!sizes) {
+    sink_.error(e.span.begin, quote(attr) + " of " + op + " is " + quote(text) +
+                                  (attr == "shape" ? ": a size is a sum of sizes (n + 1, 2 * n)"
+                                                   : ": a position is a sum of sizes plus or minus a "
+                                                     "constant (n - 1, t + 1)"));
+    return 0;
+  }
+  return joined_size(*sum);
 }
 
 // Checks tensor operands, binds integer attributes (positional after the operands, or named).
@@ -243,6 +278,14 @@ Type Checker::infer_op(Call& c, const OpInfo& op) {
   if (!ok) return error_type();
   c.attrs = attrs.ints;
   c.attr_sizes = attrs.sizes;
+  if (op.id == OpId::Concat) {
+    const int axis = normalize_axis(attrs.ints[0], shapes[0].size());
+    for (const auto& s : shapes)
+      if (axis >= 0 && s.size() == shapes[0].size() && is_size_var(s[static_cast<size_t>(axis)]))
+        return concat_growing(c, std::move(shapes), attrs);
+  }
+  if (op.id == OpId::Slice && (attrs.is_size(0) || attrs.is_size(1)))
+    return slice_at_sizes(c, std::move(shapes[0]), attrs);
   ShapeResult r = op.shape(shapes, attrs);
   if (!r.type) {
     // Some shape rules name their operator already ("matmul inner dimensions differ: ...").
@@ -253,6 +296,59 @@ Type Checker::infer_op(Call& c, const OpInfo& op) {
   if (is_tensor(r.type) && !admit_tensor(r.type->shape, c.span.begin, std::string(op.name) + ": its result"))
     return error_type();
   return r.type;
+}
+
+Type Checker::concat_growing(Call& c, std::vector<std::vector<int64_t>> shapes,
+                             const OpAttrs& attrs) {
+  const auto axis = static_cast<size_t>(normalize_axis(attrs.ints[0], shapes[0].size()));
+  c.attrs[0] = static_cast<int64_t>(axis);
+  std::vector<int64_t> out = shapes[0];
+  SizeSum sum;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    bool compatible = shapes[i].size() == out.size();
+    for (size_t d = 0; compatible && d < out.size(); ++d)
+      if (d != axis && shapes[i][d] != out[d]) compatible = false;
+    if (!compatible) {
+      sink_.error(c.span.begin, "concat along axis " + std::to_string(axis) +
+                                    " needs equal other dimensions: operand 1 is f32" +
+                                    shape_str(out) + ", operand " + std::to_string(i + 1) +
+                                    " is f32" + shape_str(shapes[i]));
+      return error_type();
+    }
+    std::optional<SizeSum> joined = add_sums(sum, size_sum(shapes[i][axis]));
+    if (!joined) {
+      sink_.error(c.span.begin, "concat along axis " + std::to_string(axis) +
+                                    ": the joined size overflows 64-bit integers");
+      return error_type();
+    }
+    sum = *joined;
+  }
+  out[axis] = joined_size(sum);
+  return tensor_type(std::move(out));
+}
+
+Type Checker::slice_at_sizes(Call& c, std::vector<int64_t> shape, const OpAttrs& attrs) {
+  const int axis = normalize_axis(attrs.ints[2], shape.size());
+  const std::string range = "slice [" + dim_str(attrs.ints[0]) + ", " + dim_str(attrs.ints[1]) + ")";
+  if (axis < 0) {
+    sink_.error(c.span.begin, "slice: axis " + std::to_string(attrs.ints[2]) +
+                                  " is out of range for a tensor of rank " + std::to_string(shape.size()));
+    return error_type();
+  }
+  // Its length: what only the instance can tell (the bounds within the axis, a length of at least
+  // one) is checked per instance (analysis/ragged_plan.h).
+  std::optional<SizeSum> length = add_sums(size_sum(attrs.ints[1]), size_sum(attrs.ints[0]), -1);
+  bool sum = length.has_value();
+  if (length) std::erase_if(length->terms, [](const auto& t) { return t.second == 0; });
+  for (const auto& term : length ? length->terms : std::map<int64_t, int64_t>{}) sum = sum && term.second > 0;
+  if (!sum || (length->terms.empty() && length->constant <= 0)) {
+    sink_.error(c.span.begin, range + ": its length, end minus begin, must be a size (at least 1, or "
+                                      "a sum of sizes), found " +
+                                      (length ? dim_str(joined_size(*length)) : std::string("an overflow")));
+    return error_type();
+  }
+  shape[static_cast<size_t>(axis)] = joined_size(*length);
+  return tensor_type(std::move(shape));
 }
 
 // split(x, n, axis=-1): a tuple of n equal slices.

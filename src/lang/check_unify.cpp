@@ -102,7 +102,7 @@ Type Checker::instantiate(const Type& t, const std::vector<std::string>& params,
   return substitute_params(t, params, args_out);
 }
 
-int64_t Checker::new_size(const std::string& name, bool rigid) {
+int64_t Checker::new_size(const std::string& name, bool rigid) const {
   sizes_.push_back(SizeVar{rigid, 0});
   size_names_.push_back(name);
   return size_var(static_cast<int>(sizes_.size()) - 1);
@@ -114,7 +114,73 @@ int64_t Checker::resolve_dim(int64_t d) const {
     if (s.rigid || s.bound == 0) break;
     d = s.bound;
   }
-  return d;
+  auto joined = sum_of_.find(d);
+  if (joined == sum_of_.end()) return d;
+  // Its terms are variables; one bound since it was made gives another sum.
+  bool bound = false;
+  for (const auto& term : joined->second.terms) bound = bound || resolve_dim(term.first) != term.first;
+  if (!bound) return d;
+  const SizeSum sum = size_sum(d);
+  return joined_size(sum);
+}
+
+SizeSum Checker::size_sum(int64_t d) const {
+  // Follows bindings only (resolve_dim would come back here for a joined size).
+  while (is_size_var(d)) {
+    const SizeVar& s = sizes_[static_cast<size_t>(size_var_index(d))];
+    if (s.rigid || s.bound == 0) break;
+    d = s.bound;
+  }
+  if (!is_size_var(d)) return SizeSum{{}, d};
+  auto joined = sum_of_.find(d);
+  if (joined == sum_of_.end()) return SizeSum{{{d, 1}}, 0};
+  SizeSum out{{}, joined->second.constant};
+  for (const auto& [v, k] : joined->second.terms) {
+    std::optional<SizeSum> with = add_sums(out, size_sum(v), k);
+    if (with) out = *with;  // made from sums that fit; a bound term keeps it within its value
+  }
+  return out;
+}
+
+std::optional<SizeSum> Checker::add_sums(const SizeSum& a, const SizeSum& b, int64_t k) {
+  SizeSum out = a;
+  std::optional<int64_t> scaled = checked_mul(b.constant, k);
+  std::optional<int64_t> constant = scaled ? checked_add(out.constant, *scaled) : std::nullopt;
+  if (!constant) return std::nullopt;
+  out.constant = *constant;
+  for (const auto& [v, count] : b.terms) {
+    std::optional<int64_t> more = checked_mul(count, k);
+    std::optional<int64_t> total = more ? checked_add(out.terms[v], *more) : std::nullopt;
+    if (!total) return std::nullopt;
+    out.terms[v] = *total;
+  }
+  return out;
+}
+
+int64_t Checker::joined_size(const SizeSum& sum) const {
+  SizeSum s = sum;
+  std::erase_if(s.terms, [](const auto& term) { return term.second == 0; });
+  if (s.terms.empty()) return s.constant;
+  if (s.constant == 0 && s.terms.size() == 1 && s.terms.begin()->second == 1) return s.terms.begin()->first;
+  auto [known, made] = sums_.emplace(s, 0);
+  if (made) {
+    // Its name: the terms that add, a constant that adds, then what subtracts (`n + 1`, `4 - n`).
+    std::string name;
+    auto part = [&](bool add, const std::string& text) {
+      name += name.empty() ? (add ? "" : "-") : (add ? " + " : " - ");
+      name += text;
+    };
+    auto term = [](int64_t k, int64_t v) { return (k == 1 ? "" : std::to_string(k) + " * ") + dim_str(v); };
+    for (const auto& [v, k] : s.terms)
+      if (k > 0) part(true, term(k, v));
+    if (s.constant > 0) part(true, std::to_string(s.constant));
+    for (const auto& [v, k] : s.terms)
+      if (k < 0) part(false, term(-k, v));
+    if (s.constant < 0) part(false, std::to_string(-s.constant));
+    known->second = new_size(name, true);
+    sum_of_.emplace(known->second, s);
+  }
+  return known->second;
 }
 
 std::vector<int64_t> Checker::resolve_shape(std::vector<int64_t> shape) const {
@@ -130,10 +196,34 @@ bool Checker::unify_dim(int64_t a, int64_t b) {
     if (!is_size_var(d)) continue;
     SizeVar& s = sizes_[static_cast<size_t>(size_var_index(d))];
     if (s.rigid) continue;
-    s.bound = d == a ? b : a;
+    const int64_t other = d == a ? b : a;
+    if (size_sum(other).terms.count(d)) return false;  // d = d + ...: no size
+    s.bound = other;
     return true;
   }
-  return false;
+  // Sums (types.h SizeSum): a - b = k * f + rest, with f the one flexible variable left and k = +-1,
+  // binds f = -k * rest when that is a size (`t' + 1` and `n + 1` bind t' = n).
+  std::optional<SizeSum> diff = add_sums(size_sum(a), size_sum(b), -1);
+  if (!diff) return false;
+  int64_t f = 0, k = 0;
+  SizeSum rest{{}, diff->constant};
+  for (const auto& [v, count] : diff->terms) {
+    if (count == 0) continue;
+    if (!sizes_[static_cast<size_t>(size_var_index(v))].rigid) {
+      if (f != 0) return false;
+      f = v;
+      k = count;
+    } else {
+      rest.terms[v] = count;
+    }
+  }
+  if (f == 0 || (k != 1 && k != -1)) return false;
+  std::optional<SizeSum> value = add_sums(SizeSum{}, rest, -k);
+  if (!value || value->constant < 0 || (value->terms.empty() && value->constant == 0)) return false;
+  for (const auto& term : value->terms)
+    if (term.second < 0) return false;
+  sizes_[static_cast<size_t>(size_var_index(f))].bound = joined_size(*value);
+  return true;
 }
 
 Type Checker::instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes,
@@ -145,9 +235,17 @@ Type Checker::instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes
     if (x->kind == TypeKind::Tensor) {
       if (!is_ragged(x->shape)) return x;
       std::vector<int64_t> shape = x->shape;
-      for (int64_t& d : shape)
-        for (size_t k = 0; k < sizes.size(); ++k)
-          if (d == sizes[k]) d = fresh_sizes[k];
+      for (int64_t& d : shape) {
+        // A joined size of the function's sizes (`-> f32[t + 1, D]`) joins the fresh ones.
+        SizeSum sum = size_sum(d), fresh{{}, sum.constant};
+        for (const auto& [v, count] : sum.terms) {
+          int64_t to = v;
+          for (size_t k = 0; k < sizes.size(); ++k)
+            if (v == sizes[k]) to = fresh_sizes[k];
+          fresh.terms[to] += count;
+        }
+        d = joined_size(fresh);
+      }
       return tensor_type(std::move(shape));
     }
     if (x->args.empty() && !x->ret) return x;
@@ -164,14 +262,18 @@ void Checker::keep_gathers_inside(size_t first, const Type& t, const char* what)
   std::function<void(const Type&)> walk = [&](const Type& x) {
     Type z = shallow(x);
     if (z->kind == TypeKind::Tensor)
-      for (int64_t d : resolve_shape(z->shape))
-        if (is_size_var(d) && static_cast<size_t>(size_var_index(d)) >= first && gather_sizes_.count(d) &&
-            seen.insert(d).second)
+      for (int64_t joined : resolve_shape(z->shape))
+        for (const auto& term : size_sum(joined).terms) {
+          const int64_t d = term.first;
+          if (static_cast<size_t>(size_var_index(d)) < first || !gather_sizes_.count(d) ||
+              !seen.insert(d).second)
+            continue;
           sink_.error(gather_sizes_.at(d),
                       "the size " + quote(dim_str(d)) + " of this gather would leave the " + what +
                           " that makes it, as part of its result's type " + type_str(zonk(t)) +
                           "; the length of the list is known only inside: return something of a "
                           "fixed size from there (a sum, a slice), or gather outside");
+        }
     for (const auto& a : z->args) walk(a);
     if (z->ret) walk(z->ret);
   };

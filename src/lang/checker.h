@@ -63,6 +63,10 @@ class Checker {
   void declare_types();
   void declare_params();
   void declare_funcs();
+  // A size expression that names size variables of the function (`t + 1`, `n + m`, `2 * t`): the
+  // sum it stands for (types.h), or nullopt (reported) when it is no sum of sizes; `none` when it
+  // names no size variable (a dim expression).
+  std::optional<SizeSum> size_expr(const DimExpr& d, bool& none);
   // `owner` names what the type belongs to in errors about its size, e.g. "param 'W':".
   Type resolve_type(const TypeExpr& t, const std::vector<std::string>& type_params,
                     const std::string& owner = "tensor type");
@@ -83,16 +87,25 @@ class Checker {
                    std::vector<Type>& args_out);
   // Size variables: a new one named `name`; a rigid one stands for itself (a function's own, in
   // its body), a flexible one (a callee's, instantiated at a call) is bound by unification.
-  int64_t new_size(const std::string& name, bool rigid);
-  int64_t resolve_dim(int64_t d) const;  // follows the bindings of flexible size variables
+  int64_t new_size(const std::string& name, bool rigid) const;
+  // Follows the bindings of flexible size variables; a joined size whose terms are bound becomes
+  // the joined size of their values (canonical: one sum, one size).
+  int64_t resolve_dim(int64_t d) const;
+  // The sum a size stands for: a constant, one variable, or a joined size's (resolved).
+  SizeSum size_sum(int64_t d) const;
+  // The size of a sum: a constant, a variable (once, plus 0), or the joined size that is that sum,
+  // made the first time it is needed.
+  int64_t joined_size(const SizeSum& s) const;
+  // a + k * b, or nullopt on overflow.
+  static std::optional<SizeSum> add_sums(const SizeSum& a, const SizeSum& b, int64_t k = 1);
   bool unify_dim(int64_t a, int64_t b);
   std::vector<int64_t> resolve_shape(std::vector<int64_t> shape) const;
   // A function's type with its size variables replaced by fresh flexible ones (`fresh_out`, in the
   // order of `sizes`).
   Type instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes, std::vector<int64_t>& fresh_out);
   // Reports a gather's size (gather_type) that the type `t` of a lambda's body or of the code of a
-  // match clause would carry out of it: its value is known only inside (`what` names it). Only
-  // sizes made since size variable `first` count.
+  // match clause would carry out of it, also as a term of a joined size: its value is known only
+  // inside (`what` names it). Only sizes made since size variable `first` count.
   void keep_gathers_inside(size_t first, const Type& t, const char* what);
   void zonk_expr(Expr& e);
 
@@ -130,11 +143,19 @@ class Checker {
   // `op` (its shape entry, types.h); 0 when reported as not allowed there; nullopt when `e` names
   // none.
   std::optional<int64_t> size_attr(const Expr& e, const std::string& attr, const char* op);
+  // The sum of sizes (types.h SizeSum) `e` computes from the function's size variables, dims and
+  // integers with + and -, and * by a constant (`n - 1`, `t + 1`); nullopt when it is no such sum.
+  std::optional<SizeSum> position(const Expr& e);
+  // slice(x, begin, end, axis) with a size among its bounds: the slice's length is end - begin.
+  Type slice_at_sizes(Call& c, std::vector<int64_t> shape, const OpAttrs& attrs);
   bool bind_attrs(Call& c, const OpInfo& op, size_t tensor_args, OpAttrs& attrs);
   bool tensor_operands(Call& c, const char* op_name, size_t n,
                        std::vector<std::vector<int64_t>>& shapes);
   size_t count_tensor_operands(const Call& c, const OpInfo& op);
   Type infer_op(Call& c, const OpInfo& op);
+  // concat along an axis whose size is a size variable in some operand: the joined size is a new
+  // size the call makes (lowering computes its value, the sum of the operands' sizes).
+  Type concat_growing(Call& c, std::vector<std::vector<int64_t>> shapes, const OpAttrs& attrs);
   Type infer_split(Call& c);
   Type infer_binary(Binary& b);
   // The type of `b` given its operands' types (already inferred, shallow).
@@ -177,9 +198,14 @@ class Checker {
     bool rigid = true;
     int64_t bound = 0;
   };
-  std::vector<SizeVar> sizes_;
-  std::vector<std::string> size_names_;  // by index, for shape_str (types.h)
+  mutable std::vector<SizeVar> sizes_;
+  mutable std::vector<std::string> size_names_;  // by index, for shape_str (types.h)
   std::map<int64_t, SourceLoc> gather_sizes_;  // the sizes gathers made, and where
+  // The sizes concat joins and size expressions name (types.h SizeSum), each sum once. Interning
+  // a sum (resolve_dim does, when a term's binding changed it) adds a name, not knowledge: the
+  // tables are mutable so that the const walks over types can canonicalise.
+  mutable SizeSums sum_of_;
+  mutable std::map<SizeSum, int64_t> sums_;
   // While resolve_type runs on a function's signature or body: the size variables it may name,
   // and whether an unknown lower-case name in a shape declares a new one (parameter types).
   std::vector<std::pair<std::string, int64_t>>* size_scope_ = nullptr;

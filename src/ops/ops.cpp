@@ -204,6 +204,15 @@ ShapeResult shape_MergeHeads(Shapes in, const OpAttrs&) {
   return ok({x[1], *cols});
 }
 
+// causal(x): a square matrix [n, n] (or each of a stack [H, n, n]) with every entry above the
+// diagonal -infinity, the mask of self-attention over a sequence's own earlier positions.
+ShapeResult shape_Causal(Shapes in, const OpAttrs&) {
+  const auto& x = in[0];
+  if ((x.size() != 2 && x.size() != 3) || x[x.size() - 1] != x[x.size() - 2])
+    return fail("causal expects square matrices, [n, n] or a stack [H, n, n], found f32" + shape_str(x));
+  return ok(x);
+}
+
 ShapeResult constant_shape(Shapes, const OpAttrs& attrs) {
   for (size_t i = 0; i < attrs.ints.size(); ++i)
     if (attrs.ints[i] <= 0 && !attrs.is_size(i))
@@ -292,6 +301,9 @@ int64_t flops_Heads(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) 
   return zero_flops(in, o, a);
 }
 int64_t flops_MergeHeads(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
+  return zero_flops(in, o, a);
+}
+int64_t flops_Causal(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
   return zero_flops(in, o, a);
 }
 int64_t flops_Zeros(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {

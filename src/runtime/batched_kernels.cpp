@@ -230,6 +230,9 @@ void kernel_Heads(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out
 void kernel_MergeHeads(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
   per_instance(OpId::MergeHeads, a, B, in, s, out);
 }
+void kernel_Causal(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  per_instance(OpId::Causal, a, B, in, s, out);
+}
 
 void fill(int64_t B, const Shape& s, float* out, float v) { std::fill_n(out, B * num_elements(s), v); }
 void kernel_Zeros(const OpAttrs&, int64_t B, In, const Shape& s, float* out) { fill(B, s, out, 0.0f); }

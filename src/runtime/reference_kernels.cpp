@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 #include "acrobat/kernels.h"
 
@@ -154,6 +155,17 @@ void kernel_MergeHeads(const OpAttrs&, std::span<const Tensor* const> in, Tensor
   const int64_t H = in[0]->shape[0], M = in[0]->shape[1], E = in[0]->shape[2];
   for (int64_t h = 0; h < H; ++h)
     k::copy_2d(in[0]->data.get() + h * M * E, E, out.data.get() + h * E, H * E, M, E);
+}
+
+void kernel_Causal(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out) {
+  const int64_t n = out.shape.back(), matrices = out.size() / (n * n);
+  const float* x = in[0]->data.get();
+  float* y = out.data.get();
+  for (int64_t m = 0; m < matrices; ++m)
+    for (int64_t i = 0; i < n; ++i, x += n, y += n) {
+      std::copy_n(x, i + 1, y);
+      std::fill(y + i + 1, y + n, -std::numeric_limits<float>::infinity());
+    }
 }
 
 void kernel_Zeros(const OpAttrs&, std::span<const Tensor* const>, Tensor& out) {

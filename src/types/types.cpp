@@ -107,10 +107,24 @@ int64_t size_value(int64_t dim, const int64_t* dims, const int64_t* values, size
   return 0;
 }
 
+int64_t size_value(int64_t dim, const int64_t* dims, const int64_t* values, size_t n, const SizeSums& sums) {
+  auto sum = sums.find(dim);
+  if (sum == sums.end()) return size_value(dim, dims, values, n);
+  int64_t value = sum->second.constant;
+  for (const auto& [d, count] : sum->second.terms) {
+    int64_t term = 0;
+    const bool overflow = __builtin_mul_overflow(size_value(d, dims, values, n), count, &term) ||
+                          __builtin_add_overflow(value, term, &value);
+    // The host program computed this size before any tensor of it was made.
+    ACROBAT_ASSERT(!overflow, "a joined size that overflows");
+  }
+  return value;
+}
+
 std::vector<int64_t> bind_sizes(const std::vector<int64_t>& shape, const int64_t* dims,
-                                const int64_t* values, size_t n) {
+                                const int64_t* values, size_t n, const SizeSums* sums) {
   std::vector<int64_t> out = shape;
-  for (int64_t& d : out) d = size_value(d, dims, values, n);
+  for (int64_t& d : out) d = sums ? size_value(d, dims, values, n, *sums) : size_value(d, dims, values, n);
   return out;
 }
 

@@ -2,7 +2,9 @@
 // functions, and the type variables/parameters that generic prelude functions need.
 #pragma once
 
+#include <compare>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,12 +71,26 @@ class SizeNamesScope {
   const std::vector<std::string>* previous_;
 };
 
+// A size that concat joins along a size variable's axis (`[t, D]` and `[1, D]` give `[t + 1, D]`)
+// is a size variable of its own, the sum of the joined sizes: a count of each size variable that is
+// no sum itself (a parameter's, a gather's) plus a constant. One sum is one size, however it was
+// joined (`t + 1 + 1` and `t + 2`; `n + m` and `m + n`), so that a concat's result has the type a
+// call wants. Its value is computed from the terms' values wherever it is needed.
+struct SizeSum {
+  std::map<int64_t, int64_t> terms;  // size variable -> count (> 0)
+  int64_t constant = 0;
+  auto operator<=>(const SizeSum&) const = default;
+};
+using SizeSums = std::map<int64_t, SizeSum>;  // joined size -> its sum
+
 // The value of `dim`: itself when it is a constant, else values[i] for the size variable dims[i]
 // (it must be there).
 int64_t size_value(int64_t dim, const int64_t* dims, const int64_t* values, size_t n);
+// The same where `dim` may be a joined size (SizeSum): its value is its terms'.
+int64_t size_value(int64_t dim, const int64_t* dims, const int64_t* values, size_t n, const SizeSums& sums);
 // `shape` with each size variable replaced by its value (size_value).
 std::vector<int64_t> bind_sizes(const std::vector<int64_t>& shape, const int64_t* dims,
-                                const int64_t* values, size_t n);
+                                const int64_t* values, size_t n, const SizeSums* sums = nullptr);
 
 bool is_host_scalar(const Type& t);
 bool is_tensor(const Type& t);

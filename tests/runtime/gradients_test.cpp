@@ -379,9 +379,9 @@ def loss(ws: List[int]) -> f32[1, 1] { score(emb[ws]) }
 
 TEST(Gradients, BatchedEqualsReferenceOnRaggedBlocks) { batched_equals_reference(kRagged, false); }
 
-// The reference gradient of the ragged model against central differences (as above).
-TEST(Gradients, RaggedReferenceMatchesFiniteDifferences) {
-  Loaded s = setup(kRagged, 5, false);
+// The reference gradient of a loss over token lists against central differences (as above).
+void reference_matches_finite_differences(const char* text) {
+  Loaded s = setup(text, 5, false);
   const ParamStore base = init_params(*s.module, 5);
   ReferenceEngine engine(s.module, perturbed(*s.module, base, -1, 0, 0));
   const GradResult g = engine.gradients(s.inputs);
@@ -399,6 +399,44 @@ TEST(Gradients, RaggedReferenceMatchesFiniteDifferences) {
       EXPECT_NEAR(g.grads[k].data[j], numeric, 2e-3 + 2e-2 * std::abs(numeric)) << s.module->params[k].name << " entry " << j;
     }
 }
+
+TEST(Gradients, RaggedReferenceMatchesFiniteDifferences) { reference_matches_finite_differences(kRagged); }
+
+// Sizes that grow while an instance runs: a [CLS] row before the gathered rows (`n + 1`), then a
+// loop that attends over a cache and appends a row per step (`t + 1`, each call binding t afresh),
+// the cache kept in a list of two layers' caches; a loss per step over the instance's own tokens.
+const char* kGrowing = R"(dim D = 8
+param emb[12]: f32[1, D]
+param cls: f32[1, D]
+param Wk: f32[D, D]
+param Wq: f32[D, D]
+param out: f32[D, 12]
+def append(ks: List[f32[t, D]], x: f32[1, D]) -> List[f32[t + 1, D]] {
+  match ks { Nil => Nil, Cons(k, rest) => Cons(concat(k, tanh(x @ Wk), axis=0), append(rest, x)) }
+}
+def attend(ks: List[f32[t, D]], x: f32[1, D]) -> f32[1, D] {
+  match ks { Nil => x, Cons(k, rest) => attend(rest, softmax((x @ Wq) @ transpose(k) * 0.5) @ k + x) }
+}
+def decode(ks: List[f32[t, D]], ws: List[int], acc: f32[1, 1]) -> f32[1, 1] {
+  match ws {
+    Nil => acc,
+    Cons(w, rest) => {
+      let x = emb[w];
+      let ks2 = append(ks, x);
+      let l = sum(tanh(attend(ks2, x) @ out), axis=-1);
+      decode(ks2, rest, acc + l)
+    }
+  }
+}
+def start(x: f32[n, D]) -> List[f32[n + 1, D]] {
+  let y: f32[n + 1, D] = concat(cls, x, axis=0);
+  Cons(y, Cons(y @ Wk, Nil))
+}
+def loss(ws: List[int]) -> f32[1, 1] { decode(start(emb[ws]), ws, zeros(1, 1)) }
+)";
+
+TEST(Gradients, BatchedEqualsReferenceWhereSizesGrow) { batched_equals_reference(kGrowing, false); }
+TEST(Gradients, GrowingReferenceMatchesFiniteDifferences) { reference_matches_finite_differences(kGrowing); }
 
 // A mixture of experts: each instance multiplies by the matrix of W it picks (given with the
 // instance, or by argmax of its own scores), then one elementwise operator, then another with a

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,27 @@ TEST(Ragged, ASliceOfPositionsLongerThanTheTableFailsOnEveryEngine) {
   }
 }
 
+// Bounds at sizes (a position n - 3, a length n - 1) are checked per instance: at least 0, at least
+// one row, within the axis.
+TEST(Ragged, ASliceAtSizesFailsTheInstanceItDoesNotFitOnEveryEngine) {
+  const std::string text = "def main(x: f32[n, 2]) -> (f32[1, 2], f32[1, 2]) {\n"
+                           "  (sum(slice(x, n - 3, n - 1, axis=0), axis=0), sum(slice(x, 1, n, axis=0), axis=0))\n}\n";
+  nlohmann::json four = {{1, 2}, {3, 4}, {5, 6}, {7, 8}}, two = {{1, 2}, {3, 4}}, one = {{1, 2}};
+  for (const std::string& e : errors_on_every_engine(text, {four, four})) EXPECT_EQ(e, "");
+  for (const std::string& e : errors_on_every_engine(text, {four, two})) {
+    EXPECT_NE(e.find("bad.acr:2:8: error: instance 1: slice [-1, 1) is not a non-empty range within 0..2 "
+                     "of axis 0 (with this instance's sizes n = 2, n - 3 = -1, n - 1 = 1)"),
+              std::string::npos)
+        << e;
+  }
+  const std::string tail = "def main(x: f32[n, 2]) -> f32[1, 2] { sum(slice(x, 1, n, axis=0), axis=0) }\n";
+  for (const std::string& e : errors_on_every_engine(tail, {four, one})) {
+    EXPECT_NE(e.find("error: instance 1: slice [1, 1) is not a non-empty range within 0..1 of axis 0"),
+              std::string::npos)
+        << e;
+  }
+}
+
 TEST(Ragged, GatherErrorsNameTheIndexAndTheEntryOnEveryEngine) {
   const std::string text = "param E[5]: f32[1, 4]\n"
                            "def main(ids: List[int]) -> f32[1, 4] { sum(E[ids], axis=0) }\n";
@@ -216,6 +238,70 @@ TEST(Ragged, AnInstanceWhoseTensorsDisagreeOnASizeIsAnError) {
       << e.what();
   EXPECT_NE(std::string(e.what()).find("(with n = 1; a size variable is at least 1)"), std::string::npos)
       << e.what();
+}
+
+// Generation: a prompt's rows with a [CLS] row before them (`n + 1`), then a decoder that attends
+// over its own cache, appends a row per step (`t + 1`: each tail call binds t afresh) and picks the
+// next token by argmax, until token 0 or the instance's own step budget: instances stop at
+// different steps and their caches differ in length at every step.
+const char* kGrowing = R"(
+dim D = 16
+dim V = 24
+param emb[V]: f32[1, D]
+param cls: f32[1, D]
+param Wq: f32[D, D]
+param Wkv: f32[D, 2 * D]
+param Wout: f32[D, V]
+
+def step(k: f32[t, D], v: f32[t, D], tok: int, left: int, out: List[int]) -> (List[int], f32[1, D]) {
+  let x = emb[tok];
+  let (nk, nv) = split(x @ Wkv, 2);
+  let k2 = concat(k, nk, axis=0);
+  let v2: f32[t + 1, D] = concat(v, nv, axis=0);
+  let h = softmax((x @ Wq) @ transpose(k2) * 0.25) @ v2 + x;
+  let next = argmax(h @ Wout);
+  if next == 0 || left == 1 { (reverse(Cons(next, out)), mean(v2, axis=0)) }
+  else { step(k2, v2, next, left - 1, Cons(next, out)) }
+}
+
+def main(prompt: List[int]) -> (List[int], f32[1, D]) {
+  let x = concat(cls, emb[prompt], axis=0);
+  let (k, v) = split(x @ Wkv, 2);
+  step(k, v, 1 + length(prompt) % (V - 1), 3 + length(prompt) % 13, Nil)
+}
+)";
+
+TEST(Ragged, GrowingCachesEqualTheReferenceOnEveryEngine) {
+  auto module = compile_checked(parse_model_text("grow.acr", kGrowing, {}), {});
+  auto params = std::make_shared<ParamStore>(init_params(*module, 4));
+  const auto& f = module->functions[entry_function(*module, "main")];
+  std::mt19937 rng(5);
+  std::vector<Value> inputs;
+  for (int i = 0; i < 70; ++i) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int k = 0, n = 1 + i % 20; k < n; ++k) ids.push_back(std::uniform_int_distribution<int>(0, 23)(rng));
+    inputs.push_back(value_from_json(ids, f.vars[f.params[0]].type, SourceLoc{"ids", 1, 1}));
+  }
+  const std::vector<Value> expected = ReferenceEngine(module, params).run(inputs).outputs;
+  std::set<size_t> generated;  // how many tokens the instances generate: they stop apart
+  for (const Value& v : expected) {
+    size_t n = 0;
+    for (const Value* l = &v.agg->fields[0]; !l->agg->fields.empty(); l = &l->agg->fields[1]) ++n;
+    generated.insert(n);
+  }
+  EXPECT_GE(generated.size(), 4u);
+  for (Scheduler scheduler : {Scheduler::InlineDepth, Scheduler::Agenda})
+    for (int threads : {1, 2})
+      for (auto& engine : batched_engines(module, params, scheduler, threads))
+        for (size_t batch : {size_t{1}, size_t{7}, size_t{64}}) {
+          RunResult r = engine->run_batches(inputs, batch);
+          ASSERT_EQ(r.outputs.size(), inputs.size());
+          for (size_t i = 0; i < inputs.size(); ++i)
+            expect_values_close(r.outputs[i], expected[i],
+                                fmt::format("{} {} threads {} batch {} instance {}", engine->name(),
+                                            scheduler_name(scheduler), threads, batch, i),
+                                1e-4f, 1e-5f);
+        }
 }
 
 TEST(Ragged, ExplainShowsTheRaggedPlan) {

@@ -1,0 +1,175 @@
+"""Oracle for models/gpt.acr: a decoder-only transformer that prefills a prompt and generates
+greedily with a KV cache until its end token or its own budget of new tokens.
+
+Written from the mathematical description in plain eager PyTorch, one instance at a time.
+Row-vector convention (x @ W, W stored [in, out]), float32, pre-norm layers:
+
+  x   = tok[prompt] + pos[0:n]                                   (n prompt tokens)
+  per layer l:
+    q, k, v = split(LN1_l(x) @ Wqkv_l + bqkv_l, 3)
+    head h: columns [h * DH, (h + 1) * DH); scores q_h k_h^T / sqrt(DH), causal (row i sees
+    keys 0..i), softmax, times v_h
+    x = x + concat_h(...) @ Wo_l + bo_l
+    x = x + relu(LN2_l(x) @ W1_l + b1_l) @ W2_l + b2_l
+  next token = argmax(LNf(x[last]) @ Wout)                        (the first index of the maximum)
+Each generated token is fed at the next position with the layers' keys and values of every
+earlier position kept (the cache); generation stops after the end token EOS or max_new tokens.
+Output: the generated tokens (EOS included when it came). Every argmax records its margin (the
+gap between the largest logit and the runner-up; tests/reference/README.md, "Decisions").
+"""
+
+import json
+import math
+import random
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import models
+
+NAME = "gpt"
+DIMS = {"V": 4096, "D": 512, "NH": 8, "FF": 2048, "L": 6, "P": 1024, "EOS": 2}
+INPUT_KIND = "json"
+
+PARAM_ORDER = ["tok", "pos", "ln1_g", "ln1_b", "Wqkv", "bqkv", "Wo", "bo", "ln2_g", "ln2_b", "W1", "b1",
+               "W2", "b2", "lnf_g", "lnf_b", "Wout"]
+
+
+def _dims(dims):
+    d = dict(DIMS)
+    d.update(dims or {})
+    if d["D"] % d["NH"] != 0 or d["D"] // d["NH"] != 64:
+        raise ValueError("gpt needs D / NH = 64 (the model's attention scale is 0.125)")
+    return d
+
+
+class Model(nn.Module):
+    PARAM_ORDER = PARAM_ORDER
+
+    def __init__(self, **dims):
+        super().__init__()
+        d = _dims(dims)
+        self.V, self.D, self.NH, self.FF, self.L, self.P, self.EOS = (d[k] for k in ("V", "D", "NH", "FF", "L", "P", "EOS"))
+        self.DH = self.D // self.NH
+        V, D, FF, L, P = self.V, self.D, self.FF, self.L, self.P
+        shapes = {"tok": (V, D), "pos": (P, D), "ln1_g": (L, D), "ln1_b": (L, D), "Wqkv": (L, D, 3 * D),
+                  "bqkv": (L, 3 * D), "Wo": (L, D, D), "bo": (L, D), "ln2_g": (L, D), "ln2_b": (L, D),
+                  "W1": (L, D, FF), "b1": (L, FF), "W2": (L, FF, D), "b2": (L, D), "lnf_g": (D,),
+                  "lnf_b": (D,), "Wout": (D, V)}
+        for name in PARAM_ORDER:
+            setattr(self, name, nn.Parameter(torch.empty(*shapes[name])))
+        self.margins = []
+
+    def attention(self, q, k, v, causal):
+        """q [m, D] against k, v [t, D], head by head; causal: query i (of the last m positions)
+        sees keys 0..t - m + i."""
+        m, t, NH, DH = q.shape[0], k.shape[0], self.NH, self.DH
+        qh = q.view(m, NH, DH).transpose(0, 1)
+        kh = k.view(t, NH, DH).transpose(0, 1)
+        vh = v.view(t, NH, DH).transpose(0, 1)
+        s = qh @ kh.transpose(1, 2) * (1.0 / math.sqrt(DH))
+        if causal:
+            mask = torch.arange(t)[None, :] > (torch.arange(m)[:, None] + (t - m))
+            s = s.masked_fill(mask[None], float("-inf"))
+        return (torch.softmax(s, dim=-1) @ vh).transpose(0, 1).reshape(m, self.D)
+
+    def layer(self, x, l, cache):
+        """Layer l on the new rows x [m, D]; cache (k, v) of earlier positions or None; returns the
+        rows and the cache with the new rows' keys and values after the old."""
+        D = self.D
+        q, k, v = (F.layer_norm(x, (D,), self.ln1_g[l], self.ln1_b[l], eps=1e-5) @ self.Wqkv[l]
+                   + self.bqkv[l]).split(D, dim=1)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k]), torch.cat([cache[1], v])
+        x = x + self.attention(q, k, v, causal=True) @ self.Wo[l] + self.bo[l]
+        h = F.layer_norm(x, (D,), self.ln2_g[l], self.ln2_b[l], eps=1e-5)
+        return x + torch.relu(h @ self.W1[l] + self.b1[l]) @ self.W2[l] + self.b2[l], (k, v)
+
+    def next_token(self, row):
+        logits = (F.layer_norm(row, (self.D,), self.lnf_g, self.lnf_b, eps=1e-5) @ self.Wout)[0]
+        top = torch.topk(logits, 2).values if logits.numel() > 1 else None
+        if top is not None:
+            self.margins.append(float(top[0] - top[1]))
+        return int(torch.argmax(logits))  # the first index of the maximum, as acrobat's argmax
+
+    def forward(self, instance):
+        prompt, max_new = instance
+        n = len(prompt)
+        x = self.tok[torch.tensor(prompt)] + self.pos[0:n]
+        caches = []
+        for l in range(self.L):
+            x, c = self.layer(x, l, None)
+            caches.append(c)
+        token = self.next_token(x[n - 1:n])
+        out = [token]
+        while token != self.EOS and len(out) < max_new:
+            t = caches[0][0].shape[0]
+            x = self.tok[token:token + 1] + self.pos[t:t + 1]
+            for l in range(self.L):
+                x, caches[l] = self.layer(x, l, caches[l])
+            token = self.next_token(x)
+            out.append(token)
+        return out
+
+
+def init_params(model, seed):
+    """torch.manual_seed(seed), parameters drawn in PARAM_ORDER: tok and pos N(0, 1) * 0.5; matrices
+    (per layer) U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = rows; biases U(-0.1, 0.1); layer-norm
+    gains 1 + U(-0.1, 0.1), shifts U(-0.1, 0.1); Wout U(-3/sqrt(D), 3/sqrt(D)) (confident
+    choices, so that near ties are rare)."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name in PARAM_ORDER:
+            p = getattr(model, name)
+            if name in ("tok", "pos"):
+                p.normal_(0.0, 0.5)
+            elif name.startswith("ln") and name.endswith("_g"):
+                p.uniform_(-0.1, 0.1)
+                p += 1.0
+            elif name == "Wout":
+                bound = 3.0 / math.sqrt(p.shape[0])
+                p.uniform_(-bound, bound)
+            elif p.dim() == 3:
+                bound = 1.0 / math.sqrt(p.shape[1])
+                p.uniform_(-bound, bound)
+            else:
+                p.uniform_(-0.1, 0.1)
+    return model
+
+
+# The synthetic instances: prompts of 1 to 512 tokens (the extremes first, then lengths favouring
+# short ones), budgets of 1 to 256 new tokens (the extremes among the first, then drawn).
+FIXED = [(1, 1), (512, 8), (1, 256), (2, 3), (3, 40), (64, 17), (65, 2), (127, 31), (255, 5), (17, 64)]
+
+
+def make_data(path, count, seed, dims):
+    """`count` lines [prompt, max_new]: token ids uniform in [0, V) without EOS, so that only
+    generation can end an instance early."""
+    d = _dims(dims)
+    rng = random.Random(seed)
+    shape = FIXED[:count]
+    while len(shape) < count:
+        shape.append((min(512, max(1, int(rng.expovariate(1.0 / 40.0)) + 1)),
+                      min(256, max(1, int(rng.expovariate(1.0 / 24.0)) + 1))))
+    with open(path, "w") as f:
+        for n, max_new in shape:
+            prompt = [rng.randrange(d["V"] - 1) for _ in range(n)]
+            prompt = [w if w < d["EOS"] else w + 1 for w in prompt]
+            f.write(json.dumps([prompt, max_new]) + "\n")
+
+
+def load_instances(path, vocab_path, limit, dims):
+    """(prompt, max_new) per line; vocab_path is unused."""
+    d = _dims(dims)
+    out = []
+    for lineno, inst in models.json_lines(path, limit):
+        if not (isinstance(inst, list) and len(inst) == 2 and isinstance(inst[0], list) and inst[0]
+                and isinstance(inst[1], int) and inst[1] >= 1):
+            raise ValueError("%s:%d: expected [prompt ids, max_new >= 1]" % (path, lineno))
+        if any(not isinstance(w, int) or not 0 <= w < d["V"] for w in inst[0]):
+            raise ValueError("%s:%d: a token id out of range [0, %d)" % (path, lineno, d["V"]))
+        if len(inst[0]) + inst[1] > d["P"]:
+            raise ValueError("%s:%d: the prompt and its new tokens exceed P = %d positions" % (path, lineno, d["P"]))
+        out.append((inst[0], inst[1]))
+    return out
