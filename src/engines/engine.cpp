@@ -125,30 +125,48 @@ OnError parse_on_error(const std::string& text) {
   throw UserError(given("--on-error", text) + ": expected " + one_of({"'raise'", "'skip'"}));
 }
 
+std::vector<size_t> call_leaving_out_failures(const std::vector<Value>& inputs,
+                                              FunctionRef<void(const std::vector<Value>&)> call,
+                                              FunctionRef<void(size_t, const UserError&)> left_out) {
+  std::vector<size_t> left;  // the instances still in, by index in `inputs`
+  for (size_t i = 0; i < inputs.size(); ++i) left.push_back(i);
+  std::vector<Value> part;  // after a failure: inputs[left]
+  const std::vector<Value>* in = &inputs;
+  for (;;) {
+    try {
+      call(*in);
+      return left;
+    } catch (const UserError& e) {
+      // Not an instance's failure (a wrong entry, ...): no instance to leave out.
+      if (!e.instance() || *e.instance() >= left.size()) throw;
+      const size_t k = *e.instance();
+      left_out(left[k], e);
+      left.erase(left.begin() + static_cast<ptrdiff_t>(k));
+      if (left.empty()) return left;
+      part.clear();
+      for (size_t i : left) part.push_back(inputs[i]);
+      in = &part;
+    }
+  }
+}
+
 namespace {
 
 // One batch `inputs[begin, end)` run without its instances that fail; their outputs stay empty.
 void run_skipping(Engine& engine, const std::vector<Value>& inputs, size_t begin, size_t end,
                   const std::string& entry, const std::vector<size_t>& numbers, RunResult& result) {
-  std::vector<size_t> left;  // the instances still in the batch, by index in `inputs`
-  for (size_t i = begin; i < end; ++i) left.push_back(i);
-  std::vector<Value> chunk;
-  while (!left.empty()) {
-    chunk.clear();
-    for (size_t i : left) chunk.push_back(inputs[i]);
-    try {
-      RunResult part = engine.run(chunk, entry, 0);
-      result.stats.add(part.stats);
-      for (size_t k = 0; k < left.size(); ++k) result.outputs[left[k]] = std::move(part.outputs[k]);
-      return;
-    } catch (const UserError& e) {
-      // Not an instance's failure (a wrong entry, ...): no instance to leave out.
-      if (!e.instance() || *e.instance() >= left.size()) throw;
-      const size_t failed = left[*e.instance()];
-      result.failures.push_back({failed, for_instance(e, numbers.empty() ? failed : numbers[failed]).what()});
-      left.erase(left.begin() + static_cast<ptrdiff_t>(*e.instance()));
-    }
-  }
+  const std::vector<Value> batch(inputs.begin() + static_cast<ptrdiff_t>(begin),
+                                 inputs.begin() + static_cast<ptrdiff_t>(end));
+  RunResult part;
+  const std::vector<size_t> ran = call_leaving_out_failures(
+      batch, [&](const std::vector<Value>& in) { part = engine.run(in, entry, 0); },
+      [&](size_t i, const UserError& e) {
+        const size_t failed = begin + i;
+        result.failures.push_back({failed, for_instance(e, numbers.empty() ? failed : numbers[failed]).what()});
+      });
+  if (ran.empty()) return;
+  result.stats.add(part.stats);
+  for (size_t k = 0; k < ran.size(); ++k) result.outputs[begin + ran[k]] = std::move(part.outputs[k]);
 }
 
 }  // namespace

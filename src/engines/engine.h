@@ -13,6 +13,8 @@
 #include "runtime/params.h"
 #include "runtime/run_stats.h"
 #include "runtime/value.h"
+#include "support/diagnostics.h"
+#include "support/function_ref.h"
 
 namespace acrobat {
 
@@ -77,6 +79,15 @@ class Engine {
 // Messages number instance i as `numbers[i]` (default: i; a server numbers each request's own).
 RunResult run_batches(Engine& engine, const std::vector<Value>& inputs, size_t batch, const std::string& entry,
                       OnError on_error, const std::vector<size_t>& numbers = {});
+
+// Calls `call(part)` with part = `inputs` and, while it throws a UserError naming one of part's
+// instances (UserError::instance), tells `left_out` of that instance (its index in `inputs`, the
+// error) and calls again without it. Returns the indices in `inputs` of the part the call
+// succeeded on, ascending; empty when every instance failed (`call` then never succeeded). Any
+// other error propagates. The first call gets `inputs` itself, not a copy.
+std::vector<size_t> call_leaving_out_failures(const std::vector<Value>& inputs,
+                                              FunctionRef<void(const std::vector<Value>&)> call,
+                                              FunctionRef<void(size_t, const UserError&)> left_out);
 
 // Checks that `entry` exists and takes exactly one parameter; returns its index.
 int entry_function(const ir::Module& module, const std::string& entry);
