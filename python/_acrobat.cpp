@@ -211,16 +211,22 @@ class Model {
     return py::make_tuple(outputs, stats);
   }
 
-  py::tuple gradients(const py::handle& items, const std::string& entry) {
+  // (losses, grads by param name, stats); with `wrt_inputs` (losses, grads, input grads, stats), the
+  // input grads one per instance in its shape (gradient_structure).
+  py::tuple gradients(const py::handle& items, const std::string& entry, bool wrt_inputs) {
     loss_function(*module_, entry);
     std::vector<Value> inputs = instances(items, entry);
-    GradResult g = locked([&] { return engine().gradients(inputs, entry); });
+    const GradWrt wrt = wrt_inputs ? GradWrt::ParamsAndInputs : GradWrt::Params;
+    GradResult g = locked([&] { return engine().gradients(inputs, entry, 0, {}, wrt); });
     py::list losses;
     for (const Value& v : g.outputs) losses.append(v.tensor->data[0]);
     py::dict grads;
     for (size_t k = 0; k < g.grads.size(); ++k)
       grads[py::str(module_->params[k].name)] = tensor_array(std::make_shared<Tensor>(std::move(g.grads[k])), {});
-    return py::make_tuple(losses, grads, stats_dict(g.stats));
+    if (!wrt_inputs) return py::make_tuple(losses, grads, stats_dict(g.stats));
+    py::list input_grads;
+    for (size_t i = 0; i < inputs.size(); ++i) input_grads.append(gradient_structure(inputs[i], g.input_grads[i]));
+    return py::make_tuple(losses, grads, input_grads, stats_dict(g.stats));
   }
 
   std::string engine_name() {

@@ -98,6 +98,48 @@ py::object to_python(const Value& v, const TensorViews& views) {
   }
 }
 
+namespace {
+
+// gradient_structure from grads[next] on.
+py::object gradient_structure(const Value& v, std::vector<Tensor>& grads, size_t& next) {
+  switch (v.kind) {
+    case Value::Kind::Tensor: {
+      ACROBAT_ASSERT(next < grads.size(), "a gradient for each tensor of the instance");
+      return tensor_array(std::make_shared<Tensor>(std::move(grads[next++])), {});
+    }
+    case Value::Kind::Tuple: {
+      py::tuple t(v.agg->fields.size());
+      for (size_t i = 0; i < v.agg->fields.size(); ++i) t[i] = gradient_structure(v.agg->fields[i], grads, next);
+      return t;
+    }
+    case Value::Kind::Adt: {
+      const std::string& name = v.agg->ctor->name;
+      if (name == "Nil" || name == "Cons") {
+        py::list l;
+        for (const Value* c = &v; c->agg->ctor->name == "Cons"; c = &c->agg->fields[1])
+          l.append(gradient_structure(c->agg->fields[0], grads, next));
+        return l;
+      }
+      if (v.agg->fields.empty()) return py::none();
+      py::list fields;
+      for (const Value& f : v.agg->fields) fields.append(gradient_structure(f, grads, next));
+      py::dict d;
+      d[py::str(name)] = fields;
+      return d;
+    }
+    default: return py::none();
+  }
+}
+
+}  // namespace
+
+py::object gradient_structure(const Value& instance, std::vector<Tensor>& grads) {
+  size_t next = 0;
+  py::object out = gradient_structure(instance, grads, next);
+  ACROBAT_ASSERT(next == grads.size(), "one gradient for each tensor of the instance");
+  return out;
+}
+
 py::dict stats_dict(const RunStats& s) {
   py::dict d;
   d["instances"] = s.instances;

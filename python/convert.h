@@ -40,6 +40,12 @@ py::array tensor_array(const std::shared_ptr<const Tensor>& t, const TensorViews
 // with no fields), as value_to_json writes them.
 py::object to_python(const Value& v, const TensorViews& views);
 
+// The gradients of an instance's tensors (GradResult::input_grads[i], in instance_tensors' order,
+// moved out of `grads`) in the instance's shape, as to_python writes it: an array for each tensor
+// (writable, its own memory), tuples, lists and {"Ctor": [fields]} around them, and None for
+// numbers, bools, units and constructors without fields.
+py::object gradient_structure(const Value& instance, std::vector<Tensor>& grads);
+
 py::dict stats_dict(const RunStats& s);
 
 // The arguments of the Python calls, checked: an acrobat.Error naming the argument (`flag` is the

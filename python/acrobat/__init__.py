@@ -174,11 +174,19 @@ class Model:
                            _text("--entry", entry), _integer("--first-index", first_index, 0, _acrobat.MAX_COUNT),
                            _text("--on-error", on_error))
 
-    def gradients(self, instances: InstanceList, entry: str = "loss") -> tuple:
+    def gradients(self, instances: InstanceList, entry: str = "loss", wrt_inputs: bool = False) -> tuple:
         """The gradient of the summed loss (``entry`` returns one number per instance) with respect
         to every param. Returns (losses, grads, stats): each instance's loss, and a numpy array per
-        param name."""
-        return self._m.gradients(self._instances(instances), _text("--entry", entry))
+        param name.
+
+        ``wrt_inputs=True``: also with respect to the instances' tensors; returns (losses, grads,
+        input_grads, stats), ``input_grads[i]`` shaped as instance i (as ``run`` gives values back):
+        the gradient of each of its tensors as a numpy array in its place, tuples, lists and
+        ``{"Ctor": [fields]}`` around them, None for numbers, bools and constructors without
+        fields. An array or torch tensor is copied at each place of the instances it appears in,
+        so a place's gradient is that of its use there: the gradient of a tensor given at several
+        places is the sum of theirs."""
+        return self._m.gradients(self._instances(instances), _text("--entry", entry), bool(wrt_inputs))
 
     def trainer(self, optimizer: str = "adam", lr: float = 1e-3, momentum: float = 0.9,
                 betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,

@@ -131,6 +131,49 @@ def test_gradients_equal_the_cli(tmp_path):
         np.testing.assert_array_equal(g.reshape(-1), np.asarray(want[name], dtype=np.float32).reshape(-1))
 
 
+def test_gradients_with_respect_to_inputs_are_shaped_as_the_instances():
+    """Model.gradients(wrt_inputs=True): per instance its structure with the gradient of each tensor
+    in its place (None for numbers, constructors without fields), equal to torch.autograd's."""
+    import torch
+    text = """type Tag = Plain | Scaled(float)
+param W: f32[3, 3]
+def rows(xs: List[f32[1, 3]]) -> f32[1, 1] {
+  match xs {
+    Nil => zeros(1, 1),
+    Cons(x, rest) => sum(tanh(x @ W), axis=-1) + rows(rest),
+  }
+}
+def loss(x: (int, f32[2, 3], List[f32[1, 3]], Tag)) -> f32[1, 1] {
+  let (k, A, xs, _) = x;
+  let h = sum(A @ W, axis=0);
+  let s = sum(h * h, axis=-1);
+  if k == 2 { s * 2.0 + rows(xs) } else { s + rows(xs) }
+}
+"""
+    for engine in ("batched", "reference"):
+        m = acrobat.loads(text, engine=engine, threads=1, seed=1)
+        rng = np.random.RandomState(0)
+        insts = [(k + 1, rng.randn(2, 3).astype(np.float32), [rng.randn(1, 3).astype(np.float32) for _ in range(k + 1)],
+                  "Plain" if k % 2 else {"Scaled": [0.5]}) for k in range(3)]
+        losses, grads, per_instance, stats = m.gradients(insts, wrt_inputs=True)
+        assert stats["instances"] == 3 and len(per_instance) == 3
+        W = torch.tensor(m.params["W"], requires_grad=True)
+        for (k, A, xs, tag), loss, g in zip(insts, losses, per_instance):
+            assert isinstance(g, tuple) and len(g) == 4 and g[0] is None and g[3] in (None, {"Scaled": [None]})
+            assert isinstance(g[2], list) and len(g[2]) == len(xs)
+            tA = torch.tensor(A, requires_grad=True)
+            txs = [torch.tensor(x, requires_grad=True) for x in xs]
+            h = (tA @ W).sum(0)
+            want = (h * h).sum() * (2 if k == 2 else 1) + sum(torch.tanh(x @ W).sum() for x in txs)
+            want.backward()
+            assert abs(loss - want.item()) <= 1e-5 * abs(want.item())
+            np.testing.assert_allclose(g[1], tA.grad.numpy(), rtol=1e-5, atol=1e-6)
+            for gx, tx in zip(g[2], txs):
+                np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(grads["W"], W.grad.numpy(), rtol=1e-5, atol=1e-6)
+        assert len(m.gradients(insts)) == 3  # without: (losses, grads, stats), as before
+
+
 def test_errors_are_exceptions_with_where():
     with pytest.raises(acrobat.Error, match=r"bad\.acr:2:39: error: unknown name 'nope'"):
         acrobat.loads("param W: f32[2, 2]\ndef main(x: f32[1, 2]) -> f32[1, 2] { nope }\n", name="bad.acr")

@@ -31,8 +31,9 @@
 //     of a few).
 //  4. Each argument's adjoint goes where the argument came from: a lazy value to the adjoint of
 //     the producing node's output row, a row or whole tensor of a param to that param's gradient
-//     at the same place, rows a gather stacked (Graph::gathered) to the param rows they were
-//     copied from, anything else (inputs, constants) nowhere.
+//     at the same place, a part of an input tensor asked for (InputLeaf) to that input's gradient
+//     likewise, rows a gather stacked (Graph::gathered) to the param rows they were copied from,
+//     anything else (other inputs, constants) nowhere.
 // A batch whose nodes pick different matrices of an indexed param (per-layer or per-child
 // weights: the forward ordered it so that each matrix is a run of rows) is differentiated run by
 // run, each matrix shared by its run, so that its products take the path above rather than
@@ -48,6 +49,7 @@
 #include <cstring>
 
 #include "autodiff/adjoints.h"
+#include "autodiff/leaf_ranges.h"
 #include "runtime/batched_kernels.h"
 #include "runtime/reference_kernels.h"
 
@@ -158,44 +160,15 @@ struct ReverseMode::Batch {
   float*& adjoint(const analysis::BlockOperand& o) { return o.local ? dval[o.index] : darg[o.index]; }
 };
 
-// Where the tensors of the params live, to send an argument's adjoint to a param's gradient.
-class ReverseMode::ParamRanges {
- public:
-  explicit ParamRanges(const ParamStore& params) {
-    for (size_t p = 0; p < params.params.size(); ++p) {
-      const Tensor& t = params.params[p].tensor;
-      ranges_.push_back({t.data.get(), t.data.get() + t.size(), static_cast<int>(p)});
-    }
-    std::sort(ranges_.begin(), ranges_.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  }
-  // The param whose storage holds `p` and the offset of `p` in it; {-1, 0} for none.
-  std::pair<int, int64_t> find(const float* p) const {
-    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), p,
-                               [](const float* x, const Range& r) { return x < r.begin; });
-    if (it == ranges_.begin()) return {-1, 0};
-    --it;
-    if (p >= it->end) return {-1, 0};
-    return {it->param, p - it->begin};
-  }
-
- private:
-  struct Range {
-    const float* begin;
-    const float* end;
-    int param;
-  };
-  std::vector<Range> ranges_;
-};
-
 ReverseMode::ReverseMode() = default;
 ReverseMode::~ReverseMode() = default;
 
 void ReverseMode::backward(const ForwardRecord& forward, std::span<const aot::Val> losses, const ParamStore& params,
                            std::vector<Tensor>& grads, RunStats& stats, ThreadPool* pool, WrittenChunks* written,
-                           const BlockExecutor* executor) {
+                           const BlockExecutor* executor, std::span<const InputLeaf> inputs) {
   ACROBAT_ASSERT(forward.kept(), "backward needs the outputs of a run reset with keep_outputs");
   const std::vector<std::vector<int>> members = forward.nodes_by_row();
-  begin(forward, params, grads, stats, pool, written, executor);
+  begin(forward, params, inputs, grads, stats, pool, written, executor);
   static constexpr float kOne = 1.0f;  // d(sum of the losses)/d(each loss)
   for (const aot::Val& loss : losses) send(loss, &kOne, 1);
   Batch x;
@@ -207,11 +180,13 @@ void ReverseMode::backward(const ForwardRecord& forward, std::span<const aot::Va
   products_.weight_gradients(grads, pool, [this](int p, int64_t offset, int64_t n) { mark(p, offset, n); });
 }
 
-void ReverseMode::begin(const ForwardRecord& forward, const ParamStore& params, std::vector<Tensor>& grads,
-                        RunStats& stats, ThreadPool* pool, WrittenChunks* written, const BlockExecutor* executor) {
+void ReverseMode::begin(const ForwardRecord& forward, const ParamStore& params, std::span<const InputLeaf> inputs,
+                        std::vector<Tensor>& grads, RunStats& stats, ThreadPool* pool, WrittenChunks* written,
+                        const BlockExecutor* executor) {
   forward_ = &forward;
   plan_ = &forward.plan();
   grads_ = &grads;
+  inputs_ = inputs;
   stats_ = &stats;
   pool_ = pool;
   written_ = written;
@@ -220,7 +195,7 @@ void ReverseMode::begin(const ForwardRecord& forward, const ParamStore& params, 
   grad_outputs_.reset();
   grad_values_.reset();
   grad_values_.reset_peak();
-  ranges_ = std::make_unique<ParamRanges>(params);
+  ranges_ = std::make_unique<LeafRanges>(params, inputs);
   if (written) {
     written->assign(grads.size(), {});
     for (size_t p = 0; p < grads.size(); ++p)
@@ -249,8 +224,13 @@ float* ReverseMode::node_adjoint(const aot::Val& v) {
   return output_adjoint(batch, v.lazy.slot) + forward_->output_offset(batch, v.lazy.slot, row);
 }
 
+float* ReverseMode::leaf_gradient(int leaf) const {
+  const size_t params = grads_->size();
+  return size_t(leaf) < params ? (*grads_)[size_t(leaf)].data.get() : inputs_[size_t(leaf) - params].grad;
+}
+
 void ReverseMode::mark(int p, int64_t offset, int64_t n) {
-  if (!written_ || n <= 0) return;
+  if (!written_ || n <= 0 || !ranges_->is_param(p)) return;
   std::vector<uint8_t>& w = (*written_)[size_t(p)];
   std::fill(w.begin() + offset / kGradChunk, w.begin() + (offset + n - 1) / kGradChunk + 1, uint8_t{1});
 }
@@ -261,10 +241,10 @@ void ReverseMode::send(const aot::Val& v, const float* g, int64_t n) {
     add(node_adjoint(v), g, n);
     return;
   }
-  const auto [param, offset] = ranges_->find(v.data);
-  if (param >= 0) {
-    add(grads[param].data.get() + offset, g, n);
-    mark(param, offset, n);
+  const auto [leaf, offset] = ranges_->find(v.data);
+  if (leaf >= 0) {
+    add(leaf_gradient(leaf) + offset, g, n);
+    mark(leaf, offset, n);
     return;
   }
   // Rows a gather stacked: each row's adjoint to the row of the param it came from.
@@ -273,10 +253,10 @@ void ReverseMode::send(const aot::Val& v, const float* g, int64_t n) {
   if (it == gathers_.begin()) return;
   const Gather& x = **--it;
   const int64_t at = v.data - x.out;
-  if (at >= x.row * static_cast<int64_t>(x.count)) return;  // not in it: an input or a constant
+  if (at >= x.row * static_cast<int64_t>(x.count)) return;  // not in it: a constant (or an input not asked for)
   for (int64_t i = 0; i < n;) {
     const int64_t k = (at + i) / x.row, in_row = (at + i) % x.row, len = std::min(n - i, x.row - in_row);
-    const auto [p, o] = ranges_->find(forward_->gathered_row(x.begin + k));
+    const auto [p, o] = ranges_->find_param(forward_->gathered_row(x.begin + k));
     ACROBAT_ASSERT(p >= 0, "a gathered row comes from a param");  // Graph::gathered records param rows only
     add(grads[p].data.get() + o + in_row, g + i, len);
     mark(p, o + in_row, len);
@@ -327,7 +307,7 @@ bool ReverseMode::weight_product(Batch& batch, size_t k) {
   float*& dx = batch.adjoint(xo);
   const int64_t B = batch.B;
   if (op.rhs->op != OpId::MatMul || x.shared || !w.shared || w.shape.size() != 2) return false;
-  const auto [param, offset] = ranges_->find(w.data);
+  const auto [param, offset] = ranges_->find_param(w.data);
   const int K = static_cast<int>(w.shape[0]), N = static_cast<int>(w.shape[1]);
   if (param < 0 || offset + int64_t(K) * N > (*grads_)[param].size() || x.shape.back() != K) return false;
   const int64_t rows = B * (x.size / K);
@@ -424,7 +404,7 @@ void ReverseMode::share_arguments(Batch& batch) {
     // One instance (a ragged batch's, or a batch of one node): a param's tensor is shared,
     // anything else its own, so that a product by weights takes the weights' path (and a batch
     // of one reads the values its forward kernels kept).
-    a.shared = (!batch.ragged && B > 1) || ranges_->find(first).first >= 0;
+    a.shared = (!batch.ragged && B > 1) || ranges_->find_param(first).first >= 0;
     for (int64_t i = 1; i < B && a.shared; ++i) a.shared = forward_->data(forward_->arg(ids[i], e)) == first;
     if (a.shared) a.data = const_cast<float*>(first);
   }

@@ -20,6 +20,8 @@
 
 namespace acrobat {
 
+class LeafRanges;
+
 // One per graph that trains: its memory and the packed W^T are kept from call to call.
 class ReverseMode {
  public:
@@ -27,23 +29,25 @@ class ReverseMode {
   ~ReverseMode();
 
   // Adds to `grads` (one per param of `params`, full shape) d(sum of the tensors `losses` refer
-  // to)/d(param) over what `forward` ran; counters go to `stats`, whose peak_bytes then counts the
-  // backward's memory too (not `grads`). `pool` (optional) shares the pieces of the products by
+  // to)/d(param) over what `forward` ran, and to each of `inputs` the same with respect to its
+  // memory; counters go to `stats`, whose peak_bytes then counts the backward's memory too (not
+  // `grads`). `pool` (optional) shares the pieces of the products by
   // weights, which are cut the same way whatever the threads, so the bits do not depend on it.
   // `written` (optional) gets the chunks of `grads` it adds to (engine.h, WrittenChunks).
   // `executor` (optional) gives the compiled adjoints of fused loops
   // (BlockExecutor::fused_adjoint).
   void backward(const ForwardRecord& forward, std::span<const aot::Val> losses, const ParamStore& params,
                 std::vector<Tensor>& grads, RunStats& stats, ThreadPool* pool = nullptr,
-                WrittenChunks* written = nullptr, const BlockExecutor* executor = nullptr);
+                WrittenChunks* written = nullptr, const BlockExecutor* executor = nullptr,
+                std::span<const InputLeaf> inputs = {});
 
  private:
   struct Batch;
-  class ParamRanges;
 
   // Starts a call: no output has an adjoint yet, no product by weights has kept rows yet.
-  void begin(const ForwardRecord& forward, const ParamStore& params, std::vector<Tensor>& grads,
-             RunStats& stats, ThreadPool* pool, WrittenChunks* written, const BlockExecutor* executor);
+  void begin(const ForwardRecord& forward, const ParamStore& params, std::span<const InputLeaf> inputs,
+             std::vector<Tensor>& grads, RunStats& stats, ThreadPool* pool, WrittenChunks* written,
+             const BlockExecutor* executor);
   // Batch `b` (its nodes `ids` by row): run by run of an indexed param's matrix.
   void differentiate_batch(int b, const std::vector<int>& ids, Batch& batch);
   // A ragged batch: instance by instance, each on the block with its sizes bound.
@@ -80,13 +84,17 @@ class ReverseMode {
   void send_arguments(Batch& batch);
 
   // Sends the adjoint `g` (n floats) of the tensor `v` refers to where it came from: a node output
-  // row's adjoint, a param's gradient, or the param rows a gather stacked; else nowhere.
+  // row's adjoint, a param's or an input leaf's gradient, or the param rows a gather stacked; else
+  // nowhere.
   void send(const aot::Val& v, const float* g, int64_t n);
+  // The gradient of leaf `leaf` (LeafRanges: a param, then the input leaves).
+  float* leaf_gradient(int leaf) const;
   // The adjoint of output `slot` of batch `batch`, zeroed when first reached.
   float* output_adjoint(int batch, int slot);
   // Where the adjoint of the lazy tensor `v` (a node's output row) is added.
   float* node_adjoint(const aot::Val& v);
-  // Notes that elements [offset, offset + n) of param p's gradient are written.
+  // Notes that elements [offset, offset + n) of leaf p's gradient are written (params only:
+  // WrittenChunks).
   void mark(int p, int64_t offset, int64_t n);
   // `n` floats of the batch's values (written whole) or adjoints (`zero`: they accumulate).
   float* alloc(int64_t n, bool zero = false);
@@ -105,8 +113,9 @@ class ReverseMode {
   // The call under way (begin()).
   const ForwardRecord* forward_ = nullptr;
   const analysis::Plan* plan_ = nullptr;
-  std::unique_ptr<ParamRanges> ranges_;
+  std::unique_ptr<LeafRanges> ranges_;
   std::vector<Tensor>* grads_ = nullptr;
+  std::span<const InputLeaf> inputs_;
   RunStats* stats_ = nullptr;
   ThreadPool* pool_ = nullptr;
   WrittenChunks* written_ = nullptr;

@@ -125,30 +125,48 @@ OnError parse_on_error(const std::string& text) {
   throw UserError(given("--on-error", text) + ": expected " + one_of({"'raise'", "'skip'"}));
 }
 
+std::vector<size_t> call_leaving_out_failures(const std::vector<Value>& inputs,
+                                              FunctionRef<void(const std::vector<Value>&)> call,
+                                              FunctionRef<void(size_t, const UserError&)> left_out) {
+  std::vector<size_t> left;  // the instances still in, by index in `inputs`
+  for (size_t i = 0; i < inputs.size(); ++i) left.push_back(i);
+  std::vector<Value> part;  // after a failure: inputs[left]
+  const std::vector<Value>* in = &inputs;
+  for (;;) {
+    try {
+      call(*in);
+      return left;
+    } catch (const UserError& e) {
+      // Not an instance's failure (a wrong entry, ...): no instance to leave out.
+      if (!e.instance() || *e.instance() >= left.size()) throw;
+      const size_t k = *e.instance();
+      left_out(left[k], e);
+      left.erase(left.begin() + static_cast<ptrdiff_t>(k));
+      if (left.empty()) return left;
+      part.clear();
+      for (size_t i : left) part.push_back(inputs[i]);
+      in = &part;
+    }
+  }
+}
+
 namespace {
 
 // One batch `inputs[begin, end)` run without its instances that fail; their outputs stay empty.
 void run_skipping(Engine& engine, const std::vector<Value>& inputs, size_t begin, size_t end,
                   const std::string& entry, const std::vector<size_t>& numbers, RunResult& result) {
-  std::vector<size_t> left;  // the instances still in the batch, by index in `inputs`
-  for (size_t i = begin; i < end; ++i) left.push_back(i);
-  std::vector<Value> chunk;
-  while (!left.empty()) {
-    chunk.clear();
-    for (size_t i : left) chunk.push_back(inputs[i]);
-    try {
-      RunResult part = engine.run(chunk, entry, 0);
-      result.stats.add(part.stats);
-      for (size_t k = 0; k < left.size(); ++k) result.outputs[left[k]] = std::move(part.outputs[k]);
-      return;
-    } catch (const UserError& e) {
-      // Not an instance's failure (a wrong entry, ...): no instance to leave out.
-      if (!e.instance() || *e.instance() >= left.size()) throw;
-      const size_t failed = left[*e.instance()];
-      result.failures.push_back({failed, for_instance(e, numbers.empty() ? failed : numbers[failed]).what()});
-      left.erase(left.begin() + static_cast<ptrdiff_t>(*e.instance()));
-    }
-  }
+  const std::vector<Value> batch(inputs.begin() + static_cast<ptrdiff_t>(begin),
+                                 inputs.begin() + static_cast<ptrdiff_t>(end));
+  RunResult part;
+  const std::vector<size_t> ran = call_leaving_out_failures(
+      batch, [&](const std::vector<Value>& in) { part = engine.run(in, entry, 0); },
+      [&](size_t i, const UserError& e) {
+        const size_t failed = begin + i;
+        result.failures.push_back({failed, for_instance(e, numbers.empty() ? failed : numbers[failed]).what()});
+      });
+  if (ran.empty()) return;
+  result.stats.add(part.stats);
+  for (size_t k = 0; k < ran.size(); ++k) result.outputs[begin + ran[k]] = std::move(part.outputs[k]);
 }
 
 }  // namespace
@@ -187,6 +205,90 @@ RunResult Engine::run_batches(const std::vector<Value>& inputs, size_t batch,
     for (auto& v : part.outputs) result.outputs.push_back(std::move(v));
   }
   return result;
+}
+
+std::vector<std::shared_ptr<const Tensor>> instance_tensors(const Value& instance) {
+  std::vector<std::shared_ptr<const Tensor>> out;
+  // Depth first by a stack of its own: a long list is a chain as long as itself.
+  std::vector<const Value*> todo{&instance};
+  while (!todo.empty()) {
+    const Value* v = todo.back();
+    todo.pop_back();
+    if (v->kind == Value::Kind::Tensor) out.push_back(v->tensor);
+    if (v->agg && (v->kind == Value::Kind::Tuple || v->kind == Value::Kind::Adt))
+      for (size_t k = v->agg->fields.size(); k-- > 0;) todo.push_back(&v->agg->fields[k]);
+  }
+  return out;
+}
+
+InputGradients::InputGradients(const ir::Module& module, const ParamStore& params, const std::vector<Value>& inputs) {
+  struct Stretch {
+    const float* begin;
+    const float* end;
+  };
+  std::vector<Stretch> stretches;
+  for (const Value& v : inputs) {
+    tensors_.push_back(instance_tensors(v));
+    for (const auto& t : tensors_.back())
+      if (t->size() > 0) stretches.push_back({t->data.get(), t->data.get() + t->size()});
+  }
+  std::sort(stretches.begin(), stretches.end(), [](const Stretch& a, const Stretch& b) { return a.begin < b.begin; });
+  // Overlapping stretches merged: one leaf each, so that leaves never overlap (InputLeaf).
+  std::vector<Stretch> merged;
+  for (const Stretch& s : stretches) {
+    if (!merged.empty() && s.begin < merged.back().end)
+      merged.back().end = std::max(merged.back().end, s.end);
+    else
+      merged.push_back(s);
+  }
+  for (const Stretch& s : merged) {
+    for (size_t p = 0; p < params.params.size(); ++p) {
+      const Tensor& t = params.params[p].tensor;
+      if (s.begin < t.data.get() + t.size() && t.data.get() < s.end)
+        throw UserError("an instance's tensor lies in the memory of param '" + module.params[p].name +
+                        "': a gradient with respect to it would also be one with respect to the param; give the "
+                        "instance a copy");
+    }
+    const int64_t size = s.end - s.begin;
+    storage_.push_back(std::make_shared<float[]>(static_cast<size_t>(size)));  // zeroed
+    leaves_.push_back({s.begin, size, storage_.back().get()});
+  }
+}
+
+size_t InputGradients::leaf_of(const Tensor& t) const {
+  const float* p = t.data.get();
+  auto it = std::upper_bound(leaves_.begin(), leaves_.end(), p,
+                             [](const float* x, const InputLeaf& l) { return x < l.begin; });
+  ACROBAT_ASSERT(it != leaves_.begin() && p < (it - 1)->begin + (it - 1)->size, "an input tensor has a leaf");
+  return static_cast<size_t>(it - leaves_.begin() - 1);
+}
+
+float* InputGradients::gradient_of(const Tensor& t) const {
+  const InputLeaf& l = leaves_[leaf_of(t)];
+  return l.grad + (t.data.get() - l.begin);
+}
+
+std::vector<std::vector<Tensor>> InputGradients::take() {
+  // A leaf of one tensor is handed over as it is; a tensor that shares its leaf gets a copy of its part.
+  std::vector<int> uses(leaves_.size(), 0);
+  for (const auto& ts : tensors_)
+    for (const auto& t : ts)
+      if (t->size() > 0) ++uses[leaf_of(*t)];
+  std::vector<std::vector<Tensor>> out(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    for (const auto& t : tensors_[i]) {
+      Tensor g;
+      const size_t k = t->size() > 0 ? leaf_of(*t) : 0;
+      if (t->size() > 0 && uses[k] == 1 && leaves_[k].size == t->size()) {
+        g.shape = t->shape;
+        g.data = storage_[k];
+      } else {
+        g = Tensor::allocate(t->shape);
+        if (t->size() > 0) std::copy_n(gradient_of(*t), t->size(), g.data.get());
+      }
+      out[i].push_back(std::move(g));
+    }
+  return out;
 }
 
 }  // namespace acrobat

@@ -13,6 +13,8 @@
 #include "runtime/params.h"
 #include "runtime/run_stats.h"
 #include "runtime/value.h"
+#include "support/diagnostics.h"
+#include "support/function_ref.h"
 
 namespace acrobat {
 
@@ -35,16 +37,25 @@ enum class OnError { Raise, Skip };
 // "raise" or "skip" (--on-error, Python's on_error=); a UserError otherwise.
 OnError parse_on_error(const std::string& text);
 
+// What a gradient run differentiates with respect to: the params alone, or also the tensors of the
+// instances (GradResult::input_grads).
+enum class GradWrt { Params, ParamsAndInputs };
+
 // A gradient run: each instance's loss (the entry's output, one number) and, for every param of the
 // module in its order, d(sum of the instances' losses)/d(param) with the param's full shape (an
 // indexed param: all its tensors, [count, ...]), and where it wrote them (`written`, WrittenChunks).
 // Decisions taken from tensor values (argmax, item) are those of the forward run and are not
 // differentiated.
+// With GradWrt::ParamsAndInputs, `input_grads[i][j]` is d(sum of the losses)/d(tensor j of instance
+// i), the tensors counted as instance_tensors lists them, each of its tensor's shape. A gradient is
+// that of the tensor's memory: a tensor at several places (the same instance twice, one tensor in two
+// instances or twice in one) has at each of them the sum over all its uses.
 struct GradResult {
   std::vector<Value> outputs;
   std::vector<Tensor> grads;
   RunStats stats;
   WrittenChunks written;
+  std::vector<std::vector<Tensor>> input_grads;
 };
 
 class Engine {
@@ -62,11 +73,13 @@ class Engine {
   virtual RunResult run_batches(const std::vector<Value>& inputs, size_t batch,
                                 const std::string& entry = "main");
   // Runs the loss function `entry` (loss_function) on each input as run() does and differentiates
-  // the sum of the instances' losses with respect to every param (GradResult). `zeroed`: zero
-  // tensors the gradient may be added into (zero_grads), e.g. those of a training loop's previous
-  // step, which its optimiser left zero.
+  // the sum of the instances' losses with respect to every param, and with `wrt`
+  // ParamsAndInputs also to the instances' tensors (GradResult). `zeroed`: zero tensors the
+  // gradient may be added into (zero_grads), e.g. those of a training loop's previous step, which
+  // its optimiser left zero.
   virtual GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
-                               size_t first_instance = 0, std::vector<Tensor> zeroed = {}) = 0;
+                               size_t first_instance = 0, std::vector<Tensor> zeroed = {},
+                               GradWrt wrt = GradWrt::Params) = 0;
 };
 
 
@@ -77,6 +90,15 @@ class Engine {
 // Messages number instance i as `numbers[i]` (default: i; a server numbers each request's own).
 RunResult run_batches(Engine& engine, const std::vector<Value>& inputs, size_t batch, const std::string& entry,
                       OnError on_error, const std::vector<size_t>& numbers = {});
+
+// Calls `call(part)` with part = `inputs` and, while it throws a UserError naming one of part's
+// instances (UserError::instance), tells `left_out` of that instance (its index in `inputs`, the
+// error) and calls again without it. Returns the indices in `inputs` of the part the call
+// succeeded on, ascending; empty when every instance failed (`call` then never succeeded). Any
+// other error propagates. The first call gets `inputs` itself, not a copy.
+std::vector<size_t> call_leaving_out_failures(const std::vector<Value>& inputs,
+                                              FunctionRef<void(const std::vector<Value>&)> call,
+                                              FunctionRef<void(size_t, const UserError&)> left_out);
 
 // Checks that `entry` exists and takes exactly one parameter; returns its index.
 int entry_function(const ir::Module& module, const std::string& entry);
@@ -93,5 +115,31 @@ std::vector<Tensor> zero_grads(const ParamStore& params, std::vector<Tensor> zer
 // function's size variables (ir::Function::size_params), read from the instance's tensor shapes.
 // Shapes that do not fit the parameter's type, or give one size two values, are a UserError.
 std::vector<Value> entry_arguments(const ir::Module& module, int func, const Value& input);
+
+// The tensors of an instance in the order GradResult::input_grads counts them: depth first, fields
+// and list items left to right.
+std::vector<std::shared_ptr<const Tensor>> instance_tensors(const Value& instance);
+
+// The gradients of a run's input tensors (GradWrt::ParamsAndInputs) while an engine computes them:
+// one zeroed leaf (InputLeaf) per stretch of memory the instances' tensors occupy (tensors that
+// overlap, or one tensor at several places, share it), and afterwards each tensor's gradient.
+class InputGradients {
+ public:
+  // A tensor that overlaps a param's memory is a UserError: its gradient and the param's could not
+  // be told apart.
+  InputGradients(const ir::Module& module, const ParamStore& params, const std::vector<Value>& inputs);
+  const std::vector<InputLeaf>& leaves() const { return leaves_; }
+  // Where the gradient of tensor `t` of the inputs starts (its leaf's, at its offset).
+  float* gradient_of(const Tensor& t) const;
+  // The gradients, per instance and tensor (GradResult::input_grads), once the leaves hold them.
+  std::vector<std::vector<Tensor>> take();
+
+ private:
+  size_t leaf_of(const Tensor& t) const;  // the leaf holding a tensor of the inputs (not empty)
+
+  std::vector<std::vector<std::shared_ptr<const Tensor>>> tensors_;  // per instance
+  std::vector<InputLeaf> leaves_;                                    // by address
+  std::vector<std::shared_ptr<float[]>> storage_;                    // each leaf's gradient
+};
 
 }  // namespace acrobat

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <optional>
+#include <span>
 #include <system_error>
 #include <thread>
 
@@ -92,9 +94,13 @@ RunResult GraphEngine::run(const std::vector<Value>& inputs, const std::string& 
 }
 
 GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::string& entry,
-                                  size_t first_instance, std::vector<Tensor> zeroed) {
+                                  size_t first_instance, std::vector<Tensor> zeroed, GradWrt wrt) {
   const int func = loss_function(*module_, entry);
   GradResult result;
+  // The instances' tensors reach the graph by address (HostRuntime::from_value): their memory is
+  // a leaf of the reverse pass as a param's is.
+  std::optional<InputGradients> input_grads;
+  if (wrt == GradWrt::ParamsAndInputs) input_grads.emplace(*module_, *params_, inputs);
   auto t0 = Clock::now();
   // On a lane of its own thread: pieces of a batch split across threads would change the GEMMs'
   // row blocking, and so the rounding; this way a gradient has the same bits whatever the threads.
@@ -108,7 +114,9 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   result.grads = zero_grads(*params_, std::move(zeroed));
   const auto t1 = Clock::now();
   l.reverse.backward(l.graph.forward_record(), losses, *params_, result.grads, result.stats, pool_.get(),
-                     &result.written, &l.program->executor());
+                     &result.written, &l.program->executor(),
+                     input_grads ? std::span<const InputLeaf>(input_grads->leaves()) : std::span<const InputLeaf>());
+  if (input_grads) result.input_grads = input_grads->take();
   result.stats.backward_seconds = seconds_since(t1);
   result.stats.wall_seconds = seconds_since(t0);
   return result;

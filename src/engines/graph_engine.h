@@ -39,7 +39,8 @@ class GraphEngine : public Engine {
   // (autodiff/reverse_mode.h) differentiates it.
   // It runs on one thread (the same bits whatever the engine's threads).
   GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
-                       size_t first_instance = 0, std::vector<Tensor> zeroed = {}) final;
+                       size_t first_instance = 0, std::vector<Tensor> zeroed = {},
+                       GradWrt wrt = GradWrt::Params) final;
 
   class Program {
    public:

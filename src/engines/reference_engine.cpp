@@ -1,6 +1,7 @@
 #include "engines/reference_engine.h"
 
 #include <chrono>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -32,7 +33,8 @@ class TapeInterpreter : public EagerInterpreter {
  public:
   using EagerInterpreter::EagerInterpreter;
 
-  // Adds d(loss)/d(param) of the instance just run to `grads` and forgets the instance.
+  // Adds d(loss)/d(param) of the instance just run to `grads`, and d(loss)/d(tensor) to the gradients
+  // of its input_leaves, and forgets the instance.
   void backward(const Value& loss, std::vector<Tensor>& grads) {
     std::unordered_map<const Tensor*, std::vector<float>> adj;
     adj[loss.tensor.get()] = {1.0f};
@@ -63,7 +65,7 @@ class TapeInterpreter : public EagerInterpreter {
       auto it = adj.find(t.get());
       if (it == adj.end()) continue;
       const std::vector<float>& g = it->second;
-      float* dst = grads[leaf.param].data.get();
+      float* dst = leaf.param >= 0 ? grads[leaf.param].data.get() : leaf.input_grad;
       if (leaf.rows.empty()) {
         for (size_t j = 0; j < g.size(); ++j) dst[j] += g[j];
         continue;
@@ -76,6 +78,14 @@ class TapeInterpreter : public EagerInterpreter {
     produced_.clear();
     leaves_.clear();
     leaf_index_.clear();
+  }
+
+  // The tensors of the instance about to run as leaves whose gradients go to `grads` (before the
+  // call; backward forgets them). A tensor at several places of the instance is one leaf.
+  void input_leaves(const Value& instance, const InputGradients& grads) {
+    for (const auto& t : instance_tensors(instance))
+      if (t->size() > 0 && leaf_index_.emplace(t.get(), leaves_.size()).second)
+        leaves_.push_back({t, Leaf{-1, {}, grads.gradient_of(*t)}});
   }
 
  protected:
@@ -94,7 +104,7 @@ class TapeInterpreter : public EagerInterpreter {
   void param_read(int param, const Value& v, std::span<const int64_t> rows) override {
     // A whole param is one tensor however often it is read: one leaf.
     if (!leaf_index_.emplace(v.tensor.get(), leaves_.size()).second) return;
-    leaves_.push_back({v.tensor, Leaf{param, std::vector<int64_t>(rows.begin(), rows.end())}});
+    leaves_.push_back({v.tensor, Leaf{param, std::vector<int64_t>(rows.begin(), rows.end()), nullptr}});
   }
 
  private:
@@ -105,8 +115,9 @@ class TapeInterpreter : public EagerInterpreter {
     std::shared_ptr<const Tensor> out;
   };
   struct Leaf {
-    int param;
+    int param;                  // -1: an input tensor
     std::vector<int64_t> rows;  // empty: the whole param
+    float* input_grad;          // an input tensor's gradient (InputGradients)
   };
   std::vector<Entry> tape_;
   std::unordered_set<const Tensor*> produced_;
@@ -115,11 +126,12 @@ class TapeInterpreter : public EagerInterpreter {
 };
 
 // Runs function `func` on each input, one after the other, with an interpreter of type Interp on
-// `worker`'s stack; `after(interp, output)` follows each instance.
-template <class Interp, class After>
+// `worker`'s stack; `before(interp, input)` precedes each instance and `after(interp, output)`
+// follows it.
+template <class Interp, class Before, class After>
 void run_instances(StackThread& worker, const ir::Module& module, const ParamStore& params, int func,
                    const std::vector<Value>& inputs, size_t first_instance, RunStats& stats,
-                   std::vector<Value>& outputs, After&& after) {
+                   std::vector<Value>& outputs, Before&& before, After&& after) {
   outputs.reserve(inputs.size());
   const auto start = Clock::now();
   const bool faults = faults_injected();
@@ -128,6 +140,7 @@ void run_instances(StackThread& worker, const ir::Module& module, const ParamSto
     for (size_t i = 0; i < inputs.size(); ++i) {
       try {
         if (faults) ACROBAT_FAULT_POINT("instance");
+        before(interp, inputs[i]);
         outputs.push_back(interp.call(func, entry_arguments(module, func, inputs[i]), module.functions[func].span));
       } catch (const UserError& e) {
         throw for_instance(e, first_instance + i);
@@ -151,19 +164,26 @@ RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::stri
   RunResult result;
   if (!worker_) worker_ = std::make_unique<StackThread>();
   run_instances<EagerInterpreter>(*worker_, *module_, *params_, func, inputs, first_instance, result.stats,
-                                  result.outputs, [](EagerInterpreter&, const Value&) {});
+                                  result.outputs, [](EagerInterpreter&, const Value&) {},
+                                  [](EagerInterpreter&, const Value&) {});
   return result;
 }
 
 GradResult ReferenceEngine::gradients(const std::vector<Value>& inputs, const std::string& entry,
-                                      size_t first_instance, std::vector<Tensor> zeroed) {
+                                      size_t first_instance, std::vector<Tensor> zeroed, GradWrt wrt) {
   const int func = loss_function(*module_, entry);
   GradResult result;
+  std::optional<InputGradients> input_grads;
+  if (wrt == GradWrt::ParamsAndInputs) input_grads.emplace(*module_, *params_, inputs);
   result.grads = zero_grads(*params_, std::move(zeroed));
   if (!worker_) worker_ = std::make_unique<StackThread>();
-  run_instances<TapeInterpreter>(*worker_, *module_, *params_, func, inputs, first_instance, result.stats,
-                                 result.outputs,
-                                 [&](TapeInterpreter& interp, const Value& loss) { interp.backward(loss, result.grads); });
+  run_instances<TapeInterpreter>(
+      *worker_, *module_, *params_, func, inputs, first_instance, result.stats, result.outputs,
+      [&](TapeInterpreter& interp, const Value& input) {
+        if (input_grads) interp.input_leaves(input, *input_grads);
+      },
+      [&](TapeInterpreter& interp, const Value& loss) { interp.backward(loss, result.grads); });
+  if (input_grads) result.input_grads = input_grads->take();
   return result;
 }
 

@@ -16,10 +16,12 @@ class ReferenceEngine : public Engine {
                 size_t first_instance = 0) override;
   // Reverse mode, one instance at a time: the forward run records every differentiable operator it
   // executes (a tape) and every param read, and the adjoints (autodiff/adjoints.h) run back along
-  // the tape; param rows receive their gradients in the order they were read. This is the
-  // unbatched gradient the batched engines' backward passes are compared with.
+  // the tape; param rows receive their gradients in the order they were read, and the instance's
+  // tensors theirs when asked for. This is the unbatched gradient the batched engines' backward
+  // passes are compared with.
   GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
-                       size_t first_instance = 0, std::vector<Tensor> zeroed = {}) override;
+                       size_t first_instance = 0, std::vector<Tensor> zeroed = {},
+                       GradWrt wrt = GradWrt::Params) override;
 
   static constexpr int kMaxCallDepth = Interpreter::kMaxCallDepth;
 

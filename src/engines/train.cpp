@@ -156,36 +156,26 @@ StepResult train_step(Engine& engine, Optimizer& optimizer, const ParamStore& pa
   ACROBAT_ASSERT(!batch.empty(), "a step on at least one instance");
   std::vector<Tensor>& grads = optimizer.grad_buffers();
   StepResult r;
-  // The instances in the step (after a failure with OnError::Skip: those left) and their numbers.
-  std::vector<Value> kept;
-  std::vector<size_t> left;
-  const std::vector<Value>* in = &batch;
   GradResult g;
-  for (;;) {
-    try {
-      g = engine.gradients(*in, loss_entry, 0, std::move(grads));  // a failed run leaves `grads` empty
-      break;
-    } catch (const UserError& e) {
-      if (on_error == OnError::Raise || !e.instance() || *e.instance() >= in->size()) throw;
-      if (in != &kept) {
-        kept = batch;
-        for (size_t i = 0; i < batch.size(); ++i) left.push_back(numbers.empty() ? i : numbers[i]);
-        in = &kept;
-      }
-      const size_t i = *e.instance();
-      r.skipped.push_back({left[i], for_instance(e, left[i]).what()});
-      kept.erase(kept.begin() + static_cast<ptrdiff_t>(i));
-      left.erase(left.begin() + static_cast<ptrdiff_t>(i));
-      if (kept.empty()) return r;
-    }
+  auto gradient = [&](const std::vector<Value>& in) {
+    g = engine.gradients(in, loss_entry, 0, std::move(grads));  // a failed run leaves `grads` empty
+    r.instances = in.size();
+  };
+  if (on_error == OnError::Raise) {
+    gradient(batch);
+  } else {
+    const std::vector<size_t> kept = call_leaving_out_failures(batch, gradient, [&](size_t i, const UserError& e) {
+      const size_t number = numbers.empty() ? i : numbers[i];
+      r.skipped.push_back({number, for_instance(e, number).what()});
+    });
+    if (kept.empty()) return r;
   }
-  r.instances = in->size();
   for (const Value& v : g.outputs) r.loss_sum += v.tensor->data[0];
   r.backward_seconds = g.stats.backward_seconds;
   r.peak_bytes = g.stats.peak_bytes;
   // The gradient of the batch's mean loss.
   const auto update = Clock::now();
-  optimizer.step(params, g.grads, 1.0f / static_cast<float>(in->size()), &g.written);
+  optimizer.step(params, g.grads, 1.0f / static_cast<float>(r.instances), &g.written);
   r.update_seconds = seconds_since(update);
   grads = std::move(g.grads);
   return r;
