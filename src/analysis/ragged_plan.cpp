@@ -33,6 +33,7 @@ RaggedView view_of(const StaticBlock& s, const std::vector<RaggedOpPlan>& ops, c
   const auto& in = operand_shape(s, op.operands[0]);
   if (in.size() != 2 || transposed(s, ops, op.operands[0])) return RaggedView::None;
   if (id == OpId::Heads) return RaggedView::Heads;
+  if (op.rhs->attrs.is_size(0)) return RaggedView::None;  // its begin differs per instance
   return normalize_axis(op.rhs->attrs.ints[2], in.size()) == 1 ? RaggedView::Columns : RaggedView::None;
 }
 

@@ -152,6 +152,11 @@ class Lowering {
   // (types.h SizeSum) that no variable in reach holds yet is computed here, in `b`, from its terms.
   Atom lower_size(int64_t dim, Block& b, const Span& at) {
     if (!is_size_var(dim)) return Atom::integer(dim);
+    if (auto local = src_->run_time_sizes.find(dim); local != src_->run_time_sizes.end()) {
+      auto it = ctx_->locals.find(local->second);
+      ACROBAT_ASSERT(it != ctx_->locals.end(), "a position of an unbound local " + local->second->name);
+      return Atom::variable(it->second);
+    }
     auto sum = src_->size_sums.find(dim);
     if (sum == src_->size_sums.end() || in_reach(*ctx_, dim)) return Atom::variable(size_var_in(*ctx_, dim));
     Atom value = Atom::integer(sum->second.constant);

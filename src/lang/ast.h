@@ -254,6 +254,9 @@ struct Module {
   // The names of the size variables the checker made, by index (types.h; SizeNamesScope).
   std::vector<std::string> size_names;
   SizeSums size_sums;  // the sizes concat joins (types.h), set by the checker
+  // Positions computed at run time (`i` in slice(x, i, i + 1)): the size variable that stands for
+  // each host int variable, set by the checker.
+  std::map<int64_t, const LocalVar*> run_time_sizes;
 
   const FuncDecl* find_func(const std::string& name) const;
   const AdtDef* find_adt(const std::string& name) const;

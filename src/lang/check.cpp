@@ -19,6 +19,7 @@ void Checker::run() {
   check_recursion();
   m_.size_names = size_names_;
   m_.size_sums = sum_of_;
+  for (const auto& [local, dim] : local_sizes_) m_.run_time_sizes.emplace(dim, local);
 }
 
 }  // namespace checker

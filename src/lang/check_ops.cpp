@@ -65,7 +65,14 @@ std::optional<SizeSum> Checker::position(const Expr& e) {
     case ExprKind::IntLit: return SizeSum{{}, e.as<IntLit>().value};
     case ExprKind::Name: {
       const std::string& name = e.as<Name>().name;
-      if (lookup_local(name)) return std::nullopt;  // a value computed at run time
+      if (LocalVarPtr local = lookup_local(name)) {
+        // A host int computed at run time is a position too (slice(x, i, i + 1)): a size variable
+        // that stands for it, which no type may show (slice_at_sizes).
+        if (shallow(local->type)->kind != TypeKind::Int) return std::nullopt;
+        auto [known, made] = local_sizes_.emplace(local.get(), 0);
+        if (made) known->second = new_size(name, true);
+        return SizeSum{{{known->second, 1}}, 0};
+      }
       if (const int64_t* v = dims_.find(name)) return SizeSum{{}, *v};
       auto it = std::find_if(size_scope_->begin(), size_scope_->end(),
                              [&](const auto& s) { return s.first == name; });
@@ -99,6 +106,13 @@ std::optional<int64_t> Checker::size_attr(const Expr& e, const std::string& attr
                                   "zeros or ones");
     return 0;
   }
+  if (attr == "shape")
+    if (const std::string* local = run_time_term(*sum)) {
+      sink_.error(e.span.begin, quote(attr) + " of " + op + " is " + quote(text) +
+                                    ": a size is known before the instance runs, not computed by it ('" +
+                                    *local + "')");
+      return 0;
+    }
   bool sizes = attr != "shape" || sum->constant >= 0;
   for (const auto& term : sum->terms) sizes = sizes && term.second > 0;
   if (!sizes) {
@@ -327,6 +341,12 @@ Type Checker::concat_growing(Call& c, std::vector<std::vector<int64_t>> shapes,
   return tensor_type(std::move(out));
 }
 
+const std::string* Checker::run_time_term(const SizeSum& s) const {
+  for (const auto& [local, dim] : local_sizes_)
+    if (auto it = s.terms.find(dim); it != s.terms.end() && it->second != 0) return &local->name;
+  return nullptr;
+}
+
 Type Checker::slice_at_sizes(Call& c, std::vector<int64_t> shape, const OpAttrs& attrs) {
   const int axis = normalize_axis(attrs.ints[2], shape.size());
   const std::string range = "slice [" + dim_str(attrs.ints[0]) + ", " + dim_str(attrs.ints[1]) + ")";
@@ -345,6 +365,12 @@ Type Checker::slice_at_sizes(Call& c, std::vector<int64_t> shape, const OpAttrs&
     sink_.error(c.span.begin, range + ": its length, end minus begin, must be a size (at least 1, or "
                                       "a sum of sizes), found " +
                                       (length ? dim_str(joined_size(*length)) : std::string("an overflow")));
+    return error_type();
+  }
+  if (const std::string* local = run_time_term(*length)) {
+    sink_.error(c.span.begin, range + ": its length, end minus begin, is known before the instance "
+                                      "runs, not computed by it ('" + *local + "'): slice(x, i, i + 1) "
+                                      "takes one row at a position i computed at run time");
     return error_type();
   }
   shape[static_cast<size_t>(axis)] = joined_size(*length);

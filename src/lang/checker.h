@@ -146,6 +146,10 @@ class Checker {
   // The sum of sizes (types.h SizeSum) `e` computes from the function's size variables, dims and
   // integers with + and -, and * by a constant (`n - 1`, `t + 1`); nullopt when it is no such sum.
   std::optional<SizeSum> position(const Expr& e);
+  // The host int variables used as positions (`i` in slice(x, i, i + 1)) and the size variable
+  // that stands for each; run_time_term names one `s` has, or is null.
+  std::map<const LocalVar*, int64_t> local_sizes_;
+  const std::string* run_time_term(const SizeSum& s) const;
   // slice(x, begin, end, axis) with a size among its bounds: the slice's length is end - begin.
   Type slice_at_sizes(Call& c, std::vector<int64_t> shape, const OpAttrs& attrs);
   bool bind_attrs(Call& c, const OpInfo& op, size_t tensor_args, OpAttrs& attrs);

@@ -16,6 +16,10 @@ Each generated token is fed at the next position with the layers' keys and value
 earlier position kept (the cache); generation stops after the end token EOS or max_new tokens.
 Output: the generated tokens (EOS included when it came). Every argmax records its margin (the
 gap between the largest logit and the runner-up; tests/reference/README.md, "Decisions").
+
+The loss (acrobat's `loss` entry): a sequence of token ids through the layers at once (causal), and
+the summed negative log-likelihood of each next token under log_softmax(LNf(x) @ Wout) of the
+position before it.
 """
 
 import json
@@ -31,6 +35,7 @@ import models
 NAME = "gpt"
 DIMS = {"V": 4096, "D": 512, "NH": 8, "FF": 2048, "L": 6, "P": 1024, "EOS": 2}
 INPUT_KIND = "json"
+LOSS_INPUT_KIND = "json"
 
 PARAM_ORDER = ["tok", "pos", "ln1_g", "ln1_b", "Wqkv", "bqkv", "Wo", "bo", "ln2_g", "ln2_b", "W1", "b1",
                "W2", "b2", "lnf_g", "lnf_b", "Wout"]
@@ -112,6 +117,17 @@ class Model(nn.Module):
             out.append(token)
         return out
 
+    def loss(self, ids, rows=None):
+        n = len(ids)
+        x = self.tok[torch.tensor(ids)] + self.pos[0:n]
+        for l in range(self.L):
+            x, _ = self.layer(x, l, None)
+        lp = F.log_softmax(F.layer_norm(x, (self.D,), self.lnf_g, self.lnf_b, eps=1e-5) @ self.Wout, dim=-1)
+        return -lp[torch.arange(n - 1), torch.tensor(ids[1:], dtype=torch.long)].sum()
+
+    def tables(self):
+        return None  # tok is indexed by a tensor of ids: autograd gives its rows
+
 
 def init_params(model, seed):
     """torch.manual_seed(seed), parameters drawn in PARAM_ORDER: tok and pos N(0, 1) * 0.5; matrices
@@ -157,6 +173,33 @@ def make_data(path, count, seed, dims):
             prompt = [rng.randrange(d["V"] - 1) for _ in range(n)]
             prompt = [w if w < d["EOS"] else w + 1 for w in prompt]
             f.write(json.dumps([prompt, max_new]) + "\n")
+
+
+# Sequences of the loss: the extremes first (two tokens; one: a loss of 0; 512), then lengths from 1
+# to 512 favouring short ones.
+LOSS_LENGTHS = [2, 1, 512, 3, 64, 17, 130, 5]
+
+
+def make_loss_data(path, count, seed, dims):
+    """`count` lines, each a list of token ids uniform in [0, V)."""
+    d = _dims(dims)
+    rng = random.Random(seed)
+    lengths = LOSS_LENGTHS[:count]
+    while len(lengths) < count:
+        lengths.append(min(512, max(1, int(rng.expovariate(1.0 / 40.0)) + 1)))
+    with open(path, "w") as f:
+        for n in lengths:
+            f.write(json.dumps([rng.randrange(d["V"]) for _ in range(n)]) + "\n")
+
+
+def load_loss_instances(path, vocab_path, limit, dims):
+    d = _dims(dims)
+    out = []
+    for lineno, ids in models.json_lines(path, limit):
+        if not (isinstance(ids, list) and ids and all(isinstance(w, int) and 0 <= w < d["V"] for w in ids)):
+            raise ValueError("%s:%d: expected a non-empty list of token ids in [0, %d)" % (path, lineno, d["V"]))
+        out.append(ids)
+    return out
 
 
 def load_instances(path, vocab_path, limit, dims):
