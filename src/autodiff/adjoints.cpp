@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "acrobat/kernels.h"
+#include "kernels/vec_math.h"
 #include "support/diagnostics.h"
 
 namespace acrobat {
@@ -249,6 +250,7 @@ void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
     case OpId::Constant: std::fill_n(out, n, static_cast<T>(attrs.value)); return;
     case OpId::Argmax: out[0] = static_cast<T>(std::max_element(in[0].data, in[0].data + count(in[0].shape)) - in[0].data); return;
     case OpId::Item: out[0] = in[0].data[0]; return;
+    case OpId::Sample: out[0] = static_cast<T>(kernels::sample_scalar(in[0].data, count(in[0].shape), attrs.ints[0])); return;
   }
   internal_error(__FILE__, __LINE__, "forward: unknown operator");
 }
@@ -491,7 +493,8 @@ void adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
     case OpId::Ones:
     case OpId::Constant:
     case OpId::Argmax:
-    case OpId::Item: break;
+    case OpId::Item:
+    case OpId::Sample: break;
   }
   internal_error(__FILE__, __LINE__, std::string("adjoint of ") + op_info(op).name + ", which has none");
 }

@@ -414,11 +414,24 @@ class HostProgram {
   }
 
   void host_read(const std::string& v, const ir::Rhs& r, int site) {
-    int64_t n = num_elements(atom_type(r.args[0])->shape);
+    // The value of size `d` (a constant, or a size variable the read's SizeArgs give).
+    auto size = [&](int64_t d) -> std::string {
+      if (!is_size_var(d)) return fmt::format("INT64_C({})", d);
+      for (const ir::SizeArg& z : r.sizes)
+        if (z.dim == d) return atom(z.value) + ".i";
+      ACROBAT_ASSERT(false, "a tensor read's size without a value");
+      return "";
+    };
+    std::string n;
+    for (int64_t d : atom_type(r.args[0])->shape) n += (n.empty() ? "" : " * ") + size(d);
+    if (n.empty()) n = "INT64_C(1)";
     auto scope = w_.block("{");
     line(fmt::format("const float* t = ctx->host->read_tensor(ctx, {});", atom(r.args[0])));
     if (r.op == OpId::Argmax) {
       line(fmt::format("{} = I(acrobat::kernels::argmax_scalar(t, {}));", v, n));
+    } else if (r.op == OpId::Sample) {
+      const std::string seed = r.attrs.is_size(0) ? size(r.attrs.ints[0]) : fmt::format("INT64_C({})", r.attrs.ints[0]);
+      line(fmt::format("{} = I(acrobat::kernels::sample_scalar(t, {}, {}));", v, n, seed));
     } else {
       line(v + " = F(t[0]);");
     }

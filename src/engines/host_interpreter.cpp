@@ -3,6 +3,7 @@
 #include <alloca.h>
 
 #include "acrobat/kernels.h"
+#include "kernels/vec_math.h"
 #include "analysis/plan.h"
 #include "ir/host_ops.h"
 #include "ir/match.h"
@@ -172,6 +173,14 @@ void HostInterpreter::compile_block(const ir::Function& f, const ir::Block& b, i
       }
       case ir::RhsKind::Op: {  // a tensor-to-host read: the elements it reads
         if (op_info(r.op).op_class != OpClass::HostRead) break;
+        if (!r.sizes.empty()) {
+          // Its size or seed differ per instance: their values follow the operands (read()).
+          for (const ir::SizeArg& z : r.sizes) operands_.push_back(operand(z.value));
+          in.x = -1;
+          in.y = static_cast<int32_t>(read_shapes_.size());
+          read_shapes_.push_back(f.vars[r.args[0].var].type->shape);
+          break;
+        }
         const int64_t n = num_elements(f.vars[r.args[0].var].type->shape);
         ACROBAT_ASSERT(n <= INT32_MAX, "a tensor read of more than 2^31 elements");
         in.x = static_cast<int32_t>(n);
@@ -311,16 +320,36 @@ int32_t HostInterpreter::concurrent(AotContext* ctx, int32_t at, Val* frame) {
   return at + static_cast<int32_t>(n);
 }
 
+Val HostInterpreter::read(AotContext* ctx, const Instr& in, Val* frame) const {
+  const Operand* args = operands_.data() + in.args;
+  const ir::Rhs& r = *in.rhs;
+  const float* t = ctx->host->read_tensor(ctx, value(args[0], frame));
+  int64_t n = in.x;
+  OpAttrs attrs = r.attrs;
+  if (in.x < 0) {
+    int64_t dims[8], values[8];
+    ACROBAT_ASSERT(r.sizes.size() <= std::size(dims), "a tensor read with more than 8 sizes");
+    for (size_t i = 0; i < r.sizes.size(); ++i) {
+      dims[i] = r.sizes[i].dim;
+      values[i] = value(args[in.num_args + i], frame).i;
+    }
+    n = 1;
+    for (int64_t d : read_shapes_[static_cast<size_t>(in.y)]) n *= size_value(d, dims, values, r.sizes.size());
+    attrs = bind_attr_sizes(r.attrs, dims, values, r.sizes.size());
+  }
+  switch (r.op) {
+    case OpId::Argmax: return I(kernels::argmax(t, n));
+    case OpId::Sample: return I(kernels::sample_scalar(t, n, attrs.ints[0]));
+    default: return F(t[0]);
+  }
+}
+
 void HostInterpreter::run(AotContext* ctx, const Instr& in, Val* frame) {
   const Operand* args = operands_.data() + in.args;
   Val& v = frame[in.var];
   switch (in.kind) {
     case ir::RhsKind::Copy: v = value(args[0], frame); return;
-    case ir::RhsKind::Op: {  // a tensor-to-host read (tensor operators are in static blocks)
-      const float* t = ctx->host->read_tensor(ctx, value(args[0], frame));
-      v = in.rhs->type->kind == TypeKind::Int ? I(kernels::argmax(t, in.x)) : F(t[0]);
-      return;
-    }
+    case ir::RhsKind::Op: v = read(ctx, in, frame); return;  // (tensor operators are in static blocks)
     case ir::RhsKind::Host: v = host_op(ctx, in, frame); return;
     case ir::RhsKind::Call: v = call_instr(ctx, in, frame); return;
     case ir::RhsKind::Construct:

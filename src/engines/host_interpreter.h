@@ -105,6 +105,9 @@ class HostInterpreter {
   int32_t record(aot::AotContext* ctx, int32_t at, aot::Val* frame);
   int32_t concurrent(aot::AotContext* ctx, int32_t at, aot::Val* frame);
   aot::Val host_op(aot::AotContext* ctx, const Instr& in, const aot::Val* frame) const;
+  // A tensor-to-host read (argmax, item, sample); one of a shape or seed that differs per instance
+  // has x = -1, y its tensor's shape in read_shapes_, and the sizes' values after its operands.
+  aot::Val read(aot::AotContext* ctx, const Instr& in, aot::Val* frame) const;
   static void run_member(aot::AotContext* ctx, void* env);
   // Hands over (dup) or gives up (drop) the references of the variables of `l`.
   void dup_vars(aot::AotContext* ctx, analysis::VarList l, const aot::Val* frame) const;
@@ -124,6 +127,7 @@ class HostInterpreter {
   std::vector<Clause> clauses_;
   std::vector<Pat> pats_;
   std::vector<Operand> operands_;
+  std::vector<std::vector<int64_t>> read_shapes_;
   std::vector<aot::Val> pool_;  // constants: literals, and functions used as values
   ObjectArena function_values_;  // closures without captures, shared by every run
   std::vector<Function> functions_;

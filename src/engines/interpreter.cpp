@@ -223,7 +223,7 @@ Value Interpreter::int_op(const ir::Rhs& r, int64_t x, int64_t y) {
 Value Interpreter::host_read(const ir::Rhs& r, const std::vector<Value>& frame) {
   const Tensor* t = &tensor_contents(frame[r.args[0].var]);
   Tensor out = Tensor::allocate({1});
-  reference_kernel(r.op)(r.attrs, std::span<const Tensor* const>(&t, 1), out);
+  reference_kernel(r.op)(instance_attrs(r, frame), std::span<const Tensor* const>(&t, 1), out);
   // Host work, like the generated code's reads: not part of the dataflow graph's useful FLOPs.
   stats_->kernel_calls++;
   stats_->tensor_ops++;

@@ -3,6 +3,8 @@
 // tanhf).
 #pragma once
 
+#include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "kernels/simd.h"
@@ -100,6 +102,35 @@ inline int64_t argmax_scalar(const float* x, int64_t n) {
     if (x[j] > x[best]) best = j;
   }
   return best;
+}
+
+// sample's rule on every engine: a categorical draw from the distribution softmax(x) by the uniform
+// number u in [0, 1) that `seed` gives (splitmix64, its top 53 bits): the first index k whose
+// cumulative weight, left to right in double, exceeds u times the total, the weights
+// exp(x_j - max x) in double. A NaN in x gives the first NaN (as argmax), and so does nothing else.
+inline double sample_uniform(int64_t seed) {
+  uint64_t z = static_cast<uint64_t>(seed) + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+template <class T>  // float; double in the operators' double forward (autodiff/adjoints.h)
+int64_t sample_scalar(const T* x, int64_t n, int64_t seed) {
+  double top = -INFINITY, total = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (x[j] != x[j]) return j;
+    top = x[j] > top ? x[j] : top;
+  }
+  if (top == -INFINITY) return 0;  // every weight 0: the first index, as argmax
+  for (int64_t j = 0; j < n; ++j) total += std::exp(static_cast<double>(x[j]) - top);
+  const double target = sample_uniform(seed) * total;
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    sum += std::exp(static_cast<double>(x[j]) - top);
+    if (sum > target) return j;
+  }
+  return n - 1;  // rounding: the target at the total
 }
 
 }  // namespace acrobat::kernels

@@ -99,11 +99,12 @@ std::optional<int64_t> Checker::size_attr(const Expr& e, const std::string& attr
   if (sum) std::erase_if(sum->terms, [](const auto& t) { return t.second == 0; });
   if (!sum || sum->terms.empty()) return std::nullopt;  // no size: a constant, or reported as none
   const std::string text = dim_str(joined_size(*sum));
+  if (attr == "seed") return joined_size(*sum);  // any number the run computes
   if (attr != "end" && attr != "begin" && attr != "shape") {
     sink_.error(e.span.begin, quote(attr) + " of " + op + " is " + quote(text) +
                                   ", a size variable: a size may only be the begin or end of a "
-                                  "slice (slice(x, 0, n), slice(x, n - 1, n)) or give a size to "
-                                  "zeros or ones");
+                                  "slice (slice(x, 0, n), slice(x, n - 1, n)), give a size to "
+                                  "zeros or ones, or seed sample");
     return 0;
   }
   if (attr == "shape")

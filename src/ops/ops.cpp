@@ -224,12 +224,10 @@ ShapeResult shape_Zeros(Shapes in, const OpAttrs& a) { return constant_shape(in,
 ShapeResult shape_Ones(Shapes in, const OpAttrs& a) { return constant_shape(in, a); }
 ShapeResult shape_Constant(Shapes, const OpAttrs&) { return ok({}); }
 
-ShapeResult shape_Argmax(Shapes in, const OpAttrs&) {
-  if (is_ragged(in[0]))
-    return fail("argmax reads a tensor of a fixed size, found f32" + shape_str(in[0]) +
-                " (slice a fixed part of it first)");
-  return {int_type(), ""};
-}
+// argmax and sample read a tensor of any shape, its size per instance too (a pointer network's
+// [1, n] scores).
+ShapeResult shape_Argmax(Shapes, const OpAttrs&) { return {int_type(), ""}; }
+ShapeResult shape_Sample(Shapes, const OpAttrs&) { return {int_type(), ""}; }
 ShapeResult shape_Item(Shapes in, const OpAttrs&) {
   if (is_ragged(in[0]) || num_elements(in[0]) != 1)
     return fail("item reads a tensor of exactly one element, found f32" + shape_str(in[0]));
@@ -286,6 +284,9 @@ int64_t flops_Max(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
   return in_elements(in, o, a);
 }
 int64_t flops_Argmax(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
+  return in_elements(in, o, a);
+}
+int64_t flops_Sample(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
   return in_elements(in, o, a);
 }
 int64_t flops_Concat(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {

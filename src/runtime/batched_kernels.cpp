@@ -243,6 +243,9 @@ void kernel_Constant(const OpAttrs& a, int64_t B, In, const Shape& s, float* out
 void kernel_Argmax(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
   per_instance(OpId::Argmax, a, B, in, s, out);
 }
+void kernel_Sample(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  per_instance(OpId::Sample, a, B, in, s, out);
+}
 void kernel_Item(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
   per_instance(OpId::Item, a, B, in, s, out);
 }

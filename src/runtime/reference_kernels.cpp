@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "acrobat/kernels.h"
+#include "kernels/vec_math.h"
 
 namespace acrobat {
 
@@ -180,6 +181,9 @@ void kernel_Constant(const OpAttrs& attrs, std::span<const Tensor* const>, Tenso
 
 void kernel_Argmax(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out) {
   out.data[0] = static_cast<float>(k::argmax(in[0]->data.get(), in[0]->size()));
+}
+void kernel_Sample(const OpAttrs& attrs, std::span<const Tensor* const> in, Tensor& out) {
+  out.data[0] = static_cast<float>(k::sample_scalar(in[0]->data.get(), in[0]->size(), attrs.ints[0]));
 }
 void kernel_Item(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out) {
   out.data[0] = in[0]->data[0];

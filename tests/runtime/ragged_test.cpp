@@ -304,6 +304,65 @@ TEST(Ragged, GrowingCachesEqualTheReferenceOnEveryEngine) {
         }
 }
 
+// Sampling and pointing: a decoder that draws each next token from its logits with a seed of the
+// instance's own (sample(x, seed + step)), and picks a position of its prompt by argmax over
+// ragged scores [1, n], gives the same tokens on every engine, scheduler, batch size and thread
+// count.
+const char* kSampling = R"(
+dim D = 16
+dim V = 24
+param emb[V]: f32[1, D]
+param Wkv: f32[D, 2 * D]
+param Wout: f32[D, V]
+param w: f32[D, 1]
+
+def step(k: f32[t, D], v: f32[t, D], tok: int, seed: int, left: int, out: List[int]) -> List[int] {
+  let x = emb[tok];
+  let (nk, nv) = split(x @ Wkv, 2);
+  let k2 = concat(k, nk, axis=0);
+  let v2 = concat(v, nv, axis=0);
+  let h = softmax(x @ transpose(k2) * 0.25) @ v2 + x;
+  let next = sample(h @ Wout * 3.0, seed + left);
+  if left == 1 { reverse(Cons(next, out)) } else { step(k2, v2, next, seed, left - 1, Cons(next, out)) }
+}
+
+def main(x: (List[int], int)) -> (List[int], int) {
+  let (prompt, seed) = x;
+  let e = emb[prompt];
+  let (k, v) = split(e @ Wkv, 2);
+  (step(k, v, 1, seed, 2 + length(prompt) % 9, Nil), argmax(transpose(e @ w)))
+}
+)";
+
+TEST(Ragged, SamplingAndPointingEqualTheReferenceOnEveryEngine) {
+  auto module = compile_checked(parse_model_text("sample.acr", kSampling, {}), {});
+  auto params = std::make_shared<ParamStore>(init_params(*module, 4));
+  const auto& f = module->functions[entry_function(*module, "main")];
+  std::mt19937 rng(6);
+  std::vector<Value> inputs;
+  for (int i = 0; i < 50; ++i) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int k = 0, n = 1 + i % 17; k < n; ++k) ids.push_back(std::uniform_int_distribution<int>(0, 23)(rng));
+    inputs.push_back(value_from_json(nlohmann::json::array({ids, 1000 + i % 7}), f.vars[f.params[0]].type,
+                                     SourceLoc{"in", 1, 1}));
+  }
+  const std::vector<Value> expected = ReferenceEngine(module, params).run(inputs).outputs;
+  std::set<int64_t> pointed;  // argmax over each prompt's own length
+  for (const Value& v : expected) pointed.insert(v.agg->fields[1].i);
+  EXPECT_GE(pointed.size(), 5u);
+  for (Scheduler scheduler : {Scheduler::InlineDepth, Scheduler::Agenda})
+    for (int threads : {1, 2})
+      for (auto& engine : batched_engines(module, params, scheduler, threads))
+        for (size_t batch : {size_t{1}, size_t{7}, size_t{64}}) {
+          RunResult r = engine->run_batches(inputs, batch);
+          for (size_t i = 0; i < inputs.size(); ++i)
+            expect_values_close(r.outputs[i], expected[i],
+                                fmt::format("{} {} threads {} batch {} instance {}", engine->name(),
+                                            scheduler_name(scheduler), threads, batch, i),
+                                0, 0);
+        }
+}
+
 TEST(Ragged, ExplainShowsTheRaggedPlan) {
   const std::string text = analysis::explain(*loaded().module);
   EXPECT_NE(text.find("gemm-per-instance"), std::string::npos) << text;
