@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import models
+import transformer_parts
 import sst
 
 NAME = "berxit"
@@ -46,11 +47,7 @@ PARAM_ORDER = ["emb", "pos", "Wqkv", "bqkv", "Wo", "bo", "ln1_g", "ln1_b", "W1",
 
 
 def _dims(dims):
-    d = dict(DIMS)
-    d.update(dims or {})
-    if d["D"] % d["NH"] != 0 or d["D"] // d["NH"] != 64:
-        raise ValueError("berxit needs D / NH = 64 (the model's attention scale is 0.125)")
-    return d
+    return transformer_parts.dims(DIMS, dims, NAME)
 
 
 class Model(nn.Module):

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import models
+import transformer_parts
 
 NAME = "berxit_padded"
 DIMS = {"D": 256, "NH": 4, "FF": 1024, "S": 64, "L": 4, "C": 3}
@@ -49,14 +50,7 @@ PARAM_ORDER = ["Wqkv", "bqkv", "Wo", "bo", "ln1_g", "ln1_b", "W1", "b1", "W2", "
 
 
 def _dims(dims):
-    d = dict(DIMS)
-    d.update(dims or {})
-    if d["D"] % d["NH"] != 0:
-        raise ValueError("D (%d) must be a multiple of NH (%d)" % (d["D"], d["NH"]))
-    if d["D"] // d["NH"] != 64:
-        # models/berxit_padded.acr hard-codes the attention scale 1/sqrt(64) = 0.125.
-        raise ValueError("berxit_padded needs D / NH = 64 (the model's attention scale is 0.125)")
-    return d
+    return transformer_parts.dims(DIMS, dims, NAME)
 
 
 class Model(nn.Module):

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import models
+import transformer_parts
 
 NAME = "encoder"
 DIMS = {"D": 512, "NH": 8, "FF": 2048}
@@ -39,11 +40,7 @@ FIXED_LENGTHS = [1, 512, 1, 2, 3, 64, 65, 127, 255, 17]
 
 
 def _dims(dims):
-    d = dict(DIMS)
-    d.update(dims or {})
-    if d["D"] % d["NH"] != 0 or d["D"] // d["NH"] != 64:
-        raise ValueError("encoder needs D / NH = 64 (the model's attention scale is 0.125)")
-    return d
+    return transformer_parts.dims(DIMS, dims, NAME)
 
 
 class Model(nn.Module):

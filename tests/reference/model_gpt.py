@@ -23,7 +23,6 @@ position before it.
 """
 
 import json
-import math
 import random
 
 import torch
@@ -31,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import models
+import transformer_parts
 
 NAME = "gpt"
 DIMS = {"V": 4096, "D": 512, "NH": 8, "FF": 2048, "L": 6, "P": 1024, "EOS": 2}
@@ -42,11 +42,7 @@ PARAM_ORDER = ["tok", "pos", "ln1_g", "ln1_b", "Wqkv", "bqkv", "Wo", "bo", "ln2_
 
 
 def _dims(dims):
-    d = dict(DIMS)
-    d.update(dims or {})
-    if d["D"] % d["NH"] != 0 or d["D"] // d["NH"] != 64:
-        raise ValueError("gpt needs D / NH = 64 (the model's attention scale is 0.125)")
-    return d
+    return transformer_parts.dims(DIMS, dims, NAME)
 
 
 class Model(nn.Module):
@@ -66,19 +62,6 @@ class Model(nn.Module):
             setattr(self, name, nn.Parameter(torch.empty(*shapes[name])))
         self.margins = []
 
-    def attention(self, q, k, v, causal):
-        """q [m, D] against k, v [t, D], head by head; causal: query i (of the last m positions)
-        sees keys 0..t - m + i."""
-        m, t, NH, DH = q.shape[0], k.shape[0], self.NH, self.DH
-        qh = q.view(m, NH, DH).transpose(0, 1)
-        kh = k.view(t, NH, DH).transpose(0, 1)
-        vh = v.view(t, NH, DH).transpose(0, 1)
-        s = qh @ kh.transpose(1, 2) * (1.0 / math.sqrt(DH))
-        if causal:
-            mask = torch.arange(t)[None, :] > (torch.arange(m)[:, None] + (t - m))
-            s = s.masked_fill(mask[None], float("-inf"))
-        return (torch.softmax(s, dim=-1) @ vh).transpose(0, 1).reshape(m, self.D)
-
     def layer(self, x, l, cache):
         """Layer l on the new rows x [m, D]; cache (k, v) of earlier positions or None; returns the
         rows and the cache with the new rows' keys and values after the old."""
@@ -87,7 +70,7 @@ class Model(nn.Module):
                    + self.bqkv[l]).split(D, dim=1)
         if cache is not None:
             k, v = torch.cat([cache[0], k]), torch.cat([cache[1], v])
-        x = x + self.attention(q, k, v, causal=True) @ self.Wo[l] + self.bo[l]
+        x = x + transformer_parts.attention(q, k, v, self.NH, causal=True) @ self.Wo[l] + self.bo[l]
         h = F.layer_norm(x, (D,), self.ln2_g[l], self.ln2_b[l], eps=1e-5)
         return x + torch.relu(h @ self.W1[l] + self.b1[l]) @ self.W2[l] + self.b2[l], (k, v)
 
@@ -130,49 +113,15 @@ class Model(nn.Module):
 
 
 def init_params(model, seed):
-    """torch.manual_seed(seed), parameters drawn in PARAM_ORDER: tok and pos N(0, 1) * 0.5; matrices
-    (per layer) U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = rows; biases U(-0.1, 0.1); layer-norm
-    gains 1 + U(-0.1, 0.1), shifts U(-0.1, 0.1); Wout U(-3/sqrt(D), 3/sqrt(D)) (confident
-    choices, so that near ties are rare)."""
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for name in PARAM_ORDER:
-            p = getattr(model, name)
-            if name in ("tok", "pos"):
-                p.normal_(0.0, 0.5)
-            elif name.startswith("ln") and name.endswith("_g"):
-                p.uniform_(-0.1, 0.1)
-                p += 1.0
-            elif name == "Wout":
-                bound = 3.0 / math.sqrt(p.shape[0])
-                p.uniform_(-bound, bound)
-            elif p.dim() == 3:
-                bound = 1.0 / math.sqrt(p.shape[1])
-                p.uniform_(-bound, bound)
-            else:
-                p.uniform_(-0.1, 0.1)
-    return model
-
-
-# The synthetic instances: prompts of 1 to 512 tokens (the extremes first, then lengths favouring
-# short ones), budgets of 1 to 256 new tokens (the extremes among the first, then drawn).
-FIXED = [(1, 1), (512, 8), (1, 256), (2, 3), (3, 40), (64, 17), (65, 2), (127, 31), (255, 5), (17, 64)]
+    """transformer_parts.init_generation with tok and pos the embeddings."""
+    return transformer_parts.init_generation(model, seed, ("tok", "pos"))
 
 
 def make_data(path, count, seed, dims):
-    """`count` lines [prompt, max_new]: token ids uniform in [0, V) without EOS, so that only
-    generation can end an instance early."""
+    """`count` lines [prompt, max_new] (transformer_parts.FIXED first), the prompts' ids without
+    EOS, so that only generation can end an instance early."""
     d = _dims(dims)
-    rng = random.Random(seed)
-    shape = FIXED[:count]
-    while len(shape) < count:
-        shape.append((min(512, max(1, int(rng.expovariate(1.0 / 40.0)) + 1)),
-                      min(256, max(1, int(rng.expovariate(1.0 / 24.0)) + 1))))
-    with open(path, "w") as f:
-        for n, max_new in shape:
-            prompt = [rng.randrange(d["V"] - 1) for _ in range(n)]
-            prompt = [w if w < d["EOS"] else w + 1 for w in prompt]
-            f.write(json.dumps([prompt, max_new]) + "\n")
+    transformer_parts.write_generation_data(path, count, seed, d["V"], avoid=d["EOS"])
 
 
 # Sequences of the loss: the extremes first (two tokens; one: a loss of 0; 512), then lengths from 1
@@ -203,16 +152,7 @@ def load_loss_instances(path, vocab_path, limit, dims):
 
 
 def load_instances(path, vocab_path, limit, dims):
-    """(prompt, max_new) per line; vocab_path is unused."""
+    """(prompt, max_new) per line; vocab_path is unused. The prompt and the tokens fed after it
+    must fit the P positions."""
     d = _dims(dims)
-    out = []
-    for lineno, inst in models.json_lines(path, limit):
-        if not (isinstance(inst, list) and len(inst) == 2 and isinstance(inst[0], list) and inst[0]
-                and isinstance(inst[1], int) and inst[1] >= 1):
-            raise ValueError("%s:%d: expected [prompt ids, max_new >= 1]" % (path, lineno))
-        if any(not isinstance(w, int) or not 0 <= w < d["V"] for w in inst[0]):
-            raise ValueError("%s:%d: a token id out of range [0, %d)" % (path, lineno, d["V"]))
-        if len(inst[0]) + inst[1] > d["P"]:
-            raise ValueError("%s:%d: the prompt and its new tokens exceed P = %d positions" % (path, lineno, d["P"]))
-        out.append((inst[0], inst[1]))
-    return out
+    return transformer_parts.load_generation(path, limit, d["V"], d["P"], lambda n, new: n + new <= d["P"])

@@ -20,15 +20,12 @@ Generation stops after EOS or max_new tokens; the output is the generated tokens
 records its margin (tests/reference/README.md, "Decisions").
 """
 
-import json
-import math
-import random
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-import models
+import transformer_parts
 
 NAME = "translate"
 DIMS = {"V": 4096, "D": 512, "NH": 8, "FF": 2048, "LE": 3, "LD": 3, "P": 1024, "BOS": 1, "EOS": 2}
@@ -42,11 +39,7 @@ PARAM_ORDER = ["emb", "pos"] + ENCODER + ["e_lnf_g", "e_lnf_b"] + DECODER + ["d_
 
 
 def _dims(dims):
-    d = dict(DIMS)
-    d.update(dims or {})
-    if d["D"] % d["NH"] != 0 or d["D"] // d["NH"] != 64:
-        raise ValueError("translate needs D / NH = 64 (the model's attention scale is 0.125)")
-    return d
+    return transformer_parts.dims(DIMS, dims, NAME)
 
 
 def _shape(name, d):
@@ -78,12 +71,7 @@ class Model(nn.Module):
         return F.layer_norm(x, (self.D,), g, b, eps=1e-5)
 
     def attention(self, q, k, v):
-        m, t, NH, DH = q.shape[0], k.shape[0], self.NH, self.DH
-        qh = q.view(m, NH, DH).transpose(0, 1)
-        kh = k.view(t, NH, DH).transpose(0, 1)
-        vh = v.view(t, NH, DH).transpose(0, 1)
-        s = qh @ kh.transpose(1, 2) * (1.0 / math.sqrt(DH))
-        return (torch.softmax(s, dim=-1) @ vh).transpose(0, 1).reshape(m, self.D)
+        return transformer_parts.attention(q, k, v, self.NH)
 
     def encode(self, source):
         n = len(source)
@@ -124,59 +112,16 @@ class Model(nn.Module):
 
 
 def init_params(model, seed):
-    """torch.manual_seed(seed), parameters drawn in PARAM_ORDER: emb and pos N(0, 1) * 0.5; layer
-    matrices U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = rows; biases U(-0.1, 0.1); layer-norm
-    gains 1 + U(-0.1, 0.1), shifts U(-0.1, 0.1); Wout U(-3/sqrt(D), 3/sqrt(D)) (confident choices,
-    so that near ties are rare)."""
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for name in PARAM_ORDER:
-            p = getattr(model, name)
-            base = name[2:] if name[:2] in ("e_", "d_", "c_") else name
-            if name in ("emb", "pos"):
-                p.normal_(0.0, 0.5)
-            elif "ln" in base and base.endswith("_g"):
-                p.uniform_(-0.1, 0.1)
-                p += 1.0
-            elif name == "Wout":
-                bound = 3.0 / math.sqrt(p.shape[0])
-                p.uniform_(-bound, bound)
-            elif p.dim() == 3:
-                bound = 1.0 / math.sqrt(p.shape[1])
-                p.uniform_(-bound, bound)
-            else:
-                p.uniform_(-0.1, 0.1)
-    return model
-
-
-# Sources of 1 to 512 tokens and budgets of 1 to 256 new tokens: the extremes first.
-FIXED = [(1, 1), (512, 8), (1, 256), (2, 3), (3, 40), (64, 17), (65, 2), (127, 31), (255, 5), (17, 64)]
+    """transformer_parts.init_generation with emb and pos the embeddings."""
+    return transformer_parts.init_generation(model, seed, ("emb", "pos"))
 
 
 def make_data(path, count, seed, dims):
-    """`count` lines [source, max_new], token ids uniform in [0, V)."""
-    d = _dims(dims)
-    rng = random.Random(seed)
-    shape = FIXED[:count]
-    while len(shape) < count:
-        shape.append((min(512, max(1, int(rng.expovariate(1.0 / 40.0)) + 1)),
-                      min(256, max(1, int(rng.expovariate(1.0 / 24.0)) + 1))))
-    with open(path, "w") as f:
-        for n, max_new in shape:
-            f.write(json.dumps([[rng.randrange(d["V"]) for _ in range(n)], max_new]) + "\n")
+    """`count` lines [source, max_new] (transformer_parts.FIXED first)."""
+    transformer_parts.write_generation_data(path, count, seed, _dims(dims)["V"])
 
 
 def load_instances(path, vocab_path, limit, dims):
     """(source, max_new) per line; vocab_path is unused."""
     d = _dims(dims)
-    out = []
-    for lineno, inst in models.json_lines(path, limit):
-        if not (isinstance(inst, list) and len(inst) == 2 and isinstance(inst[0], list) and inst[0]
-                and isinstance(inst[1], int) and inst[1] >= 1):
-            raise ValueError("%s:%d: expected [source ids, max_new >= 1]" % (path, lineno))
-        if any(not isinstance(w, int) or not 0 <= w < d["V"] for w in inst[0]):
-            raise ValueError("%s:%d: a token id out of range [0, %d)" % (path, lineno, d["V"]))
-        if len(inst[0]) > d["P"] or inst[1] > d["P"]:
-            raise ValueError("%s:%d: more than P = %d positions" % (path, lineno, d["P"]))
-        out.append((inst[0], inst[1]))
-    return out
+    return transformer_parts.load_generation(path, limit, d["V"], d["P"], lambda n, new: n <= d["P"] and new <= d["P"])
