@@ -67,75 +67,63 @@ py::array tensor_array(const std::shared_ptr<const Tensor>& t, const TensorViews
   return a;
 }
 
-py::object to_python(const Value& v, const TensorViews& views) {
-  switch (v.kind) {
-    case Value::Kind::Unit: return py::none();
-    case Value::Kind::Int: return py::int_(v.i);
-    case Value::Kind::Float: return py::float_(v.f);
-    case Value::Kind::Bool: return py::bool_(v.b);
-    case Value::Kind::Tensor: return tensor_array(v.tensor, views);
-    case Value::Kind::Tuple: {
-      py::tuple t(v.agg->fields.size());
-      for (size_t i = 0; i < v.agg->fields.size(); ++i) t[i] = to_python(v.agg->fields[i], views);
-      return t;
-    }
-    case Value::Kind::Adt: {
-      const std::string& name = v.agg->ctor->name;
-      if (name == "Nil" || name == "Cons") {
-        py::list l;
-        for (const Value* c = &v; c->agg->ctor->name == "Cons"; c = &c->agg->fields[1])
-          l.append(to_python(c->agg->fields[0], views));
-        return l;
-      }
-      if (v.agg->fields.empty()) return py::str(name);
-      py::list fields;
-      for (const Value& f : v.agg->fields) fields.append(to_python(f, views));
-      py::dict d;
-      d[py::str(name)] = fields;
-      return d;
-    }
-    default: throw UserError("an output that is a function or a pending tensor cannot be returned");
-  }
-}
-
 namespace {
 
-// gradient_structure from grads[next] on.
-py::object gradient_structure(const Value& v, std::vector<Tensor>& grads, size_t& next) {
-  switch (v.kind) {
-    case Value::Kind::Tensor: {
-      ACROBAT_ASSERT(next < grads.size(), "a gradient for each tensor of the instance");
-      return tensor_array(std::make_shared<Tensor>(std::move(grads[next++])), {});
-    }
-    case Value::Kind::Tuple: {
-      py::tuple t(v.agg->fields.size());
-      for (size_t i = 0; i < v.agg->fields.size(); ++i) t[i] = gradient_structure(v.agg->fields[i], grads, next);
-      return t;
-    }
-    case Value::Kind::Adt: {
-      const std::string& name = v.agg->ctor->name;
-      if (name == "Nil" || name == "Cons") {
-        py::list l;
-        for (const Value* c = &v; c->agg->ctor->name == "Cons"; c = &c->agg->fields[1])
-          l.append(gradient_structure(c->agg->fields[0], grads, next));
-        return l;
-      }
-      if (v.agg->fields.empty()) return py::none();
-      py::list fields;
-      for (const Value& f : v.agg->fields) fields.append(gradient_structure(f, grads, next));
-      py::dict d;
-      d[py::str(name)] = fields;
-      return d;
-    }
-    default: return py::none();
+// A value's Python form with `leaf(v)` for each value that is no tuple or data type: tuples as
+// tuples, lists as lists, a data type as {"Ctor": [fields]} (or `nullary(name)` without fields).
+template <class Leaf, class Nullary>
+py::object python_structure(const Value& v, Leaf&& leaf, Nullary&& nullary) {
+  auto walk = [&](const Value& x) { return python_structure(x, leaf, nullary); };
+  if (v.kind == Value::Kind::Tuple) {
+    py::tuple t(v.agg->fields.size());
+    for (size_t i = 0; i < v.agg->fields.size(); ++i) t[i] = walk(v.agg->fields[i]);
+    return t;
   }
+  if (v.kind != Value::Kind::Adt) return leaf(v);
+  const std::string& name = v.agg->ctor->name;
+  if (name == "Nil" || name == "Cons") {
+    py::list l;
+    for (const Value* c = &v; c->agg->ctor->name == "Cons"; c = &c->agg->fields[1]) l.append(walk(c->agg->fields[0]));
+    return l;
+  }
+  if (v.agg->fields.empty()) return nullary(name);
+  py::list fields;
+  for (const Value& f : v.agg->fields) fields.append(walk(f));
+  py::dict d;
+  d[py::str(name)] = fields;
+  return d;
 }
 
 }  // namespace
 
+py::object to_python(const Value& v, const TensorViews& views) {
+  return python_structure(
+      v,
+      [&](const Value& x) -> py::object {
+        switch (x.kind) {
+          case Value::Kind::Unit: return py::none();
+          case Value::Kind::Int: return py::int_(x.i);
+          case Value::Kind::Float: return py::float_(x.f);
+          case Value::Kind::Bool: return py::bool_(x.b);
+          case Value::Kind::Tensor: return tensor_array(x.tensor, views);
+          default: throw UserError("an output that is a function or a pending tensor cannot be returned");
+        }
+      },
+      [](const std::string& name) -> py::object { return py::str(name); });
+}
+
+// The gradients grads[next...] in the structure of an instance: an array where it has a tensor,
+// None for its numbers and nullary constructors.
 py::object gradient_structure(const Value& instance, std::vector<Tensor>& grads) {
   size_t next = 0;
-  py::object out = gradient_structure(instance, grads, next);
+  py::object out = python_structure(
+      instance,
+      [&](const Value& x) -> py::object {
+        if (x.kind != Value::Kind::Tensor) return py::none();
+        ACROBAT_ASSERT(next < grads.size(), "a gradient for each tensor of the instance");
+        return tensor_array(std::make_shared<Tensor>(std::move(grads[next++])), {});
+      },
+      [](const std::string&) -> py::object { return py::none(); });
   ACROBAT_ASSERT(next == grads.size(), "one gradient for each tensor of the instance");
   return out;
 }
