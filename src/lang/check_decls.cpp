@@ -135,21 +135,27 @@ std::optional<SizeSum> Checker::size_expr(const DimExpr& d, bool& none) {
         return c ? std::optional(SizeSum{{}, *c}) : std::nullopt;
       }
       case DimExpr::Binary: {
-        std::optional<SizeSum> l = sum(*e.lhs), r = sum(*e.rhs);
-        if (!l || !r) return std::nullopt;
-        std::optional<SizeSum> out;
-        if (e.op == '+') {
-          out = add_sums(*l, *r);
-        } else if (e.op == '*' && (l->terms.empty() || r->terms.empty())) {
-          out = l->terms.empty() ? add_sums(SizeSum{}, *r, l->constant) : add_sums(SizeSum{}, *l, r->constant);
-        } else {
-          sink_.error(e.span.begin, std::string("a size expression with size variables may add sizes "
-                                                "and multiply them by constants (t + 1, n + m, 2 * t), "
-                                                "found '") + e.op + "'");
-          return std::nullopt;
+        // Along the chain by a loop, first operand first (a chain's length is not nesting).
+        std::vector<const DimExpr*> chain;
+        for (const DimExpr* x = &e; x->kind == DimExpr::Binary; x = x->lhs.get()) chain.push_back(x);
+        std::optional<SizeSum> l = sum(*chain.back()->lhs);
+        for (size_t i = chain.size(); l && i-- > 0;) {
+          const DimExpr& link = *chain[i];
+          std::optional<SizeSum> r = sum(*link.rhs);
+          if (!r) return std::nullopt;
+          if (link.op == '+') {
+            l = add_sums(*l, *r);
+          } else if (link.op == '*' && (l->terms.empty() || r->terms.empty())) {
+            l = l->terms.empty() ? add_sums(SizeSum{}, *r, l->constant) : add_sums(SizeSum{}, *l, r->constant);
+          } else {
+            sink_.error(link.span.begin, std::string("a size expression with size variables may add sizes "
+                                                     "and multiply them by constants (t + 1, n + m, 2 * t), "
+                                                     "found '") + link.op + "'");
+            return std::nullopt;
+          }
+          if (!l) sink_.error(link.span.begin, "size expression overflows 64-bit integers");
         }
-        if (!out) sink_.error(e.span.begin, "size expression overflows 64-bit integers");
-        return out;
+        return l;
       }
     }
     return std::nullopt;

@@ -80,14 +80,20 @@ std::optional<SizeSum> Checker::position(const Expr& e) {
       return size_sum(it->second);
     }
     case ExprKind::Binary: {
-      const Binary& b = e.as<Binary>();
-      std::optional<SizeSum> l = position(*b.lhs), r = position(*b.rhs);
-      if (!l || !r) return std::nullopt;
-      if (b.op == BinOp::Add) return add_sums(*l, *r);
-      if (b.op == BinOp::Sub) return add_sums(*l, *r, -1);
-      if (b.op == BinOp::Mul && l->terms.empty()) return add_sums(SizeSum{}, *r, l->constant);
-      if (b.op == BinOp::Mul && r->terms.empty()) return add_sums(SizeSum{}, *l, r->constant);
-      return std::nullopt;
+      // Along the chain by a loop, first operand first (a chain's length is not nesting).
+      auto chain = binary_chain(e);
+      std::optional<SizeSum> l = position(*chain.back()->lhs);
+      for (size_t i = chain.size(); l && i-- > 0;) {
+        const Binary& b = *chain[i];
+        std::optional<SizeSum> r = position(*b.rhs);
+        if (!r) return std::nullopt;
+        if (b.op == BinOp::Add) l = add_sums(*l, *r);
+        else if (b.op == BinOp::Sub) l = add_sums(*l, *r, -1);
+        else if (b.op == BinOp::Mul && l->terms.empty()) l = add_sums(SizeSum{}, *r, l->constant);
+        else if (b.op == BinOp::Mul && r->terms.empty()) l = add_sums(SizeSum{}, *l, r->constant);
+        else return std::nullopt;
+      }
+      return l;
     }
     default: return std::nullopt;
   }
