@@ -163,13 +163,14 @@ std::vector<Value> first(const std::vector<Value>& v, size_t n) {
   return {v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size()))};
 }
 
-// How many instances generated other tokens than PyTorch did (-1: no PyTorch tokens), and the
-// tokens generated in all.
-std::pair<int64_t, int64_t> count_tokens(const Workload& w, const RunResult& res) {
-  int64_t tokens = 0, differing = w.pytorch_outputs.is_array() ? 0 : -1;
+// The number of tokens each instance generated, and how many instances generated other tokens than
+// PyTorch did (-1: no PyTorch tokens).
+std::pair<std::vector<int64_t>, int64_t> count_tokens(const Workload& w, const RunResult& res) {
+  std::vector<int64_t> tokens;
+  int64_t differing = w.pytorch_outputs.is_array() ? 0 : -1;
   for (size_t i = 0; i < res.outputs.size(); ++i) {
     const json out = value_to_json(res.outputs[i], w.output_type);
-    tokens += static_cast<int64_t>(out.size());
+    tokens.push_back(static_cast<int64_t>(out.size()));
     if (differing >= 0 && (i >= w.pytorch_outputs.size() || out != w.pytorch_outputs[i])) ++differing;
   }
   return {tokens, differing};
@@ -192,15 +193,15 @@ json measure(const BenchGenerateOptions& o, Engine& engine, const std::string& k
     prefill_secs.push_back(seconds_since(t0));
   }
   const double secs = median(full_secs), pre_secs = std::min(median(prefill_secs), secs);
-  const auto [tokens, differing] = count_tokens(w, last);
+  const auto [generated, differing] = count_tokens(w, last);
   double pre = 0, dec = 0;
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0, tokens = 0;
   for (size_t i = 0; i < w.instances.size(); ++i) {
     const int64_t n = static_cast<int64_t>(w.instances[i].prompt.size());
-    const json out = value_to_json(last.outputs[i], w.output_type);
     pre += prefill_flops(w.dims, n);
-    dec += decode_flops(w.dims, n, static_cast<int64_t>(out.size()));
+    dec += decode_flops(w.dims, n, generated[i]);
     prompt_tokens += n;
+    tokens += generated[i];
   }
   const RunStats& s = last.stats;
   return json{{"engine", kind == "aot" ? "aot" : "interpreter"},
