@@ -15,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -26,6 +27,8 @@
 
 #include "acrobat/kernels.h"
 #include "io/files.h"
+#include "io/tokens.h"
+#include "support/diagnostics.h"
 #include "engines/make_engine.h"
 #include "support/clock.h"
 
@@ -35,6 +38,28 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string length_file(const std::string& source_dir, const std::string& item, const std::string& flag) {
+  if (std::filesystem::exists(item)) return item;
+  const std::string dir = source_dir + "/data/lengths";
+  const bool named = item.size() > 4 && item.substr(item.size() - 4) == ".txt";
+  const std::string path = dir + "/" + item + (named ? "" : ".txt");
+  if (!std::filesystem::exists(path))
+    throw UserError(flag + ": no length file '" + item + "' (expected a path or a name in " + dir + ")");
+  return path;
+}
+
+std::vector<int64_t> read_length_file(const std::string& path) {
+  std::vector<int64_t> out;
+  const auto lines = io::read_token_lines(path);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].size() != 1 || lines[i][0] < 1)
+      throw UserError(SourceLoc{path, static_cast<uint32_t>(i + 1), 1},
+                      "expected one length (an integer >= 1) on the line");
+    out.push_back(lines[i][0]);
+  }
+  return out;
 }
 
 double gemm_gflops(int reps, bool packed) {

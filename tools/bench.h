@@ -37,6 +37,12 @@ double median(std::vector<double> v);
 // pre-packed weights (the yardstick for the linear layers of ragged blocks).
 double gemm_gflops(int reps, bool packed);
 
+// A length file (one sequence length a line) by its name in <source_dir>/data/lengths ("mnli") or
+// its path; a UserError naming `flag` when there is none.
+std::string length_file(const std::string& source_dir, const std::string& item, const std::string& flag);
+// The lengths of a length file, each an integer >= 1 (a UserError names the line otherwise).
+std::vector<int64_t> read_length_file(const std::string& path);
+
 // One compilation of the model to measure (the ablation compiles it once per set of analyses).
 struct BenchConfig {
   std::string name;
@@ -79,5 +85,27 @@ struct BenchRaggedOptions {
   uint64_t seed = 0;
 };
 int bench_ragged_command(const BenchRaggedOptions& options);
+
+// `acrobat bench --generate`: greedy generation with models/gpt.acr, acrobat's engines beside
+// PyTorch's strategies (tools/bench_generate.cpp, bench/generate_pytorch.py); generate.json,
+// generate.md and generate.png in `out_dir` (the JSON at `json_path` when given).
+struct BenchGenerateOptions {
+  std::string source_dir;
+  std::string model;                // default: <source_dir>/models/gpt.acr
+  std::string params;               // safetensors; default: written by the PyTorch side from `seed`
+  std::vector<std::string> sets;    // K=V dims, for both sides
+  std::string prompts = "mnli";     // length files (names in data/lengths or paths): the prompts'
+  std::string budgets = "mrpc";     // lengths and the budgets of new tokens, line by line
+  size_t instances = 128;           // the first lines of both: every cell's instances
+  std::vector<size_t> batches = {16, 64, 128};
+  std::vector<int> threads = {1, 2};
+  std::vector<std::string> engines = {"aot", "batched"};
+  std::string out_dir = "bench/results/generate";
+  std::string json_path;
+  int reps = 3;
+  bool pytorch = true;  // PyTorch's rows (without them the weights are acrobat's, random from `seed`)
+  uint64_t seed = 0;
+};
+int bench_generate_command(const BenchGenerateOptions& options);
 
 }  // namespace acrobat

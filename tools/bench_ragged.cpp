@@ -28,7 +28,6 @@
 #include "support/clock.h"
 #include "bench.h"
 #include "io/files.h"
-#include "io/tokens.h"
 #include "kernels/backend.h"
 #include "compiler/pipeline.h"
 #include "engines/make_engine.h"
@@ -44,39 +43,17 @@ namespace fs = std::filesystem;
 // The length files to run: names in data/lengths ("mnli") or paths; all of data/lengths by default.
 std::vector<std::string> length_files(const BenchRaggedOptions& o) {
   std::vector<std::string> out;
-  const std::string dir = o.source_dir + "/data/lengths";
   if (o.lengths.empty()) {
-    for (const auto& e : fs::directory_iterator(dir))
+    for (const auto& e : fs::directory_iterator(o.source_dir + "/data/lengths"))
       if (e.path().extension() == ".txt") out.push_back(e.path().string());
     std::sort(out.begin(), out.end());
     return out;
   }
-  for (const std::string& item : o.lengths) {
-    if (fs::exists(item)) {
-      out.push_back(item);
-      continue;
-    }
-    std::string path = dir + "/" + item + (item.size() > 4 && item.substr(item.size() - 4) == ".txt" ? "" : ".txt");
-    if (!fs::exists(path))
-      throw UserError("--lengths: no length file '" + item + "' (expected a path or a name in " + dir + ")");
-    out.push_back(path);
-  }
+  for (const std::string& item : o.lengths) out.push_back(length_file(o.source_dir, item, "--lengths"));
   return out;
 }
 
 std::string dataset_name(const std::string& path) { return fs::path(path).stem().string(); }
-
-std::vector<int64_t> read_lengths(const std::string& path) {
-  std::vector<int64_t> out;
-  const auto lines = io::read_token_lines(path);
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i].size() != 1 || lines[i][0] < 1)
-      throw UserError(SourceLoc{path, static_cast<uint32_t>(i + 1), 1},
-                      "expected one length (an integer >= 1) on the line");
-    out.push_back(lines[i][0]);
-  }
-  return out;
-}
 
 // One cell of the sweep and what PyTorch measured in it.
 struct Cell {
@@ -152,7 +129,7 @@ std::vector<Cell> make_cells(const BenchRaggedOptions& o, const std::vector<std:
   std::vector<Cell> cells;
   for (int threads : o.threads)
     for (size_t f = 0; f < files.size(); ++f) {
-      const std::vector<int64_t> all = read_lengths(files[f]);
+      const std::vector<int64_t> all = read_length_file(files[f]);
       for (size_t batch : o.batches) {
         const size_t nb = std::min<size_t>(o.batches_per_cell, all.size() / batch);
         if (nb == 0) continue;

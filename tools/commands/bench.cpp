@@ -1,5 +1,6 @@
 // `acrobat bench`: the engines side by side on one model and data set (tools/bench.h), or every
-// model of models/ (--all), or the ragged encoder against PyTorch's strategies (--ragged).
+// model of models/ (--all), the ragged encoder against PyTorch's strategies (--ragged), or greedy
+// generation with models/gpt.acr against PyTorch's strategies (--generate).
 #include <sstream>
 
 #include "bench.h"
@@ -18,9 +19,10 @@ struct BenchArgs {
   std::string batches = "1,8,64", schedulers = "inline-depth,depth,agenda", json, reps = "3", pytorch = "300";
   std::string engines = "batched", threads = "1", out = "bench/results/all", cell_batches = "2";
   std::vector<std::string> lengths;
-  bool ablation = false, all = false, quick = false, busy = false, ragged = false, no_pytorch = false,
-       no_dense = false;
-  bool given_batch = false, given_threads = false, given_engine = false, given_out = false;
+  std::string prompts = "mnli", budgets = "mrpc";
+  bool ablation = false, all = false, quick = false, busy = false, ragged = false, generate = false,
+       no_pytorch = false, no_dense = false;
+  bool given_batch = false, given_threads = false, given_engine = false, given_out = false, given_reps = false;
 };
 
 // "batched,aot" as a list; anything else is a UserError.
@@ -116,6 +118,40 @@ int bench_ragged(const BenchArgs& a) {
   return bench_ragged_command(r);
 }
 
+// --quick: dims small enough for a test (D / NH stays 64, as the model's attention scale wants), a
+// few instances, one batch size, one thread, one repetition.
+int bench_generate(const BenchArgs& a) {
+  BenchGenerateOptions g;
+  g.source_dir = ACROBAT_SOURCE_DIR;
+  g.model = a.run.model.empty() ? g.source_dir + "/models/gpt.acr" : a.run.model;
+  g.params = a.run.params;
+  g.sets = a.run.sets;
+  g.prompts = a.prompts;
+  g.budgets = a.budgets;
+  if (a.quick) {
+    if (g.sets.empty()) g.sets = {"D=128", "NH=2", "FF=256", "L=2", "V=64"};
+    g.instances = 8;
+    g.batches = {4};
+    g.threads = {1};
+    g.reps = 1;
+  }
+  if (a.run.limit > 0) g.instances = a.run.limit;
+  if (a.given_batch) {
+    g.batches.clear();
+    for (int64_t b : parse_number_list("--batch", a.batches, 1, kMaxBatch)) g.batches.push_back(static_cast<size_t>(b));
+  }
+  if (a.given_threads) {
+    g.threads.clear();
+    for (int64_t t : parse_number_list("--threads", a.threads, 1, kMaxThreads)) g.threads.push_back(static_cast<int>(t));
+  }
+  if (a.given_engine) g.engines = split_engines(a.engines);
+  if (a.given_out) g.out_dir = a.out;
+  g.json_path = a.json;
+  if (!a.quick || a.given_reps) g.reps = static_cast<int>(parse_number("--reps", a.reps, 1, kMaxReps));
+  g.pytorch = !a.no_pytorch;
+  return bench_generate_command(g);
+}
+
 int bench(BenchArgs& a) {
   a.numbers.read(a.run);
   if (a.all) {
@@ -126,7 +162,9 @@ int bench(BenchArgs& a) {
     all.quick = a.quick;
     return bench_all_command(all);
   }
+  if (a.ragged && a.generate) throw UserError("bench: --ragged and --generate are separate benchmarks; give one");
   if (a.ragged) return bench_ragged(a);
+  if (a.generate) return bench_generate(a);
   if (a.run.model.empty()) throw UserError("bench: a model file is required (or --all)");
   return bench_one(a);
 }
@@ -143,15 +181,17 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("--input", o.input, "KIND:FILE; not with --all");
   cmd->add_option("--vocab", o.vocab, "Vocabulary for sst inputs");
   cmd->add_option("--set", o.sets, kSetHelp)->delimiter(',');
-  cmd->add_option("--limit", a->numbers.limit, "Use only the first N instances (N >= 1)");
+  cmd->add_option("--limit", a->numbers.limit,
+                  "Use only the first N instances (N >= 1); --generate: instances per cell (default 128)");
   cmd->add_option("--disable", o.disable, disable_help())->delimiter(',');
   cmd->add_option("--engine", a->engines, "Engines besides the reference: batched, aot or batched,aot");
   cmd->add_option("--threads", a->threads, "Thread counts from 1 to 1024, comma-separated (default 1)");
   cmd->add_flag("--all", a->all,
                 "Every model of models/ at its sizes on its data with the oracle's weights "
                 "(the other options but --reps are ignored): all.md, all.json, all.png");
-  cmd->add_option("--out", a->out, "--all: output directory (default bench/results/all)");
-  cmd->add_flag("--quick", a->quick, "--all: small sizes, few instances, one repetition");
+  cmd->add_option("--out", a->out, "--all, --ragged, --generate: output directory (default bench/results/all, "
+                                    "ragged, generate)");
+  cmd->add_flag("--quick", a->quick, "--all, --generate: small sizes, few instances, one repetition");
   cmd->add_flag("--ablation", a->ablation,
                 "Rows for each analysis switched off in turn and for all off (ignores --disable)");
   cmd->add_flag("--busy-neighbour", a->busy,
@@ -172,13 +212,23 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("--lengths", a->lengths, "--ragged: length files, names in data/lengths or paths (default: all)")
       ->delimiter(',');
   cmd->add_option("--batches", a->cell_batches, "--ragged: batches per cell, 1 to 1000 (default 2)");
-  cmd->add_flag("--no-pytorch", a->no_pytorch, "--ragged: acrobat's rows only");
+  cmd->add_flag("--no-pytorch", a->no_pytorch, "--ragged, --generate: acrobat's rows only");
+  cmd->add_flag("--generate", a->generate,
+                "Greedy generation with models/gpt.acr (prompt lengths from --prompts, budgets of new "
+                "tokens from --budgets) beside PyTorch's padded, drop-finished and one-at-a-time "
+                "strategies: generate.json, generate.md, generate.png in --out (default "
+                "bench/results/generate); --batch defaults to 16,64,128, --threads to 1,2, --engine "
+                "to aot,batched, --limit to 128");
+  cmd->add_option("--prompts", a->prompts, "--generate: the prompts' length file, a name in data/lengths or a path "
+                                           "(default mnli)");
+  cmd->add_option("--budgets", a->budgets, "--generate: the budgets' length file, clipped to 1..256 (default mrpc)");
   cmd->add_flag("--no-dense", a->no_dense, "--ragged: no dense control cells");
   return {cmd, [a, cmd] {
             a->given_batch = cmd->count("--batch") > 0;
             a->given_threads = cmd->count("--threads") > 0;
             a->given_engine = cmd->count("--engine") > 0;
             a->given_out = cmd->count("--out") > 0;
+            a->given_reps = cmd->count("--reps") > 0;
             return bench(*a);
           }};
 }
