@@ -71,12 +71,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import model_gpt  # noqa: E402  (the oracle: weights layout, init_params, make_data)
 import models  # noqa: E402  (state_tensors, load_tensors)
 import safetensors_io  # noqa: E402
-from torch_threads import set_threads, splits  # noqa: E402  (PyTorch's threads and OpenBLAS's)
+from torch_threads import retain_freed_memory, set_threads, splits  # noqa: E402  (threads, glibc's heap)
 
 STRATEGIES = ("padded", "drop", "single")
 ENGINE = {s: "pytorch-" + s for s in STRATEGIES}
 MASKED = torch.finfo(torch.float32).min
-MALLOC_RETAIN = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,16 +472,6 @@ def cpu_name():
     return platform.processor()
 
 
-def retain_freed_memory():
-    """Re-executes this script with glibc's mmap and trim thresholds raised, unless they are set
-    already; glibc reads them only at start-up (bench/ragged_pytorch.py's docstring says why)."""
-    if all(os.environ.get(k) == v for k, v in MALLOC_RETAIN.items()):
-        return
-    env = dict(os.environ, **MALLOC_RETAIN)
-    sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env)
-
-
 def int_list(s):
     return [int(x) for x in s.split(",") if x]
 
@@ -520,7 +509,7 @@ def parse_args(argv=None):
 def main():
     args = parse_args()
     if args.malloc == "retain":
-        retain_freed_memory()
+        retain_freed_memory(__file__)
     if args.check:
         sys.exit(check(args))
     sweep(args)

@@ -78,7 +78,7 @@ from torch.profiler import ProfilerActivity, profile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-from torch_threads import set_threads  # noqa: E402  (PyTorch's threads and OpenBLAS's)
+from torch_threads import retain_freed_memory, set_threads  # noqa: E402  (threads, glibc's heap)
 LENGTHS_DIR = os.path.join(ROOT, "data", "lengths")
 
 D_MODEL, HEADS, FFN = 512, 8, 2048
@@ -123,18 +123,6 @@ def executed_flops(strategy, lengths, micro=None):
 
 # ---------------------------------------------------------------------------------------------
 # The model and the three strategies
-
-MALLOC_RETAIN = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
-
-
-def retain_freed_memory():
-    """Re-execute this script with glibc's mmap and trim thresholds raised (see the docstring), unless
-    they are set already; glibc reads them only at start-up."""
-    if all(os.environ.get(k) == v for k, v in MALLOC_RETAIN.items()):
-        return
-    env = dict(os.environ, **MALLOC_RETAIN)
-    sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env)
 
 
 def make_model(seed):
@@ -521,7 +509,7 @@ def parse_args(argv=None):
 def main():
     args = parse_args()
     if args.malloc == "retain":
-        retain_freed_memory()
+        retain_freed_memory(__file__)
     if args.check:
         sys.exit(check(args))
     sweep(args)

@@ -6,6 +6,7 @@ GFLOP/s against 79 with OpenBLAS held to one thread)."""
 
 import ctypes
 import os
+import sys
 
 import torch
 
@@ -51,3 +52,18 @@ def splits(threads):
     if threads <= 1:
         return [(1, 1)]
     return [(threads, threads), (threads, 1), (1, threads)]
+
+
+# glibc's mmap and trim thresholds raised, so that freed memory stays in the heap and is reused (the
+# setting a tuned deployment would use; bench/ragged_pytorch.py's docstring measures why).
+MALLOC_RETAIN = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
+
+
+def retain_freed_memory(script):
+    """Re-executes `script` (the running baseline) with MALLOC_RETAIN, unless it is set already;
+    glibc reads it only at start-up."""
+    if all(os.environ.get(k) == v for k, v in MALLOC_RETAIN.items()):
+        return
+    env = dict(os.environ, **MALLOC_RETAIN)
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, os.path.abspath(script)] + sys.argv[1:], env)

@@ -94,20 +94,26 @@ int bench_one(const BenchArgs& a) {
   return bench_command(b, configs, p.params, p.inputs);
 }
 
+// --batch and --threads as the ragged and generation sweeps take them.
+std::vector<size_t> batch_list(const BenchArgs& a) {
+  std::vector<size_t> out;
+  for (int64_t b : parse_number_list("--batch", a.batches, 1, kMaxBatch)) out.push_back(static_cast<size_t>(b));
+  return out;
+}
+std::vector<int> thread_list(const BenchArgs& a) {
+  std::vector<int> out;
+  for (int64_t t : parse_number_list("--threads", a.threads, 1, kMaxThreads)) out.push_back(static_cast<int>(t));
+  return out;
+}
+
 int bench_ragged(const BenchArgs& a) {
   BenchRaggedOptions r;
   r.source_dir = ACROBAT_SOURCE_DIR;
   r.model = a.run.model.empty() ? r.source_dir + "/models/encoder.acr" : a.run.model;
   r.params = a.run.params;
   r.lengths = a.lengths;
-  if (a.given_batch) {
-    r.batches.clear();
-    for (int64_t b : parse_number_list("--batch", a.batches, 1, kMaxBatch)) r.batches.push_back(static_cast<size_t>(b));
-  }
-  if (a.given_threads) {
-    r.threads.clear();
-    for (int64_t t : parse_number_list("--threads", a.threads, 1, kMaxThreads)) r.threads.push_back(static_cast<int>(t));
-  }
+  if (a.given_batch) r.batches = batch_list(a);
+  if (a.given_threads) r.threads = thread_list(a);
   if (a.given_engine) r.engines = split_engines(a.engines);
   if (a.given_out) r.out_dir = a.out;
   r.json_path = a.json;
@@ -136,14 +142,8 @@ int bench_generate(const BenchArgs& a) {
     g.reps = 1;
   }
   if (a.run.limit > 0) g.instances = a.run.limit;
-  if (a.given_batch) {
-    g.batches.clear();
-    for (int64_t b : parse_number_list("--batch", a.batches, 1, kMaxBatch)) g.batches.push_back(static_cast<size_t>(b));
-  }
-  if (a.given_threads) {
-    g.threads.clear();
-    for (int64_t t : parse_number_list("--threads", a.threads, 1, kMaxThreads)) g.threads.push_back(static_cast<int>(t));
-  }
+  if (a.given_batch) g.batches = batch_list(a);
+  if (a.given_threads) g.threads = thread_list(a);
   if (a.given_engine) g.engines = split_engines(a.engines);
   if (a.given_out) g.out_dir = a.out;
   g.json_path = a.json;
