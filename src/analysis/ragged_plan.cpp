@@ -49,8 +49,13 @@ RaggedStep step_of(const StaticBlock& s, const BlockOp& op) {
     }
     case OpClass::Elementwise: return RaggedStep::Elementwise;
     case OpClass::RowWise: return RaggedStep::RowWise;
-    default: return RaggedStep::PerInstance;
+    default: break;
   }
+  if (op.rhs->op == OpId::Concat && !op.operands[0].local) {
+    const auto& shape = operand_shape(s, op.operands[0]);
+    if (!shape.empty() && normalize_axis(op.rhs->attrs.ints[0], shape.size()) == 0) return RaggedStep::Append;
+  }
+  return RaggedStep::PerInstance;
 }
 
 // An argument of one element for every instance (a constant or a scalar param).
@@ -150,6 +155,7 @@ const char* step_name(RaggedStep s) {
     case RaggedStep::Elementwise: return "elementwise";
     case RaggedStep::RowWise: return "row-wise";
     case RaggedStep::PerInstance: return "per-instance";
+    case RaggedStep::Append: return "append";
     case RaggedStep::Alias: return "fused";
     case RaggedStep::Fused: return "fused-loop";
   }

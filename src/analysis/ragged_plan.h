@@ -33,6 +33,11 @@
 //     of the last axis's size, is one loop over the piece's rows (its packed values), operator by
 //     operator over a row at a time with the SIMD expressions of ops.def; only what is read after
 //     the group, or escapes, is stored.
+//  6. Appends. A concat along axis 0 whose first operand is an argument of the block (a cache
+//     growing by a row per decode step) is an Append: instance by instance, the operands copied
+//     one after another. Where the runtime stores the result in growing storage
+//     (runtime/batch_outputs.h) and the argument's value is the latest prefix of such a store,
+//     the result is that store extended in place and only the new rows are written.
 //  5. Checks. What the checker could not decide is checked per instance when the host program
 //     records the block: the bounds of a slice of a size-variable axis, a slice that ends at a
 //     size (within the axis) or begins at one (at least 0), and a length that is a size (n - 1:
@@ -57,6 +62,7 @@ enum class RaggedStep {
   Elementwise,      // over packed rows, with broadcasting
   RowWise,          // softmax, log_softmax, layer_norm along the last axis
   PerInstance,      // the reference kernel, instance by instance
+  Append,           // concat along axis 0 onto an argument: rows appended (6. above)
   Alias,            // computed by the matmul it is fused into (3. above)
 };
 

@@ -6,6 +6,7 @@
 #include <libxsmm.h>
 
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -105,6 +106,29 @@ double fma_peak_gflops(double seconds) {
     best = std::max(best, 2.0 * simd::kLanes * kChains * kRounds / s * 1e-9);
   } while (seconds_since(start) < seconds);
   for (const simd::Vec& c : {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11}) asm volatile("" : : "x"(c.v));
+  return best;
+}
+
+double read_bandwidth_gbs(double seconds) {
+  namespace simd = acrobat::kernels::simd;
+  constexpr size_t kFloats = size_t{64} << 20;  // 256 MiB
+  std::unique_ptr<float[]> data(new float[kFloats]);
+  std::fill_n(data.get(), kFloats, 1.0f);  // touched: no page faults in the timed loop
+  double best = 0;
+  simd::Vec s0 = simd::splat(0.0f), s1 = s0, s2 = s0, s3 = s0;
+  const auto start = Clock::now();
+  do {
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i + 4 * simd::kLanes <= kFloats; i += 4 * simd::kLanes) {
+      s0 = s0 + (simd::load(data.get() + i));
+      s1 = s1 + (simd::load(data.get() + i + simd::kLanes));
+      s2 = s2 + (simd::load(data.get() + i + 2 * simd::kLanes));
+      s3 = s3 + (simd::load(data.get() + i + 3 * simd::kLanes));
+    }
+    const double s = seconds_since(t0);
+    best = std::max(best, double(kFloats) * sizeof(float) / s * 1e-9);
+  } while (seconds_since(start) < seconds);
+  for (const simd::Vec& c : {s0, s1, s2, s3}) asm volatile("" : : "x"(c.v));
   return best;
 }
 

@@ -17,4 +17,10 @@ std::string backend_description();
 // state their figures against it.
 double fma_peak_gflops(double seconds = 0.2);
 
+// The memory bandwidth one thread reaches reading (GB/s, 1e9 bytes): the best of repeated sums over
+// arrays of 256 MiB, far larger than any cache, with vector loads. A kernel whose data must come
+// from memory cannot run faster than its bytes at this rate; the benchmarks state memory-bound
+// figures against it.
+double read_bandwidth_gbs(double seconds = 0.3);
+
 }  // namespace acrobat::kernels

@@ -1,9 +1,21 @@
 // The outputs of the batches a run has executed: per batch its block and size, and per operator
 // the buffer (from the buffer pool) its escaping values lie in, [B, size] or a ragged batch's
-// packed; where a node's output row lies, which is what a tensor read reads.
+// packed, or, for an append operator (analysis/ragged_plan.h, 6.), growing storage row by row;
+// where a node's output row lies, which is what a tensor read reads.
+//
+// Growing storage. An append operator's values (a cache one row longer per decode step) lie, when
+// the run keeps no values for reverse mode, each in a store of its own from the pool with spare
+// capacity: the first append onto a value copies it into a store of twice the new length, and
+// each later append onto the store's latest value writes its new rows after it and shares the
+// store, so that T steps copy O(T) rows, not O(T^2). Every value in a store is a prefix of it,
+// starting at its data, and no append ever writes below the store's `used` mark: a value read
+// later still finds its rows. An append onto an earlier prefix (hypotheses forked from one cache,
+// after the first fork has appended) copies the prefix into a store of its own: shared prefixes
+// are copied only where they diverge. A store goes back to the pool with its last row (releaser.h).
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "acrobat/aot.h"
@@ -45,10 +57,36 @@ class BatchOutputs {
   const float* data(const NodeStore& nodes, const aot::Val& v) const {
     if (v.node < 0) return v.data;
     const NodeStore::Node& n = nodes[nodes.first(v.node)];
+    if (int32_t store = store_of(n.batch, v.lazy.slot, n.row); store >= 0) {
+      ACROBAT_ASSERT(stores_[store].data, "a read of a released store");
+      return stores_[store].data;
+    }
     const float* out = outputs_[n.batch][v.lazy.slot];
     ACROBAT_ASSERT(out, "a read of a released batch output");
     return out + output_offset(n.batch, v.lazy.slot, n.row);
   }
+
+  // ---- growing storage ----
+  // The store holding row `row` of output `slot` of batch `batch`, or -1 when the output is no
+  // growing one.
+  int32_t store_of(int batch, int slot, int row) const {
+    const std::vector<std::vector<int32_t>>& g = grown_[batch];
+    return g.empty() || g[slot].empty() ? -1 : g[slot][row];
+  }
+  // Output `slot` of batch `batch` (B rows) lies in growing storage, no row placed yet.
+  void grow(int batch, int slot);
+  // Places row `row` of output `slot` of batch `batch`, the append of `new_elems` floats onto
+  // `old` (`old_elems` floats): in `old`'s store when `old` is its latest value and there is room
+  // (returns true: old's floats already lie there), else in a new store (returns false). Returns
+  // where the row's value goes in `*data`.
+  bool place_appended(int batch, int slot, int row, const NodeStore& nodes, const aot::Val& old,
+                      int64_t old_elems, int64_t new_elems, float** data);
+  // Row `row` of grown output `slot` of `batch` is owned no more: its store loses a row, and the
+  // memory to give back (the store's, with its last row) is returned, else {null, 0}.
+  std::pair<float*, size_t> release_grown_row(int batch, int slot, int row);
+  // Every store still held, given up: the memory to give back.
+  std::vector<std::pair<float*, size_t>> release_stores();
+
   BufferPool& buffers() { return buffers_; }
   const BufferPool& buffers() const { return buffers_; }
 
@@ -59,6 +97,14 @@ class BatchOutputs {
   std::vector<int64_t> sizes_;                   // [batch]: its nodes
   std::vector<int> blocks_;                      // [batch]: its block
   std::vector<std::vector<int64_t>> offsets_;    // [batch]: a ragged batch's (offsets())
+  struct Store {
+    float* data = nullptr;  // null once given back
+    size_t capacity = 0;    // floats
+    int64_t used = 0;       // floats: the longest value in it
+    int32_t rows = 0;       // batch output rows whose value lies in it, not yet released
+  };
+  std::vector<Store> stores_;                            // of the run
+  std::vector<std::vector<std::vector<int32_t>>> grown_;  // [batch][operator][row]: its store
 };
 
 }  // namespace acrobat

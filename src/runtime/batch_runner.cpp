@@ -80,7 +80,7 @@ void BatchRunner::reset() {
 void BatchRunner::run(BlockExecutor& exec, int block, const std::vector<int>& ids, int batch, const NodeStore& nodes,
                       BatchOutputs& outputs, bool keep_values) {
   if (plan_.blocks[block].ragged())
-    run_ragged(block, ids, batch, nodes, outputs);
+    run_ragged(block, ids, batch, nodes, outputs, keep_values);
   else
     run_static(exec, block, ids, batch, nodes, outputs, keep_values);
 }
@@ -162,7 +162,7 @@ void BatchRunner::run_static(BlockExecutor& exec, int block, const std::vector<i
 // pieces of about kRaggedPieceRows rows of the block's GEMMs on weights each (fewer when the
 // values of that many rows would exceed kRaggedPieceFloats).
 void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, const NodeStore& nodes,
-                             BatchOutputs& outputs) {
+                             BatchOutputs& outputs, bool keep_values) {
   constexpr int64_t kRaggedPieceRows = 512;
   constexpr int64_t kRaggedPieceFloats = int64_t{1} << 24;
   const analysis::StaticBlock& s = plan_.blocks[block];
@@ -174,6 +174,8 @@ void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, 
     std::copy_n(nodes.sizes(nodes[ids[b]]), S, sizes.begin() + b * S);
   std::vector<int64_t>& offsets = outputs.offsets(batch);
   offsets.assign(n * static_cast<size_t>(B + 1), 0);
+  grown_.clear();
+  grown_in_place_.clear();
   // Per instance: the floats of its stored values, and the rows of its GEMMs on weights.
   std::vector<int64_t> floats(static_cast<size_t>(B), 0), rows(static_cast<size_t>(B), 1);
   for (size_t k = 0; k < n; ++k) {
@@ -188,8 +190,27 @@ void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, 
       if (weights) rows[b] = std::max(rows[b], elems / ragged_dim(s, s.ops[k].shape.back(), sizes.data() + b * S));
       off[b + 1] = off[b] + (s.ops[k].escapes ? elems : 0);
     }
-    if (s.ops[k].escapes)
-      outputs.output(batch, static_cast<int>(k)) = outputs.buffers().alloc(static_cast<size_t>(std::max<int64_t>(1, off[B])));
+    if (!s.ops[k].escapes) continue;
+    if (step == analysis::RaggedStep::Append && !keep_values) {
+      // Growing storage (batch_outputs.h): each instance's value placed on its own, extending
+      // the store of its first operand where it can.
+      if (grown_.empty()) {
+        grown_.assign(n * static_cast<size_t>(B), nullptr);
+        grown_in_place_.assign(n * static_cast<size_t>(B), 0);
+      }
+      outputs.grow(batch, static_cast<int>(k));
+      const int e = s.ops[k].operands[0].index;
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t* sz = sizes.data() + b * S;
+        const bool in_place = outputs.place_appended(batch, static_cast<int>(k), static_cast<int>(b), nodes,
+                                                     nodes.arg(ids[b], e), ragged_elements(s, e, sz, true),
+                                                     ragged_elements(s, k, sz), &grown_[k * B + b]);
+        grown_in_place_[k * B + b] = in_place ? 1 : 0;
+        counters_[0].appends_in_place += in_place ? 1 : 0;
+      }
+      continue;
+    }
+    outputs.output(batch, static_cast<int>(k)) = outputs.buffers().alloc(static_cast<size_t>(std::max<int64_t>(1, off[B])));
   }
   std::vector<const float*> args(E * static_cast<size_t>(B));
   for (size_t e = 0; e < E; ++e)
@@ -220,6 +241,8 @@ void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, 
     for (size_t k = 0; k < n; ++k)
       if (float* o = outputs.output(batch, static_cast<int>(k))) outs[k] = o + offsets[k * (B + 1) + b0];
     ragged_.run(RaggedCall{&s, b1 - b0, sizes.data() + b0 * S, args.data() + b0, B, outs.data(),
+                           grown_.empty() ? nullptr : grown_.data() + b0,
+                           grown_in_place_.empty() ? nullptr : grown_in_place_.data() + b0, B,
                            &scratch_[t], &counters_[t]});
   });
 }

@@ -97,9 +97,10 @@ class BatchRunner {
   // A static block's batch, through `exec`.
   void run_static(BlockExecutor& exec, int block, const std::vector<int>& ids, int batch, const NodeStore& nodes,
                   BatchOutputs& outputs, bool keep_values);
-  // A ragged block's batch, through ragged_blocks.h.
+  // A ragged block's batch, through ragged_blocks.h (its appends in growing storage unless
+  // `keep_values`).
   void run_ragged(int block, const std::vector<int>& ids, int batch, const NodeStore& nodes,
-                  BatchOutputs& outputs);
+                  BatchOutputs& outputs, bool keep_values);
   // Runs the pieces of piece_ends_ as body(first instance, end, thread): on this thread, or split
   // across the pool (and judged by split_guard_).
   template <class Body>
@@ -113,6 +114,10 @@ class BatchRunner {
   RaggedBlocks ragged_;
   std::vector<std::vector<const float*>> rows_;  // per argument of the batch being run
   std::vector<int64_t> piece_ends_;              // of the batch being run
+  // Of the ragged batch being run, per operator and instance: where its growing values go and
+  // whether their first operand already lies there (RaggedCall::grown); empty when none grows.
+  std::vector<float*> grown_;
+  std::vector<uint8_t> grown_in_place_;
   SplitGuard split_guard_;                       // kept across runs, as the machine's load is
 };
 

@@ -178,6 +178,10 @@ class Piece {
   // Storage for operator k's packed values: an escaping operator's output, else scratch. A matmul
   // with operators fused into it writes the last one's storage; their values are views of it.
   void allocate(size_t k) {
+    if (float* const* grown = grown_outputs(k)) {  // growing storage: instance by instance
+      for (int64_t b = 0; b < B_; ++b) val(k, b) = packed_value(grown[b], op_dim(k, b), s_.ops[k].shape.size());
+      return;
+    }
     const analysis::RaggedOpPlan& o = plan_.ops[k];
     const size_t store = o.store >= 0 ? static_cast<size_t>(o.store) : k;
     float* base = c_.outputs[store];
@@ -221,6 +225,7 @@ class Piece {
         break;
       }
       case RaggedStep::GemmPerInstance: gemm_per_instance(k); break;
+      case RaggedStep::Append: append(k); break;
       case RaggedStep::Elementwise: elementwise(k); break;
       case RaggedStep::RowWise: row_wise(k); break;
       default: per_instance(k); break;
@@ -479,6 +484,34 @@ class Piece {
   }
 
   // The reference kernel, instance by instance, on packed copies of the operands.
+  // Operator k's values in growing storage, instance by instance, or null.
+  float* const* grown_outputs(size_t k) const {
+    if (!c_.grown || !c_.grown[k * c_.grown_stride]) return nullptr;
+    return c_.grown + k * c_.grown_stride;
+  }
+
+  // concat(x, y, ..., axis=0): the operands one after another (row-major, so axis 0 is the flat
+  // order), x's rows left where they lie when the growing storage already holds them.
+  void append(size_t k) {
+    const BlockOp& op = s_.ops[k];
+    const uint8_t* in_place = grown_outputs(k) ? c_.grown_in_place + k * c_.grown_stride : nullptr;
+    int64_t copied = 0;
+    for (int64_t b = 0; b < B_; ++b) {
+      float* out = val(k, b).p;
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        const BlockOperand& o = op.operands[i];
+        const int64_t elems = operand_elems(o, b);
+        if (i > 0 || !in_place || !in_place[b]) {
+          copy_out(operand(o, b), operand_dim(o, b), operand_rank(o), out);
+          copied += elems;
+        }
+        out += elems;
+      }
+    }
+    c_.counters->kernel_calls += B_;
+    c_.counters->append_copied_floats += copied;
+  }
+
   void per_instance(size_t k) {
     const BlockOp& op = s_.ops[k];
     std::vector<Tensor> in(op.operands.size());

@@ -27,8 +27,15 @@ struct RaggedCall {
   // Per operator: the packed values of escaping operators for these instances (instance after
   // instance, each ragged_elements() floats), null for the others.
   float* const* outputs;
+  // Append operators whose values lie in growing storage (batch_outputs.h), instance by instance:
+  // instance b's value of operator k at grown[k * grown_stride + b] (null: packed in `outputs` as
+  // any other), and grown_in_place at the same index 1 when its first operand already lies
+  // there, so that only the rest is written. Null when no operator of the block grows.
+  float* const* grown;
+  const uint8_t* grown_in_place;
+  int64_t grown_stride;
   Arena* scratch;          // reset by the caller
-  KernelCounters* counters;  // kernel launches, useful FLOPs and weight GEMMs, added to
+  KernelCounters* counters;  // kernel launches, useful FLOPs, weight GEMMs and appends, added to
 };
 
 class RaggedBlocks {

@@ -39,6 +39,11 @@ void Releaser::batch_ran(const analysis::StaticBlock& s, const std::vector<int>&
   // the batch's own references to its inputs.
   std::vector<int32_t>& live = live_rows_.emplace_back(s.ops.size(), 0);
   for (size_t k = 0; k < s.ops.size(); ++k) {
+    if (outputs.store_of(batch, static_cast<int>(k), 0) >= 0) {  // growing storage: row by row
+      for (int id : ids)
+        if (refs_[nodes[id].ref_begin + k] == 0) row_released(batch, static_cast<int>(k), nodes[id].row, outputs);
+      continue;
+    }
     if (!outputs.output(batch, static_cast<int>(k))) continue;
     for (int id : ids) live[k] += refs_[nodes[id].ref_begin + k] > 0 ? 1 : 0;
     if (live[k] == 0) release_output(batch, static_cast<int>(k), outputs);
@@ -50,20 +55,27 @@ void Releaser::batch_ran(const analysis::StaticBlock& s, const std::vector<int>&
   }
 }
 
-void Releaser::row_released(int batch, int slot, BatchOutputs& outputs) {
+void Releaser::row_released(int batch, int slot, int row, BatchOutputs& outputs) {
+  if (outputs.store_of(batch, slot, row) >= 0) {
+    if (auto [p, n] = outputs.release_grown_row(batch, slot, row); p) give_back(p, n, outputs);
+    return;
+  }
   if (--live_rows_[batch][slot] == 0) release_output(batch, slot, outputs);
 }
 
 void Releaser::release_output(int batch, int slot, BatchOutputs& outputs) {
   float*& p = outputs.output(batch, slot);
-  const size_t n = outputs.output_floats(batch, slot);
+  give_back(p, outputs.output_floats(batch, slot), outputs);
+  p = nullptr;
+}
+
+void Releaser::give_back(float* p, size_t n, BatchOutputs& outputs) {
   if (poison_) {
     std::fill(p, p + n, std::numeric_limits<float>::quiet_NaN());
     poisoned_.emplace_back(p, n);
   } else {
     outputs.buffers().release(p, n);
   }
-  p = nullptr;
 }
 
 void Releaser::release_all(BatchOutputs& outputs) {
@@ -75,6 +87,7 @@ void Releaser::release_all(BatchOutputs& outputs) {
         outputs.output(static_cast<int>(b), static_cast<int>(k)) = nullptr;
       }
   }
+  for (auto [p, n] : outputs.release_stores()) outputs.buffers().release(p, n);
   for (auto [p, n] : poisoned_) outputs.buffers().release(p, n);
   poisoned_.clear();
 }

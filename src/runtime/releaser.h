@@ -1,5 +1,6 @@
 // Release during a run (runtime/graph.h, 4.): each node output row counts its owners, and a batch's
-// buffer for one operator goes back to the pool once no row of it has any; with
+// buffer for one operator goes back to the pool once no row of it has any (a growing output's
+// store once no row in it has any: batch_outputs.h); with
 // ACROBAT_POISON_RELEASED=1 it is NaN-filled and held back until the run ends instead.
 #pragma once
 
@@ -41,7 +42,7 @@ class Releaser {
   void unref(const NodeStore::Node& n, int32_t slot, BatchOutputs& outputs) {
     int32_t& count = refs_[n.ref_begin + slot];
     ACROBAT_ASSERT(count > 0, "a reference given up twice");
-    if (--count == 0 && n.batch >= 0) row_released(n.batch, slot, outputs);
+    if (--count == 0 && n.batch >= 0) row_released(n.batch, slot, n.row, outputs);
   }
   // Batch `batch` (nodes `ids` of `s`) has run: its outputs nothing owns go back, then its nodes'
   // references to their inputs.
@@ -51,8 +52,10 @@ class Releaser {
   void release_all(BatchOutputs& outputs);
 
  private:
-  void row_released(int batch, int slot, BatchOutputs& outputs);
+  void row_released(int batch, int slot, int row, BatchOutputs& outputs);
   void release_output(int batch, int slot, BatchOutputs& outputs);
+  // Memory nothing reaches any more back to the pool (or poisoned and held back).
+  void give_back(float* p, size_t n, BatchOutputs& outputs);
 
   bool enabled_ = false;
   bool poison_ = false;                              // ACROBAT_POISON_RELEASED

@@ -23,6 +23,8 @@ void RunStats::add(const RunStats& o) {
   kernel_seconds += o.kernel_seconds;
   weight_gemm_flops += o.weight_gemm_flops;
   weight_gemm_seconds += o.weight_gemm_seconds;
+  appends_in_place += o.appends_in_place;
+  append_copied_floats += o.append_copied_floats;
 }
 
 }  // namespace acrobat

@@ -31,6 +31,11 @@ struct RunStats {
   // instance's rows, with their gathers and fused addends), their FLOPs and time.
   int64_t weight_gemm_flops = 0;
   double weight_gemm_seconds = 0;
+  // Appends (analysis/ragged_plan.h, 6.): instance values extended in place in growing storage,
+  // and the floats appends copied (the rows a value gained, and its earlier rows where it moved to
+  // new storage or was copied whole).
+  int64_t appends_in_place = 0;
+  int64_t append_copied_floats = 0;
 
   double instances_per_second() const { return wall_seconds > 0 ? instances / wall_seconds : 0; }
   double useful_gflops() const { return wall_seconds > 0 ? flops / wall_seconds * 1e-9 : 0; }
@@ -59,11 +64,15 @@ struct KernelCounters {
   int64_t flops = 0;  // ragged blocks count their FLOPs as they run (others from the graph)
   int64_t weight_gemm_flops = 0;
   double weight_gemm_seconds = 0;
+  int64_t appends_in_place = 0;
+  int64_t append_copied_floats = 0;
   void fold_into(RunStats& s) {
     s.kernel_calls += kernel_calls;
     s.flops += flops;
     s.weight_gemm_flops += weight_gemm_flops;
     s.weight_gemm_seconds += weight_gemm_seconds;
+    s.appends_in_place += appends_in_place;
+    s.append_copied_floats += append_copied_floats;
     *this = KernelCounters{};
   }
 };

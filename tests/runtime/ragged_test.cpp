@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <set>
@@ -302,6 +303,112 @@ TEST(Ragged, GrowingCachesEqualTheReferenceOnEveryEngine) {
                                             scheduler_name(scheduler), threads, batch, i),
                                 1e-4f, 1e-5f);
         }
+}
+
+// Growing storage (runtime/batch_outputs.h): a decode that appends a row per step to the cache it
+// attends over, for up to 4096 steps, copies a number of floats linear in the steps (the new rows,
+// and each cache moved to a store twice as large now and then), not the O(T^2) of a copy per step;
+// its peak memory grows with T, not T^2; and it gives the reference engine's outputs.
+const char* kLongDecode = R"(
+dim D = 16
+param W: f32[D, D]
+param x0: f32[1, D]
+def decode(c: f32[t, D], x: f32[1, D], left: int) -> f32[1, D] {
+  if left == 0 { x } else {
+    let c2 = concat(c, x, axis=0);
+    decode(c2, tanh(softmax(x @ transpose(c2)) @ c2 @ W + x), left - 1)
+  }
+}
+def main(n: int) -> f32[1, D] {
+  let x = tanh(x0 * 2.0);
+  decode(x, x, n)
+}
+)";
+
+TEST(Ragged, AppendingMovesFloatsLinearInTheStepsOnEveryEngine) {
+  unsetenv("ACROBAT_POISON_RELEASED");  // the peak measured is memory really in use
+  auto module = compile_checked(parse_model_text("decode.acr", kLongDecode, {}), {});
+  auto params = std::make_shared<ParamStore>(init_params(*module, 3));
+  constexpr int64_t kD = 16;
+  for (auto& engine : batched_engines(module, params, Scheduler::InlineDepth)) {
+    int64_t peak_short = 0;
+    for (int64_t T : {1024, 4096}) {
+      std::vector<Value> inputs;
+      int64_t steps = 0;
+      for (int64_t i = 0; i < 4; ++i) {
+        inputs.push_back(Value::of_int(T - 7 * i));
+        steps += T - 7 * i;
+      }
+      RunResult r = engine->run(inputs);
+      const std::string what = fmt::format("{} T {}", engine->name(), T);
+      // Each step's row, plus the moves: a store of capacity 2m moves m rows when full, so the
+      // moves add up to less than twice the final rows.
+      EXPECT_LE(r.stats.append_copied_floats, 3 * steps * kD + 64 * kD) << what;
+      EXPECT_GE(r.stats.append_copied_floats, steps * kD) << what;
+      // Every append but the moves (about log2(T) per instance) in place.
+      EXPECT_GE(r.stats.appends_in_place, steps - 4 * 16) << what;
+      if (T == 1024) {
+        peak_short = r.stats.peak_bytes;
+        const std::vector<Value> want = ReferenceEngine(module, params).run(inputs).outputs;
+        for (size_t i = 0; i < inputs.size(); ++i)
+          expect_values_close(r.outputs[i], want[i], what + " instance " + std::to_string(i), 1e-4f, 1e-5f);
+      } else {
+        // Four times the steps: the caches four times longer, not sixteen times the copies.
+        EXPECT_LE(r.stats.peak_bytes, 6 * peak_short) << what;
+      }
+    }
+  }
+}
+
+// Hypotheses forked from one cache: two appends onto it in one block (the first extends its store,
+// the second copies the prefix), a path chosen by a tensor read, and an append onto a prefix the
+// recursion has already extended further (copied, so that the longer value keeps its rows) give
+// the reference engine's outputs, with every released buffer poisoned.
+const char* kForks = R"(
+dim D = 8
+param W: f32[D, D]
+param emb[16]: f32[1, D]
+def walk(c: f32[t, D], x: f32[1, D], left: int) -> f32[1, D] {
+  if left == 0 { x } else {
+    let a = concat(c, x, axis=0);
+    let b = concat(c, tanh(x @ W), axis=0);
+    let y = tanh(softmax(x @ transpose(a)) @ a @ W);
+    let r = if item(sum(y)) > 0.0 { walk(a, y, left - 1) } else { walk(b, y * 0.5, left - 1) };
+    let z = concat(c, r, axis=0);
+    softmax(r @ transpose(z)) @ z + r
+  }
+}
+def main(ids: List[int]) -> f32[1, D] {
+  let e = emb[ids];
+  walk(e, tanh(slice(e, 0, 1, axis=0)), length(ids) + 3)
+}
+)";
+
+TEST(Ragged, ForkedCachesEqualTheReferenceOnEveryEngine) {
+  setenv("ACROBAT_POISON_RELEASED", "1", 1);
+  auto module = compile_checked(parse_model_text("forks.acr", kForks, {}), {});
+  auto params = std::make_shared<ParamStore>(init_params(*module, 6));
+  const auto& f = module->functions[entry_function(*module, "main")];
+  std::mt19937 rng(2);
+  std::vector<Value> inputs;
+  for (int i = 0; i < 40; ++i) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int k = 0, n = 1 + i % 9; k < n; ++k) ids.push_back(std::uniform_int_distribution<int>(0, 15)(rng));
+    inputs.push_back(value_from_json(ids, f.vars[f.params[0]].type, SourceLoc{"ids", 1, 1}));
+  }
+  const std::vector<Value> want = ReferenceEngine(module, params).run(inputs).outputs;
+  for (int threads : {1, 2})
+    for (auto& engine : batched_engines(module, params, Scheduler::InlineDepth, threads))
+      for (size_t batch : {size_t{1}, size_t{40}}) {
+        RunResult r = engine->run_batches(inputs, batch);
+        ASSERT_EQ(r.outputs.size(), inputs.size());
+        EXPECT_GT(r.stats.appends_in_place, 0) << engine->name();
+        for (size_t i = 0; i < inputs.size(); ++i)
+          expect_values_close(r.outputs[i], want[i],
+                              fmt::format("{} threads {} batch {} instance {}", engine->name(), threads, batch, i),
+                              1e-4f, 1e-5f);
+      }
+  unsetenv("ACROBAT_POISON_RELEASED");
 }
 
 // Sampling and pointing: a decoder that draws each next token from its logits with a seed of the
