@@ -85,7 +85,9 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
     nodes_[ids[r]].batch = batch;
     nodes_[ids[r]].row = static_cast<int>(r);
   }
+  const auto start = Clock::now();
   runner_.run(exec, block, ids, batch, nodes_, outputs_, keep_values_);
+  const double seconds = seconds_since(start);
   if (releaser_.enabled()) releaser_.batch_ran(s, ids, batch, nodes_, outputs_);
 
   stats_->batches++;
@@ -93,6 +95,7 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
   auto& counts = stats_->blocks[s.name];
   counts.nodes += B;
   counts.batches++;
+  counts.seconds += seconds;
   stats_->peak_bytes = std::max<int64_t>(stats_->peak_bytes,
                                          static_cast<int64_t>(outputs_.buffers().peak_bytes()) + scratch_peak);
 }

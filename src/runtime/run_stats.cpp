@@ -16,6 +16,7 @@ void RunStats::add(const RunStats& o) {
   for (const auto& [name, c] : o.blocks) {
     blocks[name].nodes += c.nodes;
     blocks[name].batches += c.batches;
+    blocks[name].seconds += c.seconds;
   }
   wall_seconds += o.wall_seconds;
   host_seconds += o.host_seconds;

@@ -47,10 +47,11 @@ struct RunStats {
     return wall_seconds > 0 ? (host_seconds + schedule_seconds) / wall_seconds : 0;
   }
   // Batched engines, per block (a segment of tensor operators, named by where it starts in the
-  // model): nodes recorded and batches run.
+  // model): nodes recorded, batches run, and the time they took.
   struct BlockCounts {
     int64_t nodes = 0;
     int64_t batches = 0;
+    double seconds = 0;
   };
   std::map<std::string, BlockCounts> blocks;
 

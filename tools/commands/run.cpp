@@ -42,10 +42,16 @@ void print_stats(const RunStats& s, const Engine& engine, const ParamStore& para
         "{:.3f} s, kernels {:.3f} s (overhead {:.1f}%); peak memory {:.1f} MiB\n",
         s.nodes, s.shared_nodes, s.batches, s.mean_batch_size(), s.host_seconds, s.schedule_seconds,
         s.kernel_seconds, 100 * s.overhead_fraction(), s.peak_bytes / 1048576.0);
+  if (s.weight_gemm_flops > 0)
+    std::cout << fmt::format("  ragged blocks' weight GEMMs: {:.3f} s, {:.1f} GFLOP/s\n", s.weight_gemm_seconds,
+                             s.weight_gemm_gflops());
+  if (s.appends_in_place > 0 || s.append_copied_floats > 0)
+    std::cout << fmt::format("  appends: {} in place, {:.1f} MiB copied\n", s.appends_in_place,
+                             double(s.append_copied_floats) * sizeof(float) / 1048576.0);
   if (block_stats)
     for (const auto& [name, c] : s.blocks)
-      std::cout << fmt::format("  block at {}: {} nodes in {} batches (mean batch size {:.1f})\n", name,
-                               c.nodes, c.batches, double(c.nodes) / double(c.batches));
+      std::cout << fmt::format("  block at {}: {} nodes in {} batches (mean batch size {:.1f}), {:.3f} s\n", name,
+                               c.nodes, c.batches, double(c.nodes) / double(c.batches), c.seconds);
 }
 
 int run(const RunOptions& o) {
