@@ -81,6 +81,57 @@ double decode_flops(const Dims& d, int64_t n, int64_t g) {
   return sum;
 }
 
+// The floor a decode can reach on this machine (a roofline): per decode step of a batch, the
+// longer of its useful FLOPs at the FMA peak of `threads` cores and its bytes at the read bandwidth
+// `threads` threads measured (`bandwidth`, GB/s): every weight matrix and vector once (the token's
+// and position's embedding rows aside), and every live instance's key and value caches of every
+// layer, its new row included. Instances run in consecutive batches of `batch`, as run_batches
+// and the PyTorch strategies take them; instance i (prompt n_i, g_i tokens) takes part in decode
+// steps 0 .. g_i - 2 of its batch, at position n_i + step.
+struct Bound {
+  double seconds = 0;
+  double memory_seconds = 0;  // of them, in steps whose bytes take longer than their FLOPs
+};
+
+Bound decode_bound(const Dims& d, const std::vector<int64_t>& prompts, const std::vector<int64_t>& generated,
+                   size_t batch, int threads, double peak, double bandwidth) {
+  const double D = double(d.D), FF = double(d.FF);
+  const double weight_bytes =
+      4 * (double(d.L) * (D * 3 * D + 3 * D + D * D + D + D * FF + FF + FF * D + D + 4 * D) + 2 * D + D * double(d.V));
+  Bound b;
+  for (size_t first = 0; first < prompts.size(); first += batch) {
+    const size_t end = std::min(prompts.size(), first + batch);
+    for (int64_t step = 0;; ++step) {
+      double flops = 0, bytes = weight_bytes;
+      bool live = false;
+      for (size_t i = first; i < end; ++i) {
+        if (step >= generated[i] - 1) continue;
+        live = true;
+        const int64_t t = prompts[i] + step;
+        flops += step_flops(d, t);
+        bytes += 4 * double(d.L) * 2 * double(t + 1) * D;
+      }
+      if (!live) break;
+      const double compute = flops * 1e-9 / (peak * threads), memory = bytes * 1e-9 / bandwidth;
+      b.seconds += std::max(compute, memory);
+      if (memory > compute) b.memory_seconds += memory;
+    }
+  }
+  return b;
+}
+
+// The bound's fields of a row.
+void add_bound(json& row, const Dims& d, const std::vector<int64_t>& prompts, const std::vector<int64_t>& generated,
+               double peak, const std::map<int, double>& bandwidth) {
+  const int threads = row["threads"].get<int>();
+  const Bound b = decode_bound(d, prompts, generated, row["engine"] == "pytorch-single" ? 1 : row["batch"].get<size_t>(),
+                               threads, peak, bandwidth.at(threads));
+  const double decode = row["decode_seconds"].get<double>();
+  row["decode_bound_seconds"] = b.seconds;
+  row["decode_bound_memory_share"] = b.seconds > 0 ? b.memory_seconds / b.seconds : 0.0;
+  row["decode_over_bound"] = b.seconds > 0 ? decode / b.seconds : 0.0;
+}
+
 // 1. The instances: line i of the prompt file gives the i-th prompt's length, line i of the budget
 // file its budget.
 struct Instance {
@@ -176,10 +227,16 @@ std::pair<std::vector<int64_t>, int64_t> count_tokens(const Workload& w, const R
   return {tokens, differing};
 }
 
+std::vector<int64_t> prompt_lengths(const Workload& w) {
+  std::vector<int64_t> n;
+  for (const Instance& inst : w.instances) n.push_back(static_cast<int64_t>(inst.prompt.size()));
+  return n;
+}
+
 // 3. One engine in one cell: a warm-up on the first batch, then --reps runs of every instance, each
 // followed by a run of the same instances with a budget of one token (the prefill); medians.
 json measure(const BenchGenerateOptions& o, Engine& engine, const std::string& kind, size_t batch, int threads,
-             const Workload& w, double peak) {
+             const Workload& w, double peak, const std::map<int, double>& bandwidth) {
   engine.run_batches(first(w.full, batch), batch);
   engine.run_batches(first(w.prefill, batch), batch);
   std::vector<double> full_secs, prefill_secs;
@@ -204,7 +261,7 @@ json measure(const BenchGenerateOptions& o, Engine& engine, const std::string& k
     tokens += generated[i];
   }
   const RunStats& s = last.stats;
-  return json{{"engine", kind == "aot" ? "aot" : "interpreter"},
+  json row{{"engine", kind == "aot" ? "aot" : "interpreter"},
               {"batch", batch},
               {"threads", threads},
               {"instances", w.instances.size()},
@@ -229,6 +286,8 @@ json measure(const BenchGenerateOptions& o, Engine& engine, const std::string& k
               {"kernel_seconds", s.kernel_seconds},
               {"host_seconds", s.host_seconds + s.schedule_seconds},
               {"instances_differing_from_pytorch", differing}};
+  add_bound(row, w.dims, prompt_lengths(w), generated, peak, bandwidth);
+  return row;
 }
 
 // 4. The report. The best PyTorch strategy's tokens/s in a cell (single runs one instance at a time
@@ -268,7 +327,14 @@ std::string mean_of(const std::vector<double>& v) {
 }
 
 // The first lines: the workload, the CPU and its peak.
-std::string report_header(const BenchGenerateOptions& o, const Workload& w, double peak) {
+std::string bandwidth_text(const std::map<int, double>& bandwidth) {
+  std::vector<std::string> parts;
+  for (auto [t, gbs] : bandwidth) parts.push_back(fmt::format("{:.1f} GB/s with {} thread{}", gbs, t, t > 1 ? "s" : ""));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string report_header(const BenchGenerateOptions& o, const Workload& w, double peak,
+                          const std::map<int, double>& bandwidth) {
   std::vector<double> n, b;
   for (const Instance& inst : w.instances) {
     n.push_back(static_cast<double>(inst.prompt.size()));
@@ -280,17 +346,19 @@ std::string report_header(const BenchGenerateOptions& o, const Workload& w, doub
       "on {} instances: prompt lengths from {} (mean {}, max {:.0f}), budgets from {} clipped to 1..{} (mean {}, max "
       "{:.0f}; {} clipped), token ids random from seed {}. Generated tokens/s, medians of {} runs (PyTorch's "
       "one-at-a-time strategy: one run); useful GFLOP/s by bench/generate_pytorch.py's formula for every row. CPU: {}; "
-      "this core's fp32 FMA peak: {:.1f} GFLOP/s. acrobat's prefill is a run of the same instances with a budget of "
-      "one token, its decode the full run minus that.\n\n",
+      "this core's fp32 FMA peak: {:.1f} GFLOP/s; memory read bandwidth (kernels::read_bandwidth_gbs, 256 MiB): {}. "
+      "acrobat's prefill is a run of the same instances with a budget of one token, its decode the full run minus "
+      "that.\n\n",
       fs::path(o.model).filename().string(), d.D, d.FF, d.L, d.V, w.instances.size(),
       fs::path(w.prompts_file).filename().string(), mean_of(n), *std::max_element(n.begin(), n.end()),
       fs::path(w.budgets_file).filename().string(), kMaxBudget, mean_of(b), *std::max_element(b.begin(), b.end()),
-      w.clipped, o.seed, o.reps, cpu_description(), peak);
+      w.clipped, o.seed, o.reps, cpu_description(), peak, bandwidth_text(bandwidth));
 }
 
-std::string markdown(const BenchGenerateOptions& o, const json& rows, const Workload& w, double peak) {
+std::string markdown(const BenchGenerateOptions& o, const json& rows, const Workload& w, double peak,
+                     const std::map<int, double>& bandwidth) {
   std::ostringstream md;
-  md << report_header(o, w, peak)
+  md << report_header(o, w, peak, bandwidth)
      << "Tokens/s per cell; in brackets, the ratio to PyTorch's best strategy in the cell.\n\n"
      << "| threads | batch | AOT | interpreter | PyTorch padded | PyTorch drop | PyTorch single |\n"
      << "|---|---|---|---|---|---|---|\n";
@@ -307,25 +375,33 @@ std::string markdown(const BenchGenerateOptions& o, const json& rows, const Work
                         cell("pytorch-padded"), cell("pytorch-drop"), cell("pytorch-single"));
     }
   md << "\nEvery row. Batch: acrobat's mean nodes per kernel launch, PyTorch's mean rows per decode step. "
-        "Padding: executed FLOPs over useful ones, minus 1 (acrobat pads nothing).\n\n"
+        "Padding: executed FLOPs over useful ones, minus 1 (acrobat pads nothing). Decode bound: the least time "
+        "the decode steps can take here when their data come from memory (weights and caches larger than the "
+        "caches of the core, as at the default dims; at small dims they stay in cache and run under it), each "
+        "step the longer of its useful FLOPs at the FMA peak (times the threads) and its bytes (every weight "
+        "once, and the live instances' caches) at the read bandwidth; memory: the share of that bound in steps "
+        "bound by memory; x bound: the decode's time over the bound.\n\n"
      << "| engine | threads | batch size | tokens/s | prefill s | decode s | useful GFLOP/s | of FMA peak | prefill "
-        "GFLOP/s | decode GFLOP/s | padding | batch | peak MiB |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        "GFLOP/s | decode GFLOP/s | decode bound s | memory | x bound | padding | batch | peak MiB |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : rows)
-    md << fmt::format("| {} | {} | {} | {:.1f} | {:.2f} | {:.2f} | {:.1f} | {:.1f}% | {:.1f} | {:.1f} | {:.1f}% | {:.1f} | "
-                      "{} |\n",
+    md << fmt::format("| {} | {} | {} | {:.1f} | {:.2f} | {:.2f} | {:.1f} | {:.1f}% | {:.1f} | {:.1f} | {:.2f} | {:.0f}% | "
+                      "{:.2f}x | {:.1f}% | {:.1f} | {} |\n",
                       r["engine"].get<std::string>(), r["threads"].get<int>(), r["batch"].get<size_t>(),
                       r["tokens_per_s"].get<double>(), r["prefill_seconds"].get<double>(),
                       r["decode_seconds"].get<double>(), r["useful_gflops"].get<double>(),
                       100 * r["share_of_fma_peak"].get<double>(), r["prefill_useful_gflops"].get<double>(),
-                      r["decode_useful_gflops"].get<double>(), 100 * r["padding_share"].get<double>(),
+                      r["decode_useful_gflops"].get<double>(), r["decode_bound_seconds"].get<double>(),
+                      100 * r["decode_bound_memory_share"].get<double>(), r["decode_over_bound"].get<double>(),
+                      100 * r["padding_share"].get<double>(),
                       r.contains("mean_batch") ? r["mean_batch"].get<double>() : r["mean_decode_batch"].get<double>(),
                       r.contains("peak_bytes") ? fmt::format("{:.0f}", r["peak_bytes"].get<double>() / (1 << 20))
                                                : std::string("-"));
   return md.str();
 }
 
-void write_report(const BenchGenerateOptions& o, const json& rows, const Workload& w, double peak) {
+void write_report(const BenchGenerateOptions& o, const json& rows, const Workload& w, double peak,
+                  const std::map<int, double>& bandwidth) {
   json doc{{"benchmark", "generate"},
            {"model", o.model},
            {"dims", {{"D", w.dims.D}, {"FF", w.dims.FF}, {"L", w.dims.L}, {"V", w.dims.V}, {"P", w.dims.P}}},
@@ -337,10 +413,15 @@ void write_report(const BenchGenerateOptions& o, const json& rows, const Workloa
            {"seed", o.seed},
            {"cpu", cpu_description()},
            {"fma_peak_gflops_per_core", peak},
+           {"read_bandwidth_gbs", [&] {
+              json b = json::object();
+              for (auto [t, gbs] : bandwidth) b[std::to_string(t)] = gbs;
+              return b;
+            }()},
            {"results", rows}};
   const std::string json_path = o.json_path.empty() ? o.out_dir + "/generate.json" : o.json_path;
   io::write_file(json_path, doc.dump(1) + "\n");
-  io::write_file(o.out_dir + "/generate.md", markdown(o, rows, w, peak));
+  io::write_file(o.out_dir + "/generate.md", markdown(o, rows, w, peak, bandwidth));
   const std::string plot = fmt::format("/usr/bin/python3 {} {} {}", io::shell_quote(o.source_dir + "/bench/plot_generate.py"),
                                        io::shell_quote(json_path), io::shell_quote(o.out_dir + "/generate.png"));
   if (std::system(plot.c_str()) != 0) std::cerr << "bench: warning: the plot failed (" << plot << ")\n";
@@ -348,11 +429,11 @@ void write_report(const BenchGenerateOptions& o, const json& rows, const Workloa
 }
 
 void print_row(const json& r) {
-  std::cout << fmt::format("{:<15} {:>5} {:>3} {:>9.1f} {:>9.2f} {:>9.2f} {:>8.1f} {:>7.1f}%{}\n",
+  std::cout << fmt::format("{:<15} {:>5} {:>3} {:>9.1f} {:>9.2f} {:>9.2f} {:>8.1f} {:>7.1f}% {:>7.2f}x{}\n",
                            r["engine"].get<std::string>(), r["batch"].get<size_t>(), r["threads"].get<int>(),
                            r["tokens_per_s"].get<double>(), r["prefill_seconds"].get<double>(),
                            r["decode_seconds"].get<double>(), r["useful_gflops"].get<double>(),
-                           100 * r["share_of_fma_peak"].get<double>(),
+                           100 * r["share_of_fma_peak"].get<double>(), r["decode_over_bound"].get<double>(),
                            r.value("instances_differing_from_pytorch", 0) > 0 ? "  (tokens differ from PyTorch's)" : "")
             << std::flush;
 }
@@ -373,20 +454,26 @@ int bench_generate_command(const BenchGenerateOptions& o) {
   prepare_workload(o, *module, w, instances_path);
 
   const double peak = kernels::fma_peak_gflops();
-  std::cout << fmt::format("bench: {}; this core's fp32 FMA peak: {:.1f} GFLOP/s\n", cpu_description(), peak);
+  std::map<int, double> bandwidth;
+  for (int t : o.threads) bandwidth[t] = kernels::read_bandwidth_gbs(t);
+  std::cout << fmt::format("bench: {}; this core's fp32 FMA peak: {:.1f} GFLOP/s; memory read bandwidth {}\n",
+                           cpu_description(), peak, bandwidth_text(bandwidth));
   json rows = json::array();
   if (o.pytorch) {
     const json doc = pytorch_doc(o, instances_path, params_path);
     w.pytorch_outputs = doc["outputs"];
+    std::vector<int64_t> generated;
+    for (const json& out : w.pytorch_outputs) generated.push_back(static_cast<int64_t>(out.size()));
     for (json r : doc["results"]) {
       r["share_of_fma_peak"] = r["useful_gflops"].get<double>() / (peak * r["threads"].get<int>());
+      add_bound(r, w.dims, prompt_lengths(w), generated, peak, bandwidth);
       rows.push_back(std::move(r));
     }
   }
   const std::string params = !o.params.empty() ? o.params : o.pytorch ? params_path : "";
   auto store = std::make_shared<ParamStore>(params.empty() ? init_params(*module, o.seed) : load_params(*module, params));
-  std::cout << fmt::format("\n{:<15} {:>5} {:>3} {:>9} {:>9} {:>9} {:>8} {:>8}\n", "engine", "batch", "thr", "tokens/s",
-                           "prefill s", "decode s", "GFLOP/s", "of peak");
+  std::cout << fmt::format("\n{:<15} {:>5} {:>3} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}\n", "engine", "batch", "thr",
+                           "tokens/s", "prefill s", "decode s", "GFLOP/s", "of peak", "x bound");
   for (int threads : o.threads)
     for (const std::string& kind : o.engines) {
       EngineSpec spec;
@@ -394,11 +481,11 @@ int bench_generate_command(const BenchGenerateOptions& o) {
       spec.threads = threads;
       auto engine = make_engine(spec, module, store);
       for (size_t batch : o.batches) {
-        rows.push_back(measure(o, *engine, kind, batch, threads, w, peak));
+        rows.push_back(measure(o, *engine, kind, batch, threads, w, peak, bandwidth));
         print_row(rows.back());
       }
     }
-  write_report(o, rows, w, peak);
+  write_report(o, rows, w, peak, bandwidth);
   return 0;
 }
 

@@ -26,6 +26,7 @@
 
 #include "acrobat/kernels.h"
 #include "kernels/backend.h"
+#include "kernels/gemm_few_rows.h"
 #include "kernels/simd.h"
 #include "support/diagnostics.h"
 
@@ -311,8 +312,9 @@ void run_xsmm_rows(const XsmmKernels& kernels, const float* A, const CpuPackedWe
   kernel(panel_rows(W, p, k0), A + k0, c, next, A + k0, c);
 }
 
-// Long panels. A K x 128 panel over half of the core's L2 (K > 1024 with 1 MiB, read at run time)
-// no longer stays there while the row blocks stream past it, so it runs in chunks of kXsmmChunkK
+// Long panels. A K x 128 panel over a quarter of the core's L2 (K > 512 with 1 MiB, K > 1024 with
+// 2 MiB, read at run time) no longer stays there, beside the next panel its kernels prefetch and
+// the row blocks streaming past it, so it runs in chunks of kXsmmChunkK
 // of its rows, each chunk over all the row blocks, the later chunks accumulating onto C. Measured
 // on the AMD Zen 4 (1 MiB L2; panels packed from the transpose as for dX = dY W^T, 16 MiB written
 // between calls to flush the caches, median of 15; whole panels -> chunks, two runs alternating, on
@@ -331,8 +333,13 @@ long l2_bytes() {
   return bytes;
 }
 
+// (Half of L2 was the bound until measured on an Intel Xeon with 2 MiB of L2 and AVX-512, decode
+// steps of gpt.acr: K,N = 2048,512, the feed-forward's second matrix, one 1 MiB panel beside the
+// next one prefetched, with cold weights (24 matrices, 75 MiB, between two uses), GFLOP/s half ->
+// quarter: 54 -> 95 at M = 16, 66 -> 127 at M = 42, 67 -> 141 at M = 64, 71 -> 132 at M = 256, 70
+// -> 142 at M = 1024. On a 1 MiB L2 this also chunks K in (512, 1024], not measured there.)
 int xsmm_panel_max_k() {
-  static const int k = std::max(kXsmmChunkK, int(l2_bytes() / 2 / long(kPanelWidth * sizeof(float))));
+  static const int k = std::max(kXsmmChunkK, int(l2_bytes() / 4 / long(kPanelWidth * sizeof(float))));
   return k;
 }
 
@@ -624,6 +631,7 @@ bool gemm_at_thin(int M, int N, int K, const float* A, int lda, const float* B, 
 #else
 bool gemm_at_thin(int, int, int, const float*, int, const float*, int, float*, int, bool, float) { return false; }
 #endif
+
 }  // namespace
 
 // A transposed operand is copied into a row-major buffer of the thread first (it is the small
@@ -648,6 +656,12 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
                    "GEMM leading dimension smaller than the row");
   }
   if (thin && gemm_at_thin(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha)) return;
+  if (!trans_a && !big_b && M <= kFewRows && M > 0 && N > 0) {
+    ACROBAT_ASSERT(K >= 0 && lda >= K && ldb >= (trans_b ? K : N) && ldc >= N, "GEMM leading dimension smaller than the row");
+    if (trans_b) few_rows_dot(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha);
+    else few_rows_axpy(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha);
+    return;
+  }
   if (big_a || big_b) {
     ensure_backend_ready();
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,

@@ -160,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(RowBlocks, GemmShapes,
                                           testing::Values(5, 200), testing::Values(17, 256)),
                          shape_name);
 
-// K over 1024 (half of a 1 MiB L2 in a panel; 2048 with 2 MiB) runs the Xsmm path's panels in
+// K over 512 (a quarter of a 1 MiB L2 in a panel; 1024 with 2 MiB) runs the Xsmm path's panels in
 // chunks of 512 of their rows: K around and over one chunk boundary, and with a partial last chunk.
 INSTANTIATE_TEST_SUITE_P(LongPanels, GemmShapes,
                          testing::Combine(testing::Values(1, 5, 64, 65, 300), testing::Values(200),
@@ -197,6 +197,35 @@ TEST(Gemm, StridedWithATransposed) {
           EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
               << "M " << M << " N " << N << " K " << K << " accumulate " << accumulate;
         }
+}
+
+// gemm_strided with up to four rows of A (a decode step's query row) reads B where it lies: dot
+// products against B's rows when B is transposed (q k^T), row sums of B scaled by A otherwise
+// (p V); around the 16-float vectors, the four rows of B at a time and the 64 columns in registers,
+// C accumulating or not, alpha, strided operands; five rows take the general path.
+TEST(Gemm, StridedWithFewRowsOfA) {
+  for (int M : {1, 2, 4, 5})
+    for (int N : {1, 3, 4, 5, 63, 64, 65, 130})
+      for (int K : {1, 15, 16, 17, 64, 100})
+        for (bool trans_b : {false, true})
+          for (bool accumulate : {false, true}) {
+            const int lda = K + 2, ldc = N + 2, ldb = (trans_b ? K : N) + 5;
+            const auto A = random_floats(size_t(M) * K, -1, 1, 21);
+            const auto B = random_floats(size_t(K) * N, -1, 1, 22);  // [K, N]
+            std::vector<float> stored(size_t(trans_b ? N : K) * ldb, kNaN);
+            for (int k = 0; k < K; ++k)
+              for (int n = 0; n < N; ++n)
+                stored[trans_b ? size_t(n) * ldb + k : size_t(k) * ldb + n] = B[size_t(k) * N + n];
+            std::vector<float> half(A);
+            for (float& x : half) x *= 0.5f;
+            const Reference ref = reference_product(M, N, K, half, B);
+            const auto C0 = random_floats(size_t(M) * N, -1, 1, 23);
+            std::vector<float> C = padded(C0, M, N, ldc, kSentinel);
+            gemm_strided(false, trans_b, M, N, K, padded(A, M, K, lda, kNaN).data(), lda, stored.data(), ldb,
+                         C.data(), ldc, accumulate, 0.5f);
+            EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
+                << "M " << M << " N " << N << " K " << K << " trans_b " << trans_b << " accumulate " << accumulate;
+          }
 }
 
 TEST(Gemm, ZeroKClearsOrKeepsC) {
