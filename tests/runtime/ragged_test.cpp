@@ -87,6 +87,32 @@ const Loaded& loaded() {
   return l;
 }
 
+// `count` lists of random ids in [0, vocab), list i of 1 + i % cycle of them.
+std::vector<nlohmann::json> id_lists(int count, int cycle, int vocab, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<nlohmann::json> out;
+  for (int i = 0; i < count; ++i) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int k = 0, n = 1 + i % cycle; k < n; ++k) ids.push_back(std::uniform_int_distribution<int>(0, vocab - 1)(rng));
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+// Model `text` with params from `param_seed`, its instances id_lists(count, cycle, vocab, seed)
+// (main's parameter a List[int]), and the reference engine's outputs.
+Loaded load_with_ids(const char* name, const char* text, uint64_t param_seed, int count, int cycle, int vocab,
+                     unsigned seed) {
+  Loaded l;
+  l.module = compile_checked(parse_model_text(name, text, {}), {});
+  l.params = std::make_shared<ParamStore>(init_params(*l.module, param_seed));
+  const auto& f = l.module->functions[entry_function(*l.module, "main")];
+  for (const nlohmann::json& ids : id_lists(count, cycle, vocab, seed))
+    l.inputs.push_back(value_from_json(ids, f.vars[f.params[0]].type, SourceLoc{"ids", 1, 1}));
+  l.expected = ReferenceEngine(l.module, l.params).run(l.inputs).outputs;
+  return l;
+}
+
 std::vector<std::unique_ptr<Engine>> batched_engines(const std::shared_ptr<const ir::Module>& m,
                                                      const std::shared_ptr<const ParamStore>& p,
                                                      Scheduler scheduler, int threads = 1) {
@@ -273,17 +299,8 @@ def main(prompt: List[int]) -> (List[int], f32[1, D]) {
 )";
 
 TEST(Ragged, GrowingCachesEqualTheReferenceOnEveryEngine) {
-  auto module = compile_checked(parse_model_text("grow.acr", kGrowing, {}), {});
-  auto params = std::make_shared<ParamStore>(init_params(*module, 4));
-  const auto& f = module->functions[entry_function(*module, "main")];
-  std::mt19937 rng(5);
-  std::vector<Value> inputs;
-  for (int i = 0; i < 70; ++i) {
-    nlohmann::json ids = nlohmann::json::array();
-    for (int k = 0, n = 1 + i % 20; k < n; ++k) ids.push_back(std::uniform_int_distribution<int>(0, 23)(rng));
-    inputs.push_back(value_from_json(ids, f.vars[f.params[0]].type, SourceLoc{"ids", 1, 1}));
-  }
-  const std::vector<Value> expected = ReferenceEngine(module, params).run(inputs).outputs;
+  const Loaded l = load_with_ids("grow.acr", kGrowing, 4, 70, 20, 24, 5);
+  const auto& [module, params, inputs, expected] = l;
   std::set<size_t> generated;  // how many tokens the instances generate: they stop apart
   for (const Value& v : expected) {
     size_t n = 0;
@@ -386,17 +403,8 @@ def main(ids: List[int]) -> f32[1, D] {
 
 TEST(Ragged, ForkedCachesEqualTheReferenceOnEveryEngine) {
   setenv("ACROBAT_POISON_RELEASED", "1", 1);
-  auto module = compile_checked(parse_model_text("forks.acr", kForks, {}), {});
-  auto params = std::make_shared<ParamStore>(init_params(*module, 6));
-  const auto& f = module->functions[entry_function(*module, "main")];
-  std::mt19937 rng(2);
-  std::vector<Value> inputs;
-  for (int i = 0; i < 40; ++i) {
-    nlohmann::json ids = nlohmann::json::array();
-    for (int k = 0, n = 1 + i % 9; k < n; ++k) ids.push_back(std::uniform_int_distribution<int>(0, 15)(rng));
-    inputs.push_back(value_from_json(ids, f.vars[f.params[0]].type, SourceLoc{"ids", 1, 1}));
-  }
-  const std::vector<Value> want = ReferenceEngine(module, params).run(inputs).outputs;
+  const Loaded l = load_with_ids("forks.acr", kForks, 6, 40, 9, 16, 2);
+  const auto& [module, params, inputs, want] = l;
   for (int threads : {1, 2})
     for (auto& engine : batched_engines(module, params, Scheduler::InlineDepth, threads))
       for (size_t batch : {size_t{1}, size_t{40}}) {
@@ -445,14 +453,11 @@ TEST(Ragged, SamplingAndPointingEqualTheReferenceOnEveryEngine) {
   auto module = compile_checked(parse_model_text("sample.acr", kSampling, {}), {});
   auto params = std::make_shared<ParamStore>(init_params(*module, 4));
   const auto& f = module->functions[entry_function(*module, "main")];
-  std::mt19937 rng(6);
   std::vector<Value> inputs;
-  for (int i = 0; i < 50; ++i) {
-    nlohmann::json ids = nlohmann::json::array();
-    for (int k = 0, n = 1 + i % 17; k < n; ++k) ids.push_back(std::uniform_int_distribution<int>(0, 23)(rng));
-    inputs.push_back(value_from_json(nlohmann::json::array({ids, 1000 + i % 7}), f.vars[f.params[0]].type,
+  const std::vector<nlohmann::json> lists = id_lists(50, 17, 24, 6);
+  for (size_t i = 0; i < lists.size(); ++i)
+    inputs.push_back(value_from_json(nlohmann::json::array({lists[i], 1000 + i % 7}), f.vars[f.params[0]].type,
                                      SourceLoc{"in", 1, 1}));
-  }
   const std::vector<Value> expected = ReferenceEngine(module, params).run(inputs).outputs;
   std::set<int64_t> pointed;  // argmax over each prompt's own length
   for (const Value& v : expected) pointed.insert(v.agg->fields[1].i);
