@@ -656,7 +656,8 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
                    "GEMM leading dimension smaller than the row");
   }
   if (thin && gemm_at_thin(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha)) return;
-  if (!trans_a && !big_b && M <= kFewRows && M > 0 && N > 0) {
+  if (!trans_a && !big_b && M > 0 && N > 0 &&
+      (trans_b ? M <= kFewRows : M == 1 && int64_t{K} * N <= kFewRowsMaxPlainB)) {
     ACROBAT_ASSERT(K >= 0 && lda >= K && ldb >= (trans_b ? K : N) && ldc >= N, "GEMM leading dimension smaller than the row");
     if (trans_b) few_rows_dot(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha);
     else few_rows_axpy(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha);

@@ -6,8 +6,8 @@
 
 namespace acrobat::kernels {
 
-// A few rows of A (a decode step's query row against its cache): products that read B where it
-// lies. With B transposed (q k^T over a cache's rows): C[m, n] = alpha A[m, :] . B[n, :], four rows
+// One row of A (a decode step's query row against its cache; kernels/gemm_few_rows.h): products
+// that read B where it lies. With B transposed (q k^T over a cache's rows): C[m, n] = alpha A[m, :] . B[n, :], four rows
 // of B at a time; else (p V): C[m, :] = alpha sum_k A[m, k] B[k, :], 64 columns at a time in
 // registers. Before, a transposed head was copied for the JIT kernel and p V went to sgemv:
 // gpt.acr's 64 instances at batch 64 on one thread of an Intel Xeon with AVX-512 (one query row, 8

@@ -199,14 +199,15 @@ TEST(Gemm, StridedWithATransposed) {
         }
 }
 
-// gemm_strided with up to four rows of A (a decode step's query row) reads B where it lies: dot
-// products against B's rows when B is transposed (q k^T), row sums of B scaled by A otherwise
-// (p V); around the 16-float vectors, the four rows of B at a time and the 64 columns in registers,
-// C accumulating or not, alpha, strided operands; five rows take the general path.
+// gemm_strided with a few rows of A (a decode step's query row) reads B where it lies: dot
+// products against B's rows when B is transposed (q k^T, up to four rows of A), row sums of B
+// scaled by A otherwise (p V: one row, B of at most 128 x 128); around the 16-float vectors, the
+// four rows of B at a time and the 64 columns in registers, C accumulating or not, alpha, strided
+// operands; beyond those, the general path.
 TEST(Gemm, StridedWithFewRowsOfA) {
   for (int M : {1, 2, 4, 5})
     for (int N : {1, 3, 4, 5, 63, 64, 65, 130})
-      for (int K : {1, 15, 16, 17, 64, 100})
+      for (int K : {1, 15, 16, 17, 64, 100, 200})
         for (bool trans_b : {false, true})
           for (bool accumulate : {false, true}) {
             const int lda = K + 2, ldc = N + 2, ldb = (trans_b ? K : N) + 5;
