@@ -6,12 +6,12 @@
 #include <libxsmm.h>
 
 #include <algorithm>
-#include <memory>
-#include <thread>
-#include <vector>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 

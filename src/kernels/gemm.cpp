@@ -650,15 +650,16 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
   const bool thin = trans_a && !trans_b && N <= kDotMaxN && M >= kStridedBlasMinDim && N > 0 && K > 0;
   const bool big_a = trans_a && M >= kStridedBlasMinDim && K >= kStridedBlasMinDim;
   const bool big_b = trans_b && N >= kStridedBlasMinDim && K >= kStridedBlasMinDim;
-  if (thin || big_a || big_b) {
+  // A few rows of A take kernels/gemm_few_rows.h's loops where they measured faster.
+  const bool few = !trans_a && !big_b && M > 0 && N > 0 &&
+                   (trans_b ? M <= kFewRows : M == 1 && int64_t{K} * N <= kFewRowsMaxPlainB);
+  if (thin || big_a || big_b || few) {
     ACROBAT_ASSERT(M >= 0 && N >= 0 && K >= 0, "negative GEMM dimension");
     ACROBAT_ASSERT(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N,
                    "GEMM leading dimension smaller than the row");
   }
   if (thin && gemm_at_thin(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha)) return;
-  if (!trans_a && !big_b && M > 0 && N > 0 &&
-      (trans_b ? M <= kFewRows : M == 1 && int64_t{K} * N <= kFewRowsMaxPlainB)) {
-    ACROBAT_ASSERT(K >= 0 && lda >= K && ldb >= (trans_b ? K : N) && ldc >= N, "GEMM leading dimension smaller than the row");
+  if (few) {
     if (trans_b) few_rows_dot(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha);
     else few_rows_axpy(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha);
     return;

@@ -483,7 +483,6 @@ class Piece {
     }
   }
 
-  // The reference kernel, instance by instance, on packed copies of the operands.
   // Operator k's values in growing storage, instance by instance, or null.
   float* const* grown_outputs(size_t k) const {
     if (!c_.grown || !c_.grown[k * c_.grown_stride]) return nullptr;
@@ -512,6 +511,7 @@ class Piece {
     c_.counters->append_copied_floats += copied;
   }
 
+  // The reference kernel, instance by instance, on packed copies of the operands.
   void per_instance(size_t k) {
     const BlockOp& op = s_.ops[k];
     std::vector<Tensor> in(op.operands.size());
