@@ -248,7 +248,7 @@ void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
     case OpId::Zeros: std::fill_n(out, n, T(0)); return;
     case OpId::Ones: std::fill_n(out, n, T(1)); return;
     case OpId::Constant: std::fill_n(out, n, static_cast<T>(attrs.value)); return;
-    case OpId::Argmax: out[0] = static_cast<T>(std::max_element(in[0].data, in[0].data + count(in[0].shape)) - in[0].data); return;
+    case OpId::Argmax: out[0] = static_cast<T>(kernels::ranked_argmax(in[0].data, count(in[0].shape), attrs.ints[0])); return;
     case OpId::Item: out[0] = in[0].data[0]; return;
     case OpId::Sample: out[0] = static_cast<T>(kernels::sample_scalar(in[0].data, count(in[0].shape), attrs.ints[0])); return;
   }

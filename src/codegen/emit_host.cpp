@@ -428,7 +428,8 @@ class HostProgram {
     auto scope = w_.block("{");
     line(fmt::format("const float* t = ctx->host->read_tensor(ctx, {});", atom(r.args[0])));
     if (r.op == OpId::Argmax) {
-      line(fmt::format("{} = I(acrobat::kernels::argmax_scalar(t, {}));", v, n));
+      if (r.attrs.ints[0] == 0) line(fmt::format("{} = I(acrobat::kernels::argmax_scalar(t, {}));", v, n));
+      else line(fmt::format("{} = I(acrobat::kernels::ranked_argmax(t, {}, INT64_C({})));", v, n, r.attrs.ints[0]));
     } else if (r.op == OpId::Sample) {
       const std::string seed = r.attrs.is_size(0) ? size(r.attrs.ints[0]) : fmt::format("INT64_C({})", r.attrs.ints[0]);
       line(fmt::format("{} = I(acrobat::kernels::sample_scalar(t, {}, {}));", v, n, seed));
@@ -444,6 +445,14 @@ class HostProgram {
     Type t = atom_type(r.args[0]);
     std::string a = atom(r.args[0]);
     if (r.host_op == ir::HostOp::Not) return line(fmt::format("{} = I(!{}.i);", v, a));
+    if (r.host_op == ir::HostOp::ToFloat) return line(fmt::format("{} = F(static_cast<double>({}.i));", v, a));
+    if (r.host_op == ir::HostOp::ToInt) {
+      // float_to_int's rule (ir/host_ops.h), which generated code does not include.
+      line(fmt::format("if (!({0}.f >= -0x1p63 && {0}.f < 0x1p63)) ctx->host->fail(ctx, {1}, {2}, 0);", a, site,
+                       static_cast<int64_t>(IntError::Conversion)));
+      line(fmt::format("{} = I(static_cast<int64_t>({}.f));", v, a));
+      return;
+    }
     if (r.host_op == ir::HostOp::Length)  // Nil has no fields, Cons(head, tail) two
       return line(fmt::format("{{ int64_t n = 0; for (const Obj* o = {}.p; o->size != 0; o = o->fields[1].p) ++n; {} = I(n); }}",
                               a, v));

@@ -338,7 +338,8 @@ Val HostInterpreter::read(AotContext* ctx, const Instr& in, Val* frame) const {
     attrs = bind_attr_sizes(r.attrs, dims, values, r.sizes.size());
   }
   switch (r.op) {
-    case OpId::Argmax: return I(kernels::argmax(t, n));
+    case OpId::Argmax:
+      return I(attrs.ints[0] == 0 ? kernels::argmax(t, n) : kernels::ranked_argmax(t, n, attrs.ints[0]));
     case OpId::Sample: return I(kernels::sample_scalar(t, n, attrs.ints[0]));
     default: return F(t[0]);
   }
@@ -432,6 +433,12 @@ Val HostInterpreter::host_op(AotContext* ctx, const Instr& in, const Val* frame)
   const Val a = value(args[0], frame);
   const bool is_int = in.flags & kIntArgs, is_bool = in.flags & kBoolArgs;
   if (op == ir::HostOp::Not) return I(!a.i);
+  if (op == ir::HostOp::ToFloat) return F(static_cast<double>(a.i));
+  if (op == ir::HostOp::ToInt) {
+    int64_t out = 0;
+    if (!float_to_int(a.f, out)) ctx->host->fail(ctx, in.site, static_cast<int64_t>(IntError::Conversion), 0);
+    return I(out);
+  }
   if (op == ir::HostOp::Length) {  // Nil has no fields, Cons(head, tail) two
     int64_t n = 0;
     for (const Obj* o = a.p; o->size != 0; o = o->fields[1].p) ++n;

@@ -191,6 +191,12 @@ Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   }
   Value a = atom(r.args[0], frame);
   if (r.host_op == ir::HostOp::Not) return Value::of_bool(!a.b);
+  if (r.host_op == ir::HostOp::ToFloat) return Value::of_float(static_cast<double>(a.i));
+  if (r.host_op == ir::HostOp::ToInt) {
+    int64_t out = 0;
+    if (!float_to_int(a.f, out)) throw UserError(r.span.begin, int_error_message(IntError::Conversion));
+    return Value::of_int(out);
+  }
   if (r.host_op == ir::HostOp::Neg) {
     if (a.kind != Value::Kind::Int) return Value::of_float(-a.f);
     if (a.i == INT64_MIN) throw UserError(r.span.begin, int_error_message(IntError::Overflow));

@@ -24,15 +24,23 @@ std::optional<bool> host_compare(ir::HostOp op, T x, T y) {
 }
 
 // Why an integer operation fails; the generated code passes the number to AotHost::fail.
-enum class IntError : int64_t { DivisionByZero = 0, DivisionOverflow = 1, Overflow = 2 };
+enum class IntError : int64_t { DivisionByZero = 0, DivisionOverflow = 1, Overflow = 2, Conversion = 3 };
 
 inline const char* int_error_message(IntError e) {
   switch (e) {
     case IntError::DivisionByZero: return "integer division by zero";
     case IntError::DivisionOverflow: return "integer division overflows";
     case IntError::Overflow: return "integer overflow: the result does not fit in 64 bits";
+    case IntError::Conversion: return "int(x) of a NaN or of a float beyond 64 bits";
   }
   return "integer error";
+}
+
+// int(x): x truncated toward zero, or false for a NaN or a value whose truncation does not fit.
+inline bool float_to_int(double x, int64_t& out) {
+  if (!(x >= -0x1p63 && x < 0x1p63)) return false;  // false for NaN too
+  out = static_cast<int64_t>(x);
+  return true;
 }
 
 // x op y for an integer arithmetic operator (+ - * / %), or the reason it has no int64 result.

@@ -22,6 +22,8 @@ const char* host_op_name(HostOp op) {
     case HostOp::Eq: return "eq";
     case HostOp::Ne: return "ne";
     case HostOp::Length: return "length";
+    case HostOp::ToFloat: return "to_float";
+    case HostOp::ToInt: return "to_int";
   }
   return "?";
 }

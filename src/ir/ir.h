@@ -42,7 +42,8 @@ struct Atom {
 
 // Host scalar operations (int/float/bool); && and || are lowered to `if`. Length: the number of
 // elements of a List (the size of the tensor a list of indices gathers).
-enum class HostOp { Add, Sub, Mul, Div, Mod, Neg, Not, Lt, Le, Gt, Ge, Eq, Ne, Length };
+// ToFloat and ToInt: float(i) and int(f), the float truncated toward zero.
+enum class HostOp { Add, Sub, Mul, Div, Mod, Neg, Not, Lt, Le, Gt, Ge, Eq, Ne, Length, ToFloat, ToInt };
 const char* host_op_name(HostOp op);
 
 enum class RhsKind {

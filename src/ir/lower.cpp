@@ -331,8 +331,8 @@ class Lowering {
   Atom lower_call(const A::Call& c, Block& b) {
     if (c.callee->kind == A::ExprKind::Name) {
       auto& n = c.callee->as<A::Name>();
+      if (n.ref == A::NameRef::Builtin) return lower_builtin(c, n.builtin, b);
       if (n.ref == A::NameRef::Op) {
-        if (n.op < 0) return lower_split(c, b);
         OpId op = static_cast<OpId>(n.op);
         std::vector<Atom> args;
         for (auto& a : c.args)
@@ -356,6 +356,37 @@ class Lowering {
     std::vector<Atom> args;
     for (auto& a : c.args) args.push_back(lower(*a, b));
     return emit(b, make_indirect_call(callee, args, c.type, c.span));
+  }
+
+  Atom lower_builtin(const A::Call& c, A::Builtin builtin, Block& b) {
+    switch (builtin) {
+      case A::Builtin::Split: return lower_split(c, b);
+      case A::Builtin::TopK: return lower_topk(c, b);
+      case A::Builtin::ToFloat:
+      case A::Builtin::ToInt: {
+        Atom x = lower(*c.args[0], b);
+        const HostOp op = builtin == A::Builtin::ToFloat ? HostOp::ToFloat : HostOp::ToInt;
+        return emit(b, make_host(op, {x}, c.type, c.span));
+      }
+    }
+    return Atom::unit();
+  }
+
+  // topk(x, k) -> Cons(argmax(x, rank=0), Cons(argmax(x, rank=1), ... Nil))
+  Atom lower_topk(const A::Call& c, Block& b) {
+    Atom x = lower(*c.args[0], b);
+    const AdtDef* list = c.type->adt;
+    const CtorDef *nil = nullptr, *cons = nullptr;
+    for (const auto& ctor : list->ctors) (ctor->fields.empty() ? nil : cons) = ctor.get();
+    std::vector<Atom> ranks;
+    for (int64_t r = 0; r < c.attrs[0]; ++r) {
+      OpAttrs attrs;
+      attrs.ints = {r};
+      ranks.push_back(emit(b, make_op(OpId::Argmax, {x}, attrs, int_type(), c.span)));
+    }
+    Atom tail = emit(b, make_construct(nil, {}, c.type, c.span));
+    for (size_t r = ranks.size(); r-- > 0;) tail = emit(b, make_construct(cons, {ranks[r], tail}, c.type, c.span));
+    return tail;
   }
 
   // split(x, n, axis) -> (slice(x, 0, k), slice(x, k, 2k), ...)

@@ -183,7 +183,8 @@ class Verifier {
         break;
       }
       case RhsKind::Host:
-        operands(r.host_op == HostOp::Neg || r.host_op == HostOp::Not || r.host_op == HostOp::Length ? 1 : 2);
+        operands(r.host_op == HostOp::Neg || r.host_op == HostOp::Not || r.host_op == HostOp::Length ||
+                 r.host_op == HostOp::ToFloat || r.host_op == HostOp::ToInt ? 1 : 2);
         break;
       case RhsKind::MakeTuple: break;
       case RhsKind::Call: call(r); break;

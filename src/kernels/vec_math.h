@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "kernels/simd.h"
 
@@ -102,6 +103,28 @@ inline int64_t argmax_scalar(const float* x, int64_t n) {
     if (x[j] > x[best]) best = j;
   }
   return best;
+}
+
+// argmax(x, rank=r)'s rule on every engine (topk's r-th index): the entry r places down the order in
+// which every NaN comes first and then the values from the largest, ties (and NaNs) by position; rank
+// 0 is argmax_scalar. Keeps the r + 1 first entries seen, in order: O(n r) at worst, r is small.
+// Requires rank < n (the type checker's rule).
+template <class T>  // float; double in the operators' double forward (autodiff/adjoints.h)
+int64_t ranked_argmax(const T* x, int64_t n, int64_t rank) {
+  auto ahead = [&](int64_t i, int64_t j) {  // entry i (later in x) comes before entry j
+    const bool nan_i = x[i] != x[i], nan_j = x[j] != x[j];
+    return nan_j ? false : nan_i || x[i] > x[j];
+  };
+  std::vector<int64_t> first;  // the leading entries, in order
+  first.reserve(static_cast<size_t>(rank) + 1);
+  for (int64_t i = 0; i < n; ++i) {
+    if (static_cast<int64_t>(first.size()) > rank && !ahead(i, first.back())) continue;
+    size_t at = first.size();
+    while (at > 0 && ahead(i, first[at - 1])) --at;
+    if (static_cast<int64_t>(first.size()) > rank) first.pop_back();
+    first.insert(first.begin() + static_cast<std::ptrdiff_t>(at), i);
+  }
+  return first[static_cast<size_t>(rank)];
 }
 
 // sample's rule on every engine: a categorical draw from the distribution softmax(x) by the uniform

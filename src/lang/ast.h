@@ -70,7 +70,12 @@ struct FloatLit : Expr { double value = 0; FloatLit() : Expr(ExprKind::FloatLit)
 struct BoolLit : Expr { bool value = false; BoolLit() : Expr(ExprKind::BoolLit) {} };
 
 // What a name refers to, as resolved by the checker.
-enum class NameRef { Unresolved, Local, Dim, Param, Function, Ctor, Op };
+enum class NameRef { Unresolved, Local, Dim, Param, Function, Ctor, Op, Builtin };
+
+// The built-in functions that are not registry operators (the checker types them, lowering expands
+// them): split(x, n) into slices, topk(x, k) into k ranked argmax reads, float(i) and int(f) host
+// conversions.
+enum class Builtin { Split, TopK, ToFloat, ToInt };
 
 struct Name : Expr {
   std::string name;
@@ -81,6 +86,7 @@ struct Name : Expr {
   const FuncDecl* func = nullptr;     // Function
   const CtorDef* ctor = nullptr;      // Ctor
   int op = -1;                        // Op (an OpId)
+  Builtin builtin = Builtin::Split;   // Builtin
   std::vector<Type> type_args;        // instantiation of a generic function or constructor
   // A call of a function with size variables: what each of its size_params is at the call (a
   // constant or the caller's size variable), solved by the checker.

@@ -16,7 +16,7 @@ void Checker::claim_name(const std::string& name, const Span& span, const char* 
     sink_.error(span.begin, std::string("redefinition of ") + quote(name) + " as a " + what +
                                 "; it was first defined at " + it->second.str());
     redefined_.insert(name);
-  } else if (find_op(name) || name == kSplit) {
+  } else if (find_op(name) || find_builtin(name)) {
     sink_.error(span.begin, quote(name) + " is a built-in operator and cannot be redefined as a " +
                                 what);
   }

@@ -133,7 +133,7 @@ Type Checker::infer_name(Name& n) {
       fields.push_back(substitute_params(f, n.ctor->adt->type_params, n.type_args));
     return func_type(fields, adt);
   }
-  if (find_op(n.name) || n.name == kSplit) {
+  if (find_op(n.name) || find_builtin(n.name)) {
     sink_.error(n.span.begin, "operator " + quote(n.name) +
                                   " can only be called, not used as a value; wrap it in fn(x) { " +
                                   n.name + "(x) }");
@@ -184,7 +184,7 @@ Type Checker::infer_call(Call& c) {
     bool shadowed = lookup_local(name.name) != nullptr;
     if (!shadowed && !dims_.find(name.name) && !params_.count(name.name) &&
         !funcs_.count(name.name) && !ctors_.count(name.name)) {
-      if (name.name == kSplit) return infer_split(c);
+      if (std::optional<Builtin> b = find_builtin(name.name)) return infer_builtin(c, *b);
       if (const OpInfo* op = find_op(name.name); op && op->id != OpId::Constant)
         return infer_op(c, *op);
     }

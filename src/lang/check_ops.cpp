@@ -107,6 +107,12 @@ std::optional<int64_t> Checker::size_attr(const Expr& e, const std::string& attr
   const std::string text = dim_str(joined_size(*sum));
   if (attr == "seed") return joined_size(*sum);  // any number the run computes
   if (attr != "end" && attr != "begin" && attr != "shape") {
+    if (const std::string* local = run_time_term(*sum)) {
+      sink_.error(e.span.begin, quote(attr) + " of " + op + " must be a constant (a literal or a dim), found " +
+                                    quote(text) + (text == *local ? "" : ", from " + quote(*local)) +
+                                    ", an int computed when the instance runs");
+      return 0;
+    }
     sink_.error(e.span.begin, quote(attr) + " of " + op + " is " + quote(text) +
                                   ", a size variable: a size may only be the begin or end of a "
                                   "slice (slice(x, 0, n), slice(x, n - 1, n)), give a size to "
@@ -387,7 +393,8 @@ Type Checker::slice_at_sizes(Call& c, std::vector<int64_t> shape, const OpAttrs&
 // split(x, n, axis=-1): a tuple of n equal slices.
 Type Checker::infer_split(Call& c) {
   auto& name = c.callee->as<Name>();
-  name.ref = NameRef::Op;
+  name.ref = NameRef::Builtin;
+  name.builtin = Builtin::Split;
   if (c.args.size() < 2 || c.args.size() > 3) {
     sink_.error(c.span.begin, "split expects a tensor and a number of parts, found " +
                                   std::to_string(c.args.size()) + " argument(s)");
@@ -427,6 +434,79 @@ Type Checker::infer_split(Call& c) {
   auto part = shapes[0];
   part[axis] /= parts;
   return tuple_type(std::vector<Type>(parts, tensor_type(part)));
+}
+
+std::optional<Builtin> find_builtin(const std::string& name) {
+  if (name == "split") return Builtin::Split;
+  if (name == "topk") return Builtin::TopK;
+  if (name == "float") return Builtin::ToFloat;
+  if (name == "int") return Builtin::ToInt;
+  return std::nullopt;
+}
+
+Type Checker::infer_builtin(Call& c, Builtin b) {
+  if (b == Builtin::Split) return infer_split(c);
+  auto& name = c.callee->as<Name>();
+  name.ref = NameRef::Builtin;
+  name.builtin = b;
+  if (b == Builtin::ToFloat || b == Builtin::ToInt) {
+    // float(i): the int's value, rounded to the nearest double; int(f): the float truncated toward
+    // zero (a NaN, or a value beyond 64 bits, stops the instance).
+    const bool to_float = b == Builtin::ToFloat;
+    if (c.args.size() != 1 || !c.named.empty()) {
+      sink_.error(c.span.begin, name.name + " converts one host " + (to_float ? "int" : "float") +
+                                    ", found " + std::to_string(c.args.size() + c.named.size()) +
+                                    " argument(s)");
+      for (auto& a : c.args) infer(*a);
+      return error_type();
+    }
+    Type arg = infer(*c.args[0]);
+    if (is_tensor(shallow(arg))) {
+      sink_.error(c.args[0]->span.begin, name.name + " converts a host " + (to_float ? "int" : "float") +
+                                             ", found a tensor f32" + shape_str(shallow(arg)->shape) +
+                                             (to_float ? "" : "; read one with item(x) first"));
+      return error_type();
+    }
+    expect(to_float ? int_type() : float_type(), arg, c.args[0]->span.begin,
+           "the argument of " + name.name);
+    return to_float ? float_type() : int_type();
+  }
+  // topk(x, k): the indices of x's k largest entries, the largest first (argmax's order: NaNs
+  // first, ties by position), as k argmax reads of ranks 0 .. k - 1.
+  if (c.args.size() != 2) {
+    sink_.error(c.span.begin, "topk expects a tensor and a number of indices, found " +
+                                  std::to_string(c.args.size()) + " argument(s)");
+    for (auto& a : c.args) infer(*a);
+    return error_type();
+  }
+  std::vector<std::vector<int64_t>> shapes;
+  bool ok = tensor_operands(c, "topk", 1, shapes);
+  static const OpInfo spec{OpId::Argmax, "topk", 1, {OpAttrSpec{"k"}}, OpClass::HostRead, nullptr,
+                           nullptr, "()", "()"};
+  OpAttrs attrs;
+  ok = bind_attrs(c, spec, 1, attrs) && ok;
+  if (!ok) return error_type();
+  const int64_t k = attrs.ints[0];
+  if (attrs.sizes != 0 || k < 1) {
+    sink_.error(c.args[1]->span.begin, "topk: k must be a constant of at least 1, found " +
+                                           (attrs.sizes != 0 ? std::string("a size") : std::to_string(k)));
+    return error_type();
+  }
+  if (is_ragged(shapes[0])) {
+    sink_.error(c.span.begin, "topk needs a tensor of a fixed size, found f32" + shape_str(shapes[0]) +
+                                  " (argmax reads the first maximum of any size)");
+    return error_type();
+  }
+  if (k > num_elements(shapes[0])) {
+    sink_.error(c.args[1]->span.begin, "topk: k = " + std::to_string(k) + " of f32" + shape_str(shapes[0]) +
+                                           ", which has " + std::to_string(num_elements(shapes[0])) +
+                                           " element(s)");
+    return error_type();
+  }
+  c.attrs = attrs.ints;
+  auto list = adts_.find("List");
+  ACROBAT_ASSERT(list != adts_.end(), "the prelude defines List");
+  return adt_type(list->second, {int_type()});
 }
 
 // A chain of binary operators, by a loop from its first operand out: `a + b - c` types a + b, then

@@ -24,9 +24,10 @@ namespace checker {
 
 using namespace ast;
 
-// Builtins that are not registry operators: `split` is sugar for slices (lowering expands it);
+// Builtins that are not registry operators (ast::Builtin): `split` and `topk` are sugar for slices
+// and ranked argmax reads (lowering expands them), `float` and `int` convert host numbers;
 // `constant` is internal (float literals mixed with tensors become constants).
-inline constexpr const char* kSplit = "split";
+std::optional<Builtin> find_builtin(const std::string& name);
 
 inline std::string quote(const std::string& s) { return "'" + s + "'"; }
 
@@ -161,6 +162,7 @@ class Checker {
   // size the call makes (lowering computes its value, the sum of the operands' sizes).
   Type concat_growing(Call& c, std::vector<std::vector<int64_t>> shapes, const OpAttrs& attrs);
   Type infer_split(Call& c);
+  Type infer_builtin(Call& c, Builtin b);  // topk, float, int; split above
   Type infer_binary(Binary& b);
   // The type of `b` given its operands' types (already inferred, shallow).
   Type binary_type(Binary& b, const Type& l, const Type& r);

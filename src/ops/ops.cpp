@@ -225,8 +225,19 @@ ShapeResult shape_Ones(Shapes in, const OpAttrs& a) { return constant_shape(in, 
 ShapeResult shape_Constant(Shapes, const OpAttrs&) { return ok({}); }
 
 // argmax and sample read a tensor of any shape, its size per instance too (a pointer network's
-// [1, n] scores).
-ShapeResult shape_Argmax(Shapes, const OpAttrs&) { return {int_type(), ""}; }
+// [1, n] scores). argmax's rank r > 0 (the entry r places below the first, topk's r-th index) needs a
+// tensor of more than r elements, which only a fixed size shows.
+ShapeResult shape_Argmax(Shapes in, const OpAttrs& a) {
+  const int64_t rank = a.ints[0];
+  if (rank < 0) return fail("rank " + std::to_string(rank) + " is negative");
+  if (rank > 0 && is_ragged(in[0]))
+    return fail("rank " + std::to_string(rank) + " needs a tensor of a fixed size, found f32" +
+                shape_str(in[0]) + " (rank 0, the first maximum, reads any size)");
+  if (rank > 0 && rank >= num_elements(in[0]))
+    return fail("rank " + std::to_string(rank) + " of f32" + shape_str(in[0]) + ", which has " +
+                std::to_string(num_elements(in[0])) + " element(s): the rank must be below the count");
+  return {int_type(), ""};
+}
 ShapeResult shape_Sample(Shapes, const OpAttrs&) { return {int_type(), ""}; }
 ShapeResult shape_Item(Shapes in, const OpAttrs&) {
   if (is_ragged(in[0]) || num_elements(in[0]) != 1)

@@ -179,8 +179,10 @@ void kernel_Constant(const OpAttrs& attrs, std::span<const Tensor* const>, Tenso
   std::fill_n(out.data.get(), out.size(), static_cast<float>(attrs.value));
 }
 
-void kernel_Argmax(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out) {
-  out.data[0] = static_cast<float>(k::argmax(in[0]->data.get(), in[0]->size()));
+void kernel_Argmax(const OpAttrs& attrs, std::span<const Tensor* const> in, Tensor& out) {
+  const int64_t rank = attrs.ints[0];
+  out.data[0] = static_cast<float>(rank == 0 ? k::argmax(in[0]->data.get(), in[0]->size())
+                                             : k::ranked_argmax(in[0]->data.get(), in[0]->size(), rank));
 }
 void kernel_Sample(const OpAttrs& attrs, std::span<const Tensor* const> in, Tensor& out) {
   out.data[0] = static_cast<float>(k::sample_scalar(in[0]->data.get(), in[0]->size(), attrs.ints[0]));

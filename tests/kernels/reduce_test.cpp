@@ -1,5 +1,6 @@
 // Reductions over each axis of a 3-d tensor against a double-precision reference, NaN propagation,
 // and argmax's choice among ties.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -119,6 +120,27 @@ TEST(Argmax, ScalarAndVectorisedFormsAgree) {
         if (n > 4) x[(at + n / 2) % n] = special;
         EXPECT_EQ(argmax_scalar(x.data(), n), argmax(x.data(), n)) << n << " " << at << " " << special;
       }
+    }
+  }
+}
+
+// ranked_argmax(x, n, r) is entry r of the order a stable sort gives (NaNs first, then the values from
+// the largest, ties by position), with rank 0 argmax; values drawn from a few so that ties are common.
+TEST(Argmax, RanksFollowAStableSortNaNsFirst) {
+  for (int64_t n : {1, 2, 7, 33, 100}) {
+    for (unsigned seed = 0; seed < 4; ++seed) {
+      auto x = random_floats(size_t(n), 0, 5, seed * 977 + unsigned(n));
+      for (float& v : x) v = std::floor(v);
+      if (n > 3) x[size_t(n) / 3] = kNaN;
+      if (n > 5) x[size_t(n) - 1] = kNaN;
+      std::vector<int64_t> order(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
+      std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
+        const bool nan_i = x[size_t(i)] != x[size_t(i)], nan_j = x[size_t(j)] != x[size_t(j)];
+        return nan_i != nan_j ? nan_i : !nan_i && x[size_t(i)] > x[size_t(j)];
+      });
+      for (int64_t r = 0; r < n; ++r) EXPECT_EQ(ranked_argmax(x.data(), n, r), order[size_t(r)]) << n << " " << r;
+      EXPECT_EQ(ranked_argmax(x.data(), n, 0), argmax(x.data(), n)) << n;
     }
   }
 }

@@ -11,8 +11,10 @@ Steps (each command is printed before it runs; its output goes straight through)
   1. generate.py: oracle weights W.safetensors and expected outputs EXPECTED.json; for a model
      with make_data (and no --data given), it first writes --limit synthetic instances from
      --data-seed to DATA in the workdir
-  2. ACROBAT run <repo>/models/<model>.acr --params W.safetensors --input KIND:<data>
-       [--vocab <repo>/data/sst/vocab.txt] [--set K=V ...] --limit N --output ACTUAL.json [extra args]
+  2. ACROBAT run <repo>/models/<SOURCE>.acr --params W.safetensors --input KIND:<data>
+       [--vocab <repo>/data/sst/vocab.txt] [--set K=V ...] [--entry ENTRY] --limit N
+       --output ACTUAL.json [extra args]
+     with SOURCE and ENTRY the model's (registry.py; by default its name and main)
      with KIND the model's INPUT_KIND (--vocab for sst and sst-tokens); the default data is
      <repo>/data/sst/test.txt for models without make_data
   3. compare.py EXPECTED.json ACTUAL.json --rtol --atol --margin-eps --max-near-ties
@@ -108,7 +110,8 @@ def main(argv):
     if os.sep not in acrobat:
         acrobat = shutil.which(acrobat) or acrobat
     acrobat = os.path.abspath(acrobat)
-    model_file = os.path.join(REPO, "models", args.model + ".acr")
+    model_file = os.path.join(REPO, "models", spec.SOURCE + ".acr")
+    entry_args = ["--entry", spec.ENTRY] if spec.ENTRY else []
     make_data = args.data is None and spec.make_data is not None
     if args.data is None and not make_data:
         args.data = os.path.join(REPO, "data", "sst", "test.txt")
@@ -153,7 +156,7 @@ def main(argv):
             os.remove(actual)  # never compare against a stale result
         rc = run_step("acrobat", [acrobat, "run", model_file, "--params", params,
                                   "--input", "%s:%s" % (spec.INPUT_KIND, args.data),
-                                  *vocab_args, *set_args, "--limit", str(args.limit),
+                                  *vocab_args, *set_args, *entry_args, "--limit", str(args.limit),
                                   "--output", actual, *extra], timeout=args.timeout)
         if rc == 0 and not os.path.isfile(actual):
             say("error: acrobat exited 0 but wrote no output file %s" % actual)

@@ -81,14 +81,19 @@ class Model(nn.Module):
             self.margins.append(float(top[0] - top[1]))
         return int(torch.argmax(logits))  # the first index of the maximum, as acrobat's argmax
 
-    def forward(self, instance):
-        prompt, max_new = instance
-        n = len(prompt)
-        x = self.tok[torch.tensor(prompt)] + self.pos[0:n]
+    def prefill(self, prompt):
+        """The prompt's rows after every layer and the layers' caches (k, v)."""
+        x = self.tok[torch.tensor(prompt)] + self.pos[0:len(prompt)]
         caches = []
         for l in range(self.L):
             x, c = self.layer(x, l, None)
             caches.append(c)
+        return x, caches
+
+    def forward(self, instance):
+        prompt, max_new = instance
+        n = len(prompt)
+        x, caches = self.prefill(prompt)
         token = self.next_token(x[n - 1:n])
         out = [token]
         while token != self.EOS and len(out) < max_new:

@@ -4,6 +4,8 @@
 A model module exposes (names fixed: other modules are written to them):
 
   NAME = "nestedrnn"             # the acrobat model is <repo>/models/<NAME>.acr
+  SOURCE = "gpt"                 # OPTIONAL: the model is <repo>/models/<SOURCE>.acr instead
+  ENTRY = "beam"                 # OPTIONAL: the entry acrobat runs (default main)
   DIMS = {"H": 256, ...}         # default dims (acrobat `dim`s), overridable with --set K=V
   INPUT_KIND = "json"            # acrobat --input kind: "sst", "sst-tokens", "tokens" or "json"
   LOSS_INPUT_KIND = "json"       # OPTIONAL: the loss entry's input kind (default INPUT_KIND)
@@ -59,6 +61,8 @@ class Spec:
         self.NAME = kw["NAME"]
         self.DIMS = dict(kw["DIMS"])
         self.INPUT_KIND = kw["INPUT_KIND"]
+        self.SOURCE = kw.get("SOURCE", self.NAME)
+        self.ENTRY = kw.get("ENTRY")
         self.Model = kw["Model"]
         self.init_params = kw["init_params"]
         self.make_data = kw.get("make_data")
@@ -133,7 +137,7 @@ def get(name):
         spec = Spec(**{a: getattr(mod, a) for a in ("NAME", "DIMS", "INPUT_KIND", "Model", "init_params",
                                                      "make_data", "load_instances", "output_entry",
                                                      "make_loss_data", "load_loss_instances",
-                                                     "LOSS_INPUT_KIND")
+                                                     "LOSS_INPUT_KIND", "SOURCE", "ENTRY")
                        if hasattr(mod, a)})
     _cache[name] = spec
     return spec

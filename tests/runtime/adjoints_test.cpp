@@ -183,7 +183,8 @@ TEST(Adjoints, DoubleForwardIsTheEnginesOperator) {
   std::vector<Case> all = cases();
   all.push_back({OpId::Zeros, {}, {2, 3}});
   all.push_back({OpId::Ones, {}, {2, 3}});
-  all.push_back({OpId::Argmax, {{2, 3}}, {}});
+  all.push_back({OpId::Argmax, {{2, 3}}, {0}});
+  all.push_back({OpId::Argmax, {{2, 3}}, {2}});  // rank 2
   for (const Case& c : all) {
     SCOPED_TRACE(describe(c));
     const ShapeResult shape = op_info(c.op).shape(c.shapes, OpAttrs{c.ints});

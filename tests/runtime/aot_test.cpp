@@ -409,6 +409,49 @@ TEST(AotEngine, IntegerOverflowIsAnErrorOnEveryEngine) {
   }
 }
 
+// float(i), int(f) (toward zero) and topk (argmax's order: NaNs first, then the largest, ties by
+// position) give the same values on every engine; int of a NaN or of a float beyond 64 bits stops the
+// instance at the conversion.
+TEST(AotEngine, ConversionsAndTopKAgreeOnEveryEngine) {
+  auto m = compile_text(
+      "def main(x: (f32[1, 6], int)) -> (List[int], List[int], float, int, int) {\n"
+      "  let (s, n) = x;\n"
+      "  let f = float(n) / 4.0;\n"
+      "  (topk(s, 6), topk(s * 0.0, 3), f, int(f), int(0.0 - f))\n}\n");
+  auto params = std::make_shared<ParamStore>(init_params(*m, 1));
+  using nlohmann::json;
+  const auto inputs = json_inputs(*m, {json::parse(R"([[[1, 5, 3, "NaN", 5, -2]], 10])"),
+                                       json::parse(R"([[[1, 2, 3, 4, 5, 6]], -7])"),
+                                       json::parse(R"([[[0, 0, -1, 0, 2, 0]], 9007199254740993])")});
+  RunResult want = ReferenceEngine(m, params).run(inputs);
+  const auto& f = m->functions[entry_function(*m, "main")];
+  auto to_json = [&](const Value& v) { return value_to_json(v, f.ret); };
+  EXPECT_EQ(to_json(want.outputs[0]), json::parse(R"([[3, 1, 4, 2, 0, 5], [3, 0, 1], 2.5, 2, -2])"));
+  EXPECT_EQ(to_json(want.outputs[1]), json::parse(R"([[5, 4, 3, 2, 1, 0], [0, 1, 2], -1.75, -1, 1])"));
+  // 2^53 + 1 rounds to the nearest double.
+  EXPECT_EQ(to_json(want.outputs[2]),
+            json::parse(R"([[4, 0, 1, 3, 5, 2], [0, 1, 2], 2251799813685248.0, 2251799813685248, -2251799813685248])"));
+  BatchedEngine interpreter(m, params);
+  AotEngine aot(m, params, aot_options());
+  for (Engine* e : {static_cast<Engine*>(&interpreter), static_cast<Engine*>(&aot)}) {
+    RunResult got = e->run(inputs);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      expect_same(got.outputs[i], want.outputs[i], std::string(e->name()) + " instance " + std::to_string(i));
+  }
+  auto bad = compile_text("def main(x: f32[1, 1]) -> int {\n  int(item(x) * 1.0e30)\n}\n");
+  auto bad_params = std::make_shared<ParamStore>(init_params(*bad, 1));
+  const auto bad_inputs = json_inputs(*bad, {nlohmann::json::parse("[[1]]"), nlohmann::json::parse(R"([["NaN"]])"),
+                                             nlohmann::json::parse("[[0]]")});
+  ReferenceEngine reference(bad, bad_params);
+  BatchedEngine bad_interpreter(bad, bad_params);
+  AotEngine bad_aot(bad, bad_params, aot_options());
+  std::string error = error_of(reference, bad_inputs);
+  EXPECT_NE(error.find("test.acr:2:3: error: instance 0: int(x) of a NaN or of a float beyond 64 bits"),
+            std::string::npos) << error;
+  EXPECT_EQ(error_of(bad_interpreter, bad_inputs), error);
+  EXPECT_EQ(error_of(bad_aot, bad_inputs), error);
+}
+
 TEST(AotEngine, ReportsUserErrorsLikeTheInterpreter) {
   const char* programs[] = {
       // An index out of range in instance 2.
