@@ -340,6 +340,7 @@ class Lowering {
         OpAttrs attrs;
         attrs.ints = c.attrs;
         attrs.sizes = c.attr_sizes;
+        if (op == OpId::Softmax || op == OpId::LogSoftmax) return lower_softmax(op, args[0], attrs, c, b);
         return emit(b, make_op(op, args, attrs, c.type, c.span));
       }
       std::vector<Atom> args;
@@ -387,6 +388,20 @@ class Lowering {
     Atom tail = emit(b, make_construct(nil, {}, c.type, c.span));
     for (size_t r = ranks.size(); r-- > 0;) tail = emit(b, make_construct(cons, {ranks[r], tail}, c.type, c.span));
     return tail;
+  }
+
+  // softmax(x, axis) along the last axis as it is (axis -1); along the one before it (the shape
+  // rule allows no other) as transpose(softmax(transpose(x))), the kernels' last axis.
+  Atom lower_softmax(OpId op, Atom x, OpAttrs attrs, const A::Call& c, Block& b) {
+    const auto& shape = c.type->shape;
+    const bool last = normalize_axis(attrs.ints[0], shape.size()) + 1 == static_cast<int>(shape.size());
+    attrs.ints[0] = -1;
+    if (last) return emit(b, make_op(op, {x}, attrs, c.type, c.span));
+    auto swapped = shape;
+    std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
+    Atom t = emit(b, make_op(OpId::Transpose, {x}, OpAttrs{}, tensor_type(swapped), c.span));
+    Atom s = emit(b, make_op(op, {t}, attrs, tensor_type(swapped), c.span));
+    return emit(b, make_op(OpId::Transpose, {s}, OpAttrs{}, c.type, c.span));
   }
 
   // split(x, n, axis) -> (slice(x, 0, k), slice(x, k, 2k), ...)

@@ -95,8 +95,21 @@ ShapeResult row_wise(Shapes in, const OpAttrs&) {
   if (in[0].empty()) return fail("expected a tensor of rank at least 1, found a scalar f32[]");
   return ok(in[0]);
 }
-ShapeResult shape_Softmax(Shapes in, const OpAttrs& a) { return row_wise(in, a); }
-ShapeResult shape_LogSoftmax(Shapes in, const OpAttrs& a) { return row_wise(in, a); }
+// softmax and log_softmax along the last axis, which the kernels read; along the one before it (a
+// matrix's columns, each matrix's of a stack), which lowering turns into the last between two
+// transposes (ir/lower.cpp).
+ShapeResult softmax_shape(Shapes in, const OpAttrs& a) {
+  if (in[0].empty()) return fail("expected a tensor of rank at least 1, found a scalar f32[]");
+  const size_t rank = in[0].size();
+  const int axis = normalize_axis(a.ints[0], rank);
+  if (axis < 0) return fail("axis " + std::to_string(a.ints[0]) + " is out of range for f32" + shape_str(in[0]));
+  if (static_cast<size_t>(axis) + 1 != rank && !(static_cast<size_t>(axis) + 2 == rank && (rank == 2 || rank == 3)))
+    return fail("along axis " + std::to_string(axis) + " of f32" + shape_str(in[0]) +
+                ": the last axis, or the one before it of a matrix or a stack of matrices");
+  return ok(in[0]);
+}
+ShapeResult shape_Softmax(Shapes in, const OpAttrs& a) { return softmax_shape(in, a); }
+ShapeResult shape_LogSoftmax(Shapes in, const OpAttrs& a) { return softmax_shape(in, a); }
 
 ShapeResult shape_LayerNorm(Shapes in, const OpAttrs& a) {
   if (in[0].empty()) return fail("layer_norm expects a tensor of rank at least 1, found f32[]");

@@ -125,6 +125,30 @@ def main(x: f32[1, 3]) -> (f32[1, 3], f32[1, 3], f32[1, 1], float, int) {
   EXPECT_EQ(out[4], 2);
 }
 
+// Along the rows (axis 0, or -2) of a matrix and of each matrix of a stack: every column its own
+// distribution.
+TEST(Run, SoftmaxAlongAnyAxisOfAMatrix) {
+  auto m = compile_text(R"(
+def main(x: f32[3, 2]) -> (f32[3, 2], f32[3, 2], f32[2, 3, 1]) {
+  (softmax(x, axis=0), log_softmax(x, axis=-2), softmax(heads(x, 2), axis=1))
+}
+)");
+  const std::vector<std::vector<double>> x = {{1.0, -1.0}, {2.0, 0.5}, {0.0, 3.0}};
+  auto out = run_json(m, {json::parse("[[1.0, -1.0], [2.0, 0.5], [0.0, 3.0]]")})[0];
+  std::vector<double> p(6), lp(6), stacked(6);
+  for (size_t j = 0; j < 2; ++j) {
+    const double z = std::exp(x[0][j]) + std::exp(x[1][j]) + std::exp(x[2][j]);
+    for (size_t i = 0; i < 3; ++i) {
+      p[i * 2 + j] = std::exp(x[i][j]) / z;
+      lp[i * 2 + j] = x[i][j] - std::log(z);
+      stacked[j * 3 + i] = p[i * 2 + j];  // head j is column j: [2, 3, 1]
+    }
+  }
+  expect_near(data_of(out[0]), p);
+  expect_near(data_of(out[1]), lp);
+  expect_near(data_of(out[2]), stacked);
+}
+
 TEST(Run, ElementwiseReductionsAndDataMovement) {
   auto m = compile_text(R"(
 def main(x: f32[2, 3]) -> (f32[2, 3], f32[1, 3], f32[2, 1], f32[3, 2], f32[2, 6], f32[2, 1], f32[1, 3]) {
