@@ -86,16 +86,24 @@ def write_generation_data(path, count, seed, V, avoid=None):
             f.write(json.dumps([ids, max_new]) + "\n")
 
 
+def check_generation(path, lineno, inst, V, P, fits):
+    """(ids, max_new) from the line's [ids, max_new, ...]; `fits(n, max_new)`: whether the
+    instance's positions fit P."""
+    if not (isinstance(inst, list) and len(inst) >= 2 and isinstance(inst[0], list) and inst[0]
+            and isinstance(inst[1], int) and inst[1] >= 1):
+        raise ValueError("%s:%d: expected [token ids, max_new >= 1]" % (path, lineno))
+    if any(not isinstance(w, int) or not 0 <= w < V for w in inst[0]):
+        raise ValueError("%s:%d: a token id out of range [0, %d)" % (path, lineno, V))
+    if not fits(len(inst[0]), inst[1]):
+        raise ValueError("%s:%d: more positions than P = %d" % (path, lineno, P))
+    return inst[0], inst[1]
+
+
 def load_generation(path, limit, V, P, fits):
-    """(ids, max_new) per line; `fits(n, max_new)`: whether the instance's positions fit P."""
+    """(ids, max_new) per line (check_generation)."""
     out = []
     for lineno, inst in models.json_lines(path, limit):
-        if not (isinstance(inst, list) and len(inst) == 2 and isinstance(inst[0], list) and inst[0]
-                and isinstance(inst[1], int) and inst[1] >= 1):
+        if not (isinstance(inst, list) and len(inst) == 2):
             raise ValueError("%s:%d: expected [token ids, max_new >= 1]" % (path, lineno))
-        if any(not isinstance(w, int) or not 0 <= w < V for w in inst[0]):
-            raise ValueError("%s:%d: a token id out of range [0, %d)" % (path, lineno, V))
-        if not fits(len(inst[0]), inst[1]):
-            raise ValueError("%s:%d: more positions than P = %d" % (path, lineno, P))
-        out.append((inst[0], inst[1]))
+        out.append(check_generation(path, lineno, inst, V, P, fits))
     return out
