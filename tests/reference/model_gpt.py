@@ -90,20 +90,25 @@ class Model(nn.Module):
             caches.append(c)
         return x, caches
 
-    def forward(self, instance):
-        prompt, max_new = instance
+    def generate(self, prompt, max_new, pick):
+        """The tokens generated after `prompt`, each chosen by pick(last row [1, D], tokens the
+        budget has left with this one), until EOS or max_new tokens."""
         n = len(prompt)
         x, caches = self.prefill(prompt)
-        token = self.next_token(x[n - 1:n])
+        token = pick(x[n - 1:n], max_new)
         out = [token]
         while token != self.EOS and len(out) < max_new:
             t = caches[0][0].shape[0]
             x = self.tok[token:token + 1] + self.pos[t:t + 1]
             for l in range(self.L):
                 x, caches[l] = self.layer(x, l, caches[l])
-            token = self.next_token(x)
+            token = pick(x, max_new - len(out))
             out.append(token)
         return out
+
+    def forward(self, instance):
+        prompt, max_new = instance
+        return self.generate(prompt, max_new, lambda row, left: self.next_token(row))
 
     def loss(self, ids, rows=None):
         n = len(ids)

@@ -16,7 +16,6 @@ import json
 import math
 import random
 
-import torch
 import torch.nn.functional as F
 
 import model_gpt
@@ -67,18 +66,7 @@ class Model(model_gpt.Model):
 
     def forward(self, instance):
         prompt, max_new, seed = instance
-        n = len(prompt)
-        x, caches = self.prefill(prompt)
-        token = self.draw(x[n - 1:n], seed + max_new)
-        out = [token]
-        while token != self.EOS and len(out) < max_new:
-            t = caches[0][0].shape[0]
-            x = self.tok[token:token + 1] + self.pos[t:t + 1]
-            for l in range(self.L):
-                x, caches[l] = self.layer(x, l, caches[l])
-            token = self.draw(x, seed + max_new - len(out))
-            out.append(token)
-        return out
+        return self.generate(prompt, max_new, lambda row, left: self.draw(row, seed + left))
 
 
 def make_data(path, count, seed, dims):
