@@ -222,7 +222,8 @@ class Model {
     for (const Value& v : g.outputs) losses.append(v.tensor->data[0]);
     py::dict grads;
     for (size_t k = 0; k < g.grads.size(); ++k)
-      grads[py::str(module_->params[k].name)] = tensor_array(std::make_shared<Tensor>(std::move(g.grads[k])), {});
+      if (!module_->params[k].frozen)  // training leaves a frozen param: it has no gradient
+        grads[py::str(module_->params[k].name)] = tensor_array(std::make_shared<Tensor>(std::move(g.grads[k])), {});
     if (!wrt_inputs) return py::make_tuple(losses, grads, stats_dict(g.stats));
     py::list input_grads;
     for (size_t i = 0; i < inputs.size(); ++i) input_grads.append(gradient_structure(inputs[i], g.input_grads[i]));

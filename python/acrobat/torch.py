@@ -159,7 +159,9 @@ class _Apply(torch.autograd.Function):
             # Each instance of the product is (x, upstream): x's gradients are its first part's.
             total = sum(_at(per_instance[i][0], path) for i, path in places)
             inputs.append(torch.from_numpy(np.asarray(total)).reshape(shape).to(dtype=dtype, device=device))
-        return (None, None, None) + tuple(torch.from_numpy(grads[n]) for n in ctx.layer._names) + tuple(inputs)
+        # A frozen param has no gradient: None leaves its .grad unset, so optimisers skip it.
+        return (None, None, None) + tuple(None if n not in grads else torch.from_numpy(grads[n])
+                                          for n in ctx.layer._names) + tuple(inputs)
 
 
 class Module(torch.nn.Module):

@@ -83,6 +83,23 @@ def main(x: f32[n, D]) -> f32[n, D] { tanh(x @ W) }
     np.testing.assert_allclose(layer.W.grad.numpy(), W.grad.numpy(), rtol=1e-4, atol=1e-6)
 
 
+def test_a_frozen_param_gets_no_gradient():
+    text = """dim D = 4
+param W: f32[D, D]
+param frozen scale: f32[1, D]
+def main(x: f32[n, D]) -> f32[n, D] { tanh(x @ W) * scale }
+"""
+    m = acrobat.loads(text, engine="batched", seed=3)
+    layer = acrobat.torch.Module(m)
+    xs = [np.random.RandomState(i).randn(i + 1, 4).astype(np.float32) for i in range(3)]
+    sum((y * y).sum() for y in layer(xs)).backward()
+    assert layer.scale.grad is None
+    W = torch.tensor(m.params["W"], requires_grad=True)
+    scale = torch.tensor(np.array(m.params["scale"]))
+    sum(((torch.tanh(torch.from_numpy(x) @ W) * scale) ** 2).sum() for x in xs).backward()
+    np.testing.assert_allclose(layer.W.grad.numpy(), W.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
 def test_an_entry_that_does_not_return_one_tensor_is_refused():
     text = "def main(x: (int, f32[1, 2])) -> (f32[1, 2], int) { let (k, s) = x; (s, k) }\n"
     with pytest.raises(acrobat.Error, match="must return one tensor"):

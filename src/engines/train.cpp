@@ -60,7 +60,8 @@ double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, flo
   };
   std::vector<Piece> pieces;
   for (size_t k = 0; k < grads.size(); ++k)
-    for (int64_t b = 0, n = grads[k].size(); b < n; b += kPiece) pieces.push_back({k, b, std::min(n, b + kPiece)});
+    if (!params.params[k].frozen)  // neither stepped nor counted in the clipping norm
+      for (int64_t b = 0, n = grads[k].size(); b < n; b += kPiece) pieces.push_back({k, b, std::min(n, b + kPiece)});
   auto for_pieces = [&](FunctionRef<void(const Piece&)> fn) {
     for_each_piece(pool_.get(), static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { fn(pieces[size_t(i)]); });
   };
@@ -137,6 +138,7 @@ void write_param_tensors(const ir::Module& module, const std::vector<const Tenso
   ACROBAT_ASSERT(tensors.size() == module.params.size(), "one tensor per param");
   std::vector<io::NamedTensor> named;
   for (size_t k = 0; k < tensors.size(); ++k) {
+    if (!tensors[k]) continue;
     const Tensor& t = *tensors[k];
     named.push_back({module.params[k].name, t.shape, std::vector<float>(t.data.get(), t.data.get() + t.size())});
   }

@@ -65,7 +65,8 @@ class Optimizer {
 };
 
 // One tensor per param of `module` (the params themselves, or their gradients) as safetensors under
-// the params' names, with the shapes --params reads back.
+// the params' names, with the shapes --params reads back; a null tensor is left out (a frozen
+// param's gradient).
 void write_param_tensors(const ir::Module& module, const std::vector<const Tensor*>& tensors,
                          const std::string& path, const std::map<std::string, std::string>& metadata = {});
 // The params' current values so.

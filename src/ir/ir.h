@@ -181,6 +181,7 @@ struct Function {
 
 struct Param {
   std::string name;
+  bool frozen = false;  // training leaves it as it is: no gradient written, no step taken
   int64_t count = 0;  // > 0 for an indexed param
   std::vector<int64_t> shape;  // element shape
   Span span;

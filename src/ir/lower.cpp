@@ -25,7 +25,7 @@ class Lowering {
     for (auto& d : src_->dims) m.dims.emplace_back(d->name, d->resolved);
     for (auto& p : src_->params) {
       param_index_[p.get()] = static_cast<int>(m.params.size());
-      m.params.push_back(Param{p->name, p->resolved_count, p->shape, p->span});
+      m.params.push_back(Param{p->name, p->frozen, p->resolved_count, p->shape, p->span});
     }
     for (auto& t : src_->types) m.adts.push_back(t->def.get());
     // User functions in declaration order, then whatever they reach (prelude functions, lambdas).

@@ -217,6 +217,7 @@ struct DimDecl {
 
 struct ParamDecl {
   std::string name;
+  bool frozen = false;  // `param frozen mask: ...`: training leaves it as it is
   DimExprPtr count;  // set for an indexed param `emb[V]: f32[1, H]`
   TypeExprPtr type_expr;
   int64_t resolved_count = 0;      // 0 for a plain param

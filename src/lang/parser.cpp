@@ -138,6 +138,11 @@ class Parser {
   void param_decl() {
     SourceLoc begin = take().loc;
     auto p = std::make_unique<ParamDecl>();
+    // `frozen` before the name (a contextual word: a param may still be named frozen).
+    if (at(Tok::Ident) && cur().text == "frozen" && peek().kind == Tok::Ident) {
+      take();
+      p->frozen = true;
+    }
     p->name = ident("a parameter name after 'param'");
     if (accept(Tok::LBracket)) {
       p->count = dim_expr();

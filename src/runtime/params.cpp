@@ -40,6 +40,7 @@ std::vector<int64_t> without_ones(const std::vector<int64_t>& shape) {
 // embeddings, biases per layer) are left as they are: there are many, and they are read as vectors.
 ParamValue make_value(const ir::Param& p, Tensor t) {
   ParamValue v;
+  v.frozen = p.frozen;
   v.count = p.count;
   v.elem_shape = p.shape;
   if (p.shape.size() == 2) {

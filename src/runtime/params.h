@@ -13,6 +13,7 @@
 namespace acrobat {
 
 struct ParamValue {
+  bool frozen = false;  // ir::Param::frozen: the optimiser leaves it as it is
   // A plain param: the tensor itself. An indexed param `p[N]: f32[...]`: all N tensors in one
   // buffer of shape [N, ...], and `row(i)` views one of them.
   Tensor tensor;

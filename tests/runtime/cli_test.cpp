@@ -283,6 +283,35 @@ TEST(Cli, SentenceModelsTrainOnLabelledWords) {
       << wrong.out;
 }
 
+// A frozen param: `train` leaves it as it is while the others move, and `grad` writes no gradient
+// for it; `frozen` before a param's name only (a param may be named frozen).
+TEST(Cli, TrainingLeavesFrozenParamsAsTheyAre) {
+  auto dir = std::filesystem::temp_directory_path();
+  const std::string model = (dir / "acrobat_cli_frozen.acr").string(), data = (dir / "acrobat_cli_frozen.jsonl").string();
+  const std::string ckpt = (dir / "acrobat_cli_frozen.safetensors").string();
+  const std::string grads = (dir / "acrobat_cli_frozen_grads.safetensors").string();
+  std::ofstream(model) << "dim H = 4\nparam frozen mask: f32[1, H]\nparam W: f32[H, H]\nparam frozen: f32[1, H]\n"
+                          "def loss(x: f32[1, H]) -> f32[1, 1] { sum(tanh(x @ W * mask + frozen) * 0.5) }\n"
+                          "def main(x: f32[1, H]) -> (f32[1, H], f32[H, H], f32[1, H]) { (mask, W, frozen) }\n";
+  std::ofstream(data) << "[[1, 2, 3, 4]]\n[[0.5, -1, 0, 2]]\n";
+  ASSERT_EQ(run("train " + model + " --input json:" + data + " --epochs 3 --batch 2 --quiet --out " + ckpt).exit_code, 0);
+  auto params = [&](const std::string& extra) {
+    const std::string out = (dir / "acrobat_cli_frozen_out.json").string();
+    Result r = run("run " + model + " --input json:" + data + " --limit 1 --output " + out + " " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return nlohmann::json::parse(read(out))["outputs"][0];
+  };
+  const nlohmann::json before = params(""), after = params("--params " + ckpt);
+  EXPECT_EQ(after[0], before[0]) << "the frozen mask moved";
+  EXPECT_NE(after[1], before[1]) << "W did not train";
+  EXPECT_NE(after[2], before[2]) << "the param named frozen did not train";
+  ASSERT_EQ(run("grad " + model + " --input json:" + data + " --out " + grads).exit_code, 0);
+  const std::string header = read(grads).substr(8, 400);
+  EXPECT_NE(header.find("\"W\""), std::string::npos) << header;
+  EXPECT_NE(header.find("\"frozen\""), std::string::npos) << header;
+  EXPECT_EQ(header.find("\"mask\""), std::string::npos) << header;
+}
+
 // `train --on-error skip`: the sentences that gather an empty list of words are left out of their
 // step and reported by index in the training set; one step of all 30 trains exactly as one step
 // of the 28 good ones (the same losses before and after the update), on both batched engines.

@@ -22,7 +22,12 @@ int grad(const RunOptions& o, const std::string& out_path) {
   for (const Value& v : g.outputs) total += v.tensor->data[0];
   std::vector<const Tensor*> tensors;
   double norm = 0;
-  for (const Tensor& t : g.grads) {
+  for (size_t k = 0; k < g.grads.size(); ++k) {  // a frozen param has no gradient to write
+    const Tensor& t = g.grads[k];
+    if (p.module->params[k].frozen) {
+      tensors.push_back(nullptr);
+      continue;
+    }
     for (int64_t j = 0; j < t.size(); ++j) norm += double(t.data[j]) * double(t.data[j]);
     tensors.push_back(&t);
   }
