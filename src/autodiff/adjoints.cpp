@@ -1,6 +1,7 @@
 #include "autodiff/adjoints.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -248,6 +249,7 @@ void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
     case OpId::Zeros: std::fill_n(out, n, T(0)); return;
     case OpId::Ones: std::fill_n(out, n, T(1)); return;
     case OpId::Constant: std::fill_n(out, n, static_cast<T>(attrs.value)); return;
+    case OpId::HostScalar: std::fill_n(out, n, static_cast<T>(static_cast<float>(std::bit_cast<double>(attrs.ints[0])))); return;
     case OpId::Argmax: out[0] = static_cast<T>(kernels::ranked_argmax(in[0].data, count(in[0].shape), attrs.ints[0])); return;
     case OpId::Item: out[0] = in[0].data[0]; return;
     case OpId::Sample: out[0] = static_cast<T>(kernels::sample_scalar(in[0].data, count(in[0].shape), attrs.ints[0])); return;
@@ -492,6 +494,7 @@ void adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
     case OpId::Zeros:
     case OpId::Ones:
     case OpId::Constant:
+    case OpId::HostScalar:
     case OpId::Argmax:
     case OpId::Item:
     case OpId::Sample: break;

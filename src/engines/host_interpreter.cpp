@@ -2,6 +2,8 @@
 
 #include <alloca.h>
 
+#include <bit>
+
 #include "acrobat/kernels.h"
 #include "kernels/vec_math.h"
 #include "analysis/plan.h"
@@ -434,6 +436,7 @@ Val HostInterpreter::host_op(AotContext* ctx, const Instr& in, const Val* frame)
   const bool is_int = in.flags & kIntArgs, is_bool = in.flags & kBoolArgs;
   if (op == ir::HostOp::Not) return I(!a.i);
   if (op == ir::HostOp::ToFloat) return F(static_cast<double>(a.i));
+  if (op == ir::HostOp::FloatBits) return I(std::bit_cast<int64_t>(a.f));
   if (op == ir::HostOp::ToInt) {
     int64_t out = 0;
     if (!float_to_int(a.f, out)) ctx->host->fail(ctx, in.site, static_cast<int64_t>(IntError::Conversion), 0);

@@ -1,6 +1,7 @@
 #include "engines/interpreter.h"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 
 #include "analysis/plan.h"
@@ -192,6 +193,7 @@ Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   Value a = atom(r.args[0], frame);
   if (r.host_op == ir::HostOp::Not) return Value::of_bool(!a.b);
   if (r.host_op == ir::HostOp::ToFloat) return Value::of_float(static_cast<double>(a.i));
+  if (r.host_op == ir::HostOp::FloatBits) return Value::of_int(std::bit_cast<int64_t>(a.f));
   if (r.host_op == ir::HostOp::ToInt) {
     int64_t out = 0;
     if (!float_to_int(a.f, out)) throw UserError(r.span.begin, int_error_message(IntError::Conversion));

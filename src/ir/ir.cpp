@@ -24,6 +24,7 @@ const char* host_op_name(HostOp op) {
     case HostOp::Length: return "length";
     case HostOp::ToFloat: return "to_float";
     case HostOp::ToInt: return "to_int";
+    case HostOp::FloatBits: return "float_bits";
   }
   return "?";
 }
@@ -281,7 +282,7 @@ class Printer {
             out_ << "]";
             i = r.attrs.ints.size();
           } else if (i < r.attrs.ints.size()) {
-            out_ << ", " << spec.name << "=" << attr(r.attrs, i);
+            out_ << (r.args.empty() && i == 0 ? "" : ", ") << spec.name << "=" << attr(r.attrs, i);
             ++i;
           }
         }

@@ -420,8 +420,21 @@ class Lowering {
     return emit(b, make_tuple(slices, c.type, c.span));
   }
 
-  Atom tensor_operand(const A::Expr& e, Block& b) {
+  // An operand of + - * / with a tensor. `scalar_size`: the checker's size variable for a host number
+  // the run computes (A::Binary).
+  Atom tensor_operand(const A::Expr& e, Block& b, int64_t scalar_size) {
     if (is_tensor(e.type)) return lower(e, b);
+    if (scalar_size != 0) {  // host_scalar(bits), the bits those of the number as a float
+      Atom x = lower(e, b);
+      if (e.type->kind == TypeKind::Int) x = emit(b, make_host(HostOp::ToFloat, {x}, float_type(), e.span));
+      Atom bits = emit(b, make_host(HostOp::FloatBits, {x}, int_type(), e.span));
+      ctx_->fn->vars[bits.var].name = "scalar";
+      ctx_->sizes[scalar_size] = bits.var;
+      OpAttrs attrs;
+      attrs.ints = {scalar_size};
+      attrs.sizes = 1;
+      return emit(b, make_op(OpId::HostScalar, {}, attrs, tensor_type({}), e.span));
+    }
     // A numeric literal combined with a tensor: a rank-0 constant that broadcasts.
     OpAttrs attrs;
     attrs.value = e.kind == A::ExprKind::IntLit ? static_cast<double>(e.as<A::IntLit>().value)
@@ -465,7 +478,7 @@ class Lowering {
     const A::Binary& innermost = *chain.back();
     Atom acc = is_tensor(innermost.type) && innermost.op != A::BinOp::And &&
                        innermost.op != A::BinOp::Or
-                   ? tensor_operand(*innermost.lhs, b)
+                   ? tensor_operand(*innermost.lhs, b, innermost.scalar_size)
                    : lower(*innermost.lhs, b);
     for (size_t i = chain.size(); i-- > 0;) acc = lower_binary_step(*chain[i], acc, b);
     return acc;
@@ -483,7 +496,7 @@ class Lowering {
                  : emit(b, make_if(lhs, std::move(constant), std::move(rhs_block), bin.type, bin.span));
     }
     if (is_tensor(bin.type)) {
-      Atom rhs = tensor_operand(*bin.rhs, b);
+      Atom rhs = tensor_operand(*bin.rhs, b, bin.scalar_size);
       OpId op = bin.op == BinOp::Add   ? OpId::Add
                 : bin.op == BinOp::Sub ? OpId::Sub
                 : bin.op == BinOp::Mul ? OpId::Mul

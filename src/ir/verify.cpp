@@ -184,7 +184,9 @@ class Verifier {
       }
       case RhsKind::Host:
         operands(r.host_op == HostOp::Neg || r.host_op == HostOp::Not || r.host_op == HostOp::Length ||
-                 r.host_op == HostOp::ToFloat || r.host_op == HostOp::ToInt ? 1 : 2);
+                 r.host_op == HostOp::ToFloat || r.host_op == HostOp::ToInt || r.host_op == HostOp::FloatBits
+             ? 1
+             : 2);
         break;
       case RhsKind::MakeTuple: break;
       case RhsKind::Call: call(r); break;

@@ -138,6 +138,10 @@ const char* binop_symbol(BinOp op);
 struct Binary : Expr {
   BinOp op;
   ExprPtr lhs, rhs;
+  // + - * / of a tensor and a host int or float computed at run time: the size variable the checker
+  // made to carry the number's bits to the operator that makes it a tensor (ir: host_scalar), as a
+  // run-time position travels to a slice; 0 for none.
+  int64_t scalar_size = 0;
   Binary() : Expr(ExprKind::Binary) {}
   ~Binary() override;
 };

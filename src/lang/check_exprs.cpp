@@ -185,7 +185,7 @@ Type Checker::infer_call(Call& c) {
     if (!shadowed && !dims_.find(name.name) && !params_.count(name.name) &&
         !funcs_.count(name.name) && !ctors_.count(name.name)) {
       if (std::optional<Builtin> b = find_builtin(name.name)) return infer_builtin(c, *b);
-      if (const OpInfo* op = find_op(name.name); op && op->id != OpId::Constant)
+      if (const OpInfo* op = find_op(name.name); op && op->id != OpId::Constant && op->id != OpId::HostScalar)
         return infer_op(c, *op);
     }
   }

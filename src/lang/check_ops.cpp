@@ -601,15 +601,14 @@ Type Checker::binary_type(Binary& b, const Type& l, const Type& r) {
     if (l->kind != TypeKind::Tensor || r->kind != TypeKind::Tensor) {
       const Expr& scalar = l->kind == TypeKind::Tensor ? *b.rhs : *b.lhs;
       Type st = l->kind == TypeKind::Tensor ? r : l;
-      if ((st->kind == TypeKind::Float || st->kind == TypeKind::Int) && is_literal(scalar)) {
+      if (st->kind == TypeKind::Float || st->kind == TypeKind::Int) {
+        // A literal is a constant; a number the run computes travels to its operator as a size
+        // variable standing for its bits (an int as the float it converts to).
+        if (!is_literal(scalar)) b.scalar_size = new_size("scalar", true);
         return l->kind == TypeKind::Tensor ? l : r;
       }
-      sink_.error(scalar.span.begin,
-                  "operand of " + sym + " with a tensor: expected a tensor or a numeric literal, "
-                  "found " + type_str(st) +
-                      (st->kind == TypeKind::Float || st->kind == TypeKind::Int
-                           ? " computed on the host (only literal constants combine with tensors)"
-                           : ""));
+      sink_.error(scalar.span.begin, "operand of " + sym + " with a tensor: expected a tensor or a number, found " +
+                                         type_str(st));
       return error_type();
     }
     std::vector<std::vector<int64_t>> shapes = {resolve_shape(l->shape), resolve_shape(r->shape)};

@@ -236,6 +236,7 @@ ShapeResult constant_shape(Shapes, const OpAttrs& attrs) {
 ShapeResult shape_Zeros(Shapes in, const OpAttrs& a) { return constant_shape(in, a); }
 ShapeResult shape_Ones(Shapes in, const OpAttrs& a) { return constant_shape(in, a); }
 ShapeResult shape_Constant(Shapes, const OpAttrs&) { return ok({}); }
+ShapeResult shape_HostScalar(Shapes, const OpAttrs&) { return ok({}); }
 
 // argmax and sample read a tensor of any shape, its size per instance too (a pointer network's
 // [1, n] scores). argmax's rank r > 0 (the entry r places below the first, topk's r-th index) needs a
@@ -338,6 +339,9 @@ int64_t flops_Ones(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
   return zero_flops(in, o, a);
 }
 int64_t flops_Constant(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
+  return zero_flops(in, o, a);
+}
+int64_t flops_HostScalar(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {
   return zero_flops(in, o, a);
 }
 int64_t flops_Item(Shapes in, const std::vector<int64_t>& o, const OpAttrs& a) {

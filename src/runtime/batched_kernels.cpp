@@ -240,6 +240,9 @@ void kernel_Ones(const OpAttrs&, int64_t B, In, const Shape& s, float* out) { fi
 void kernel_Constant(const OpAttrs& a, int64_t B, In, const Shape& s, float* out) {
   fill(B, s, out, static_cast<float>(a.value));
 }
+void kernel_HostScalar(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
+  per_instance(OpId::HostScalar, a, B, in, s, out);  // the attributes bound to the instances' numbers
+}
 void kernel_Argmax(const OpAttrs& a, int64_t B, In in, const Shape& s, float* out) {
   per_instance(OpId::Argmax, a, B, in, s, out);
 }

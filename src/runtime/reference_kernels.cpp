@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <limits>
 
 #include "acrobat/kernels.h"
@@ -177,6 +178,9 @@ void kernel_Ones(const OpAttrs&, std::span<const Tensor* const>, Tensor& out) {
 }
 void kernel_Constant(const OpAttrs& attrs, std::span<const Tensor* const>, Tensor& out) {
   std::fill_n(out.data.get(), out.size(), static_cast<float>(attrs.value));
+}
+void kernel_HostScalar(const OpAttrs& attrs, std::span<const Tensor* const>, Tensor& out) {
+  std::fill_n(out.data.get(), out.size(), static_cast<float>(std::bit_cast<double>(attrs.ints[0])));
 }
 
 void kernel_Argmax(const OpAttrs& attrs, std::span<const Tensor* const> in, Tensor& out) {

@@ -149,6 +149,22 @@ def main(x: f32[3, 2]) -> (f32[3, 2], f32[3, 2], f32[2, 3, 1]) {
   expect_near(data_of(out[2]), stacked);
 }
 
+// A host int or float the run computes, with a tensor of a fixed size or of the instance's: an f32
+// scalar that broadcasts (an int converted to float first).
+TEST(Run, HostNumbersScaleTensors) {
+  auto m = compile_text(R"(
+def main(x: (f32[n, 2], int)) -> (f32[n, 2], f32[1, 2], f32[1, 1]) {
+  let (v, k) = x;
+  let s = item(sum(sum(v, axis=0), axis=1));
+  (v * (1.0 / float(k)) + k, k - slice(v, 0, 1, axis=0) * s, ones(1, 1) * -s)
+}
+)");
+  auto out = run_json(m, {json::parse("[[[1.0, 2.0], [3.0, -4.0]], 4]")})[0];
+  expect_near(data_of(out[0]), {4.25, 4.5, 4.75, 3.0});
+  expect_near(data_of(out[1]), {4.0 - 2.0, 4.0 - 4.0});  // s = 2
+  expect_near(data_of(out[2]), {-2.0});
+}
+
 TEST(Run, ElementwiseReductionsAndDataMovement) {
   auto m = compile_text(R"(
 def main(x: f32[2, 3]) -> (f32[2, 3], f32[1, 3], f32[2, 1], f32[3, 2], f32[2, 6], f32[2, 1], f32[1, 3]) {

@@ -72,6 +72,25 @@ def loss(ws: List[int]) -> f32[1, 1] {
 }
 )";
 
+// Host numbers as tensor scalars: a float computed from the step count and one read from a tensor
+// (item), an int; a host number is not differentiated (as a decision taken from a tensor is not).
+const char* kHostScalars = R"(dim H = 4
+param emb[12]: f32[1, H]
+param W: f32[H, H]
+def go(x: f32[1, H], n: int, acc: f32[1, 1]) -> f32[1, 1] {
+  let y = tanh(x @ W) * (1.0 / float(n + 1));
+  let s = item(sum(y));
+  let acc2 = acc + sum(y * y) * s - n;
+  if n == 0 { acc2 } else { go(y + s, n - 1, acc2) }
+}
+def loss(ws: List[int]) -> f32[1, 1] {
+  match ws {
+    Nil => zeros(1, 1),
+    Cons(w, rest) => go(emb[w] * (length(rest) + 1), length(rest) + 2, zeros(1, 1)),
+  }
+}
+)";
+
 // Weights wide enough (U: 256 x 640) that the backward packs U^T for dX and cuts dU's GEMM into
 // blocks of columns.
 const char* kWideTree = R"(dim H = 128
@@ -246,6 +265,8 @@ void batched_equals_reference(const char* text, bool trees) {
 TEST(Gradients, BatchedEqualsReferenceOnMatrixTrees) { batched_equals_reference(kMatrixTree, true); }
 
 TEST(Gradients, BatchedEqualsReferenceWithDecisionsFromTensors) { batched_equals_reference(kEarlyExit, false); }
+
+TEST(Gradients, BatchedEqualsReferenceWithHostScalars) { batched_equals_reference(kHostScalars, false); }
 
 TEST(Gradients, BatchedEqualsReferenceWithWideWeights) { batched_equals_reference(kWideTree, true); }
 

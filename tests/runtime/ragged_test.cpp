@@ -31,7 +31,7 @@ const std::string kCache = ACROBAT_TEST_CACHE_DIR;
 // Token lists -> gathered embeddings [len, D] with positions; a sized function called on them and
 // on a slice of their rows; a lambda that captures the length through map; a loop that decides
 // from a tensor read how often to mix; a per-instance product [len, len]; attention pooling, a
-// softmax along the rows (axis 0).
+// softmax along the rows (axis 0), scaled by a host number per instance.
 const char* kModel = R"(
 dim D = 16
 param W: f32[D, D]
@@ -53,7 +53,7 @@ def main(ids: List[int]) -> (f32[1, D], f32[1, D], int, f32[1, D]) {
   let ys = map(fn(k: int) { steps(x, k) }, Cons(0, Cons(2, Nil)));
   let total = foldl(fn(acc: f32[1, D], y) { acc + max(y, axis=0) }, zeros(1, D), ys);
   let pool = softmax(sum(x @ W, axis=1), axis=0);  // f32[n, 1]
-  (total, slice(mix(x), 0, 1, axis=0), length(ids), transpose(pool) @ x)
+  (total, slice(mix(x), 0, 1, axis=0), length(ids), transpose(pool) @ x * (1.0 / float(length(ids))))
 }
 )";
 
