@@ -87,10 +87,16 @@ void HostRuntime::begin_run(int func, const std::vector<Value>& inputs, RunStats
   objects_.reset();
   gathered_.reset();
   stats_ = &stats;
-  func_ = func;
+  entry_ = &fn;
+  func_ = fn.made_by >= 0 ? fn.made_by : func;
   inputs_ = &inputs;
   in_layout_ = layout_of(fn.vars[fn.params[0]].type);
   out_layout_ = layout_of(fn.ret);
+  out_dims_ = fn.size_params;
+  if (fn.made_by >= 0) {
+    const auto& made = module_.functions[fn.made_by].made_sizes;
+    out_dims_.insert(out_dims_.end(), made.begin(), made.end());
+  }
   contexts_.assign(inputs.size(), ctx_);
   outputs_.assign(inputs.size(), Val{});
   entry_sizes_.assign(inputs.size() * fn.size_params.size(), 0);
@@ -113,8 +119,14 @@ void HostRuntime::run_instance(size_t i) {
 }
 
 Value HostRuntime::output(size_t i) {
-  const size_t S = module_.functions[func_].size_params.size();
-  return to_value(outputs_[i], out_layout_, entry_sizes_.data() + i * S);
+  const size_t S = entry_->size_params.size();
+  if (entry_->made_by < 0) return to_value(outputs_[i], out_layout_, entry_sizes_.data() + i * S);
+  // (result, sizes it makes): the shapes take the parameters' sizes and these.
+  std::vector<int64_t> sizes(entry_sizes_.begin() + static_cast<ptrdiff_t>(i * S),
+                             entry_sizes_.begin() + static_cast<ptrdiff_t>((i + 1) * S));
+  const aot::Obj* both = outputs_[i].p;
+  for (size_t k = S; k < out_dims_.size(); ++k) sizes.push_back(both->fields[1 + k - S].i);
+  return to_value(both->fields[0], out_layout_, sizes.data());
 }
 
 // ---- services ----
@@ -271,10 +283,8 @@ Value HostRuntime::to_value(const Val& v, const Layout* l, const int64_t* sizes)
     case TypeKind::Float: return Value::of_float(v.f);
     case TypeKind::Bool: return Value::of_bool(v.i != 0);
     case TypeKind::Tensor: {
-      const ir::Function& fn = module_.functions[func_];
-      Tensor out = Tensor::allocate(is_ragged(l->shape) ? bind_sizes(l->shape, fn.size_params.data(), sizes,
-                                                                    fn.size_params.size(),
-                                                                    &module_.size_sums)
+      Tensor out = Tensor::allocate(is_ragged(l->shape) ? bind_sizes(l->shape, out_dims_.data(), sizes,
+                                                                    out_dims_.size(), &module_.size_sums)
                                                         : l->shape);
       std::memcpy(out.data.get(), graph_.data(v), out.size() * sizeof(float));
       return Value::of_tensor(std::move(out));

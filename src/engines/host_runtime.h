@@ -43,7 +43,9 @@ class HostRuntime : public GraphEngine::Program {
   void begin_run(int func, const std::vector<Value>& inputs, RunStats& stats) override;
   void run_instance(size_t i) override;
   Value output(size_t i) override;
-  aot::Val output_val(size_t i) const override { return outputs_[i]; }
+  aot::Val output_val(size_t i) const override {
+    return entry_->made_by >= 0 ? outputs_[i].p->fields[0] : outputs_[i];
+  }
 
  protected:
   // Runs entry function `func` of the host program for one instance: args are its parameters,
@@ -61,8 +63,7 @@ class HostRuntime : public GraphEngine::Program {
   struct Layout;
   const Layout* layout_of(const Type& t);
   aot::Val from_value(const Value& v, const Layout* l);
-  // `sizes`: the instance's values of the entry function's size variables (its output's shapes
-  // may have them).
+  // `sizes`: the instance's values of out_dims_ (its output's shapes may have them).
   Value to_value(const aot::Val& v, const Layout* l, const int64_t* sizes);
 
   static HostRuntime& of(aot::AotContext* ctx) { return *static_cast<HostRuntime*>(ctx->runtime); }
@@ -86,7 +87,11 @@ class HostRuntime : public GraphEngine::Program {
 
   // Per run.
   RunStats* stats_ = nullptr;
-  int func_ = -1;
+  int func_ = -1;  // the entry function, or the one that returns its result with its sizes
+  const ir::Function* entry_ = nullptr;  // the entry function the run was asked for
+  // The size variables the output's shapes may have: the entry's parameters', then the ones its
+  // result makes (ir::Function::made_by).
+  std::vector<int64_t> out_dims_;
   const std::vector<Value>* inputs_ = nullptr;
   std::vector<aot::AotContext> contexts_;  // one per instance: with fibers, instances interleave
   std::vector<aot::Val> outputs_;
@@ -95,7 +100,7 @@ class HostRuntime : public GraphEngine::Program {
   std::vector<const float*> gather_sources_;  // of one gather (Graph::gathered)
   std::map<std::string, std::unique_ptr<Layout>> layouts_;
   const Layout* in_layout_ = nullptr;  // of the run's entry function
-  const Layout* out_layout_ = nullptr;
+  const Layout* out_layout_ = nullptr;  // of the entry's result (without the sizes it makes)
 };
 
 }  // namespace acrobat

@@ -174,6 +174,12 @@ struct Function {
   // engine passes the entry function's from the instance's shapes).
   std::vector<int64_t> size_params;
   size_t declared_params() const { return params.size() - size_params.size(); }
+  // A function whose result has sizes no parameter names is lowered to two (ir/lower.cpp):
+  // NAME$sizes returns (result, the values of made_sizes), and NAME, made_by that one, calls it and
+  // returns the result alone; an engine running NAME as its entry runs made_by and reads the
+  // output's shapes from the sizes it returns.
+  std::vector<int64_t> made_sizes;
+  int made_by = -1;
   Type ret;
   Block body;
   std::vector<VarInfo> vars;

@@ -75,6 +75,10 @@ class Lowering {
     // size variables it takes from there (added as the body needs them; lower_size).
     Context* outer = nullptr;
     std::vector<Atom> size_captures;
+    // A function that makes sizes (ast::FuncDecl::made_sizes): the expressions it returns and
+    // what each made size is there, and the type it returns them in, (result, int, ...).
+    const std::map<const A::Expr*, std::vector<int64_t>>* made_at = nullptr;
+    Type made_type;
   };
 
   // Blocks inside blocks (the branches of if and match, the right operand of && and ||, the rest of
@@ -188,6 +192,9 @@ class Lowering {
     return v;
   }
 
+  // A function that makes sizes returns them beside its result, as a tuple (result, m, ...), under
+  // the name NAME$sizes; its callers take the tuple apart (lower_call). Function NAME, what an
+  // engine finds as an entry, calls it and returns the result alone.
   void lower_function(const A::FuncDecl& decl, int index) {
     Function fn;
     fn.name = decl.name;
@@ -195,7 +202,13 @@ class Lowering {
     fn.type_params = decl.type_params;
     fn.ret = decl.type->ret;
     fn.span = decl.span;
-    Context ctx{&fn, index, {}, 0, 0, {}, nullptr, {}};
+    Context ctx{&fn, index, {}, 0, 0, {}, nullptr, {}, nullptr, nullptr};
+    if (!decl.made_sizes.empty()) {
+      fn.name += "$sizes";
+      fn.ret = ctx.made_type = with_made_sizes(decl.type->ret, decl.made_sizes.size());
+      fn.made_sizes = decl.made_sizes;
+      ctx.made_at = &decl.made_at;
+    }
     Context* saved = ctx_;
     ctx_ = &ctx;
     for (auto& p : decl.params) fn.params.push_back(bind_local(p.var));
@@ -207,7 +220,40 @@ class Lowering {
     }
     fn.body = lower_block(*decl.body);
     ctx_ = saved;
+    if (!decl.made_sizes.empty()) functions_.push_back(result_alone(fn, index, decl));
     functions_[index] = std::move(fn);
+  }
+
+  static Type with_made_sizes(const Type& result, size_t count) {
+    std::vector<Type> fields{result};
+    fields.resize(count + 1, int_type());
+    return tuple_type(fields);
+  }
+
+  // NAME for NAME$sizes: the same parameters, the result without the sizes.
+  static Function result_alone(const Function& made, int made_index, const A::FuncDecl& decl) {
+    Function fn;
+    fn.name = decl.name;
+    fn.origin = made.origin;
+    fn.type_params = made.type_params;
+    fn.ret = decl.type->ret;
+    fn.span = made.span;
+    fn.size_params = made.size_params;
+    fn.made_by = made_index;
+    std::vector<Atom> args;
+    for (int p : made.params) {
+      fn.vars.push_back(made.vars[p]);
+      fn.params.push_back(static_cast<int>(fn.vars.size()) - 1);
+      args.push_back(Atom::variable(fn.params.back()));
+    }
+    fn.vars.push_back(VarInfo{"", made.ret, made.span});
+    const int both = static_cast<int>(fn.vars.size()) - 1;
+    fn.body.bindings.push_back(Binding{both, make_call(made_index, args, made.ret, made.span)});
+    fn.vars.push_back(VarInfo{"", fn.ret, made.span});
+    const int result = static_cast<int>(fn.vars.size()) - 1;
+    fn.body.bindings.push_back(Binding{result, make_proj(Atom::variable(both), 0, fn.ret, made.span)});
+    fn.body.result = Atom::variable(result);
+    return fn;
   }
 
   // Sizes a block binds (a gather's, a joined size) are forgotten after it: their variables live
@@ -223,7 +269,25 @@ class Lowering {
   }
 
   // ---- expressions ----
+  // An expression a function that makes sizes returns: its value with the made sizes' values
+  // beside it (a call of a function returning those very sizes returns its tuple as it is, so a
+  // recursion stays a tail call).
   Atom lower(const A::Expr& e, Block& b) {
+    if (!ctx_->made_at) return lower_expr(e, b);
+    auto it = ctx_->made_at->find(&e);
+    if (it == ctx_->made_at->end()) return lower_expr(e, b);
+    const std::vector<int64_t>& made = it->second;
+    if (e.kind == A::ExprKind::Call) {
+      const A::Expr& callee = *e.as<A::Call>().callee;
+      if (callee.kind == A::ExprKind::Name && callee.as<A::Name>().made == made)
+        return lower_call(e.as<A::Call>(), b, /*with_sizes=*/true);
+    }
+    std::vector<Atom> fields{lower_expr(e, b)};
+    for (int64_t d : made) fields.push_back(lower_size(d, b, e.span));
+    return emit(b, make_tuple(fields, ctx_->made_type, e.span));
+  }
+
+  Atom lower_expr(const A::Expr& e, Block& b) {
     switch (e.kind) {
       case A::ExprKind::IntLit: return Atom::integer(e.as<A::IntLit>().value);
       case A::ExprKind::FloatLit: return Atom::floating(e.as<A::FloatLit>().value);
@@ -328,7 +392,8 @@ class Lowering {
     return index;
   }
 
-  Atom lower_call(const A::Call& c, Block& b) {
+  // with_sizes: a call of a function that makes sizes gives its tuple (result, sizes) as it is.
+  Atom lower_call(const A::Call& c, Block& b, bool with_sizes = false) {
     if (c.callee->kind == A::ExprKind::Name) {
       auto& n = c.callee->as<A::Name>();
       if (n.ref == A::NameRef::Builtin) return lower_builtin(c, n.builtin, b);
@@ -347,7 +412,16 @@ class Lowering {
       for (auto& a : c.args) args.push_back(lower(*a, b));
       if (n.ref == A::NameRef::Function) {
         for (int64_t d : n.sizes) args.push_back(lower_size(d, b, c.span));  // the checker solved them
-        return emit(b, make_call(func_index(n.func), args, c.type, c.span));
+        if (n.made.empty()) return emit(b, make_call(func_index(n.func), args, c.type, c.span));
+        // The sizes it makes are the caller's fresh ones (checker), bound here.
+        Atom both = emit(b, make_call(func_index(n.func), args, with_made_sizes(c.type, n.made.size()), c.span));
+        if (with_sizes) return both;
+        for (size_t k = 0; k < n.made.size(); ++k) {
+          Atom size = emit(b, make_proj(both, static_cast<int>(k) + 1, int_type(), c.span));
+          ctx_->fn->vars[size.var].name = dim_str(n.made[k]);
+          ctx_->sizes[n.made[k]] = size.var;
+        }
+        return emit(b, make_proj(both, 0, c.type, c.span));
       }
       if (n.ref == A::NameRef::Ctor) return emit(b, make_construct(n.ctor, args, c.type, c.span));
       Atom callee = lower_name(n, b);
@@ -621,7 +695,7 @@ class Lowering {
     fn.ret = l.body->type;
     fn.span = l.span;
     fn.num_captures = static_cast<int>(l.captures.size());
-    Context inner{&fn, index, {}, 0, 0, {}, nullptr, {}};
+    Context inner{&fn, index, {}, 0, 0, {}, nullptr, {}, nullptr, nullptr};
     inner.outer = ctx_;
     Context* outer = ctx_;
     ctx_ = &inner;

@@ -91,6 +91,9 @@ struct Name : Expr {
   // A call of a function with size variables: what each of its size_params is at the call (a
   // constant or the caller's size variable), solved by the checker.
   std::vector<int64_t> sizes;
+  // A call of a function that makes sizes (FuncDecl::made_sizes): the caller's fresh size for
+  // each, bound to the value the callee returns beside its result.
+  std::vector<int64_t> made;
   Name() : Expr(ExprKind::Name) {}
 };
 
@@ -254,6 +257,12 @@ struct FuncDecl {
   // The size variables its parameter types bind (`n` in `x: f32[n, D]`), in order of first
   // appearance, as shape entries (types.h): set by the checker.
   std::vector<int64_t> size_params;
+  // The sizes its result makes (`m` in `-> f32[m, D]`, named by no parameter): each call gets
+  // fresh ones, which the callee's body binds where it returns. Set by the checker, with the
+  // expressions the body returns (its tail positions through let, if and match) and what each
+  // made size is there; lowering returns those values beside the result.
+  std::vector<int64_t> made_sizes;
+  std::map<const Expr*, std::vector<int64_t>> made_at;
 };
 
 struct Module {

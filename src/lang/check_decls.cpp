@@ -94,11 +94,46 @@ void Checker::declare_funcs() {
       params.push_back(p.var->type);
     }
     sizes_declarable_ = false;
-    f->type = func_type(params, resolve_type(*f->ret_expr, f->type_params));
+    // A lower-case name in the result that no parameter declares is a size the function makes.
+    const size_t param_sizes = sizes.size();
+    made_declarable_ = true;
+    Type ret = resolve_type(*f->ret_expr, f->type_params);
+    made_declarable_ = false;
+    f->type = func_type(params, ret);
     size_scope_ = nullptr;
-    for (auto& [name, dim] : sizes) f->size_params.push_back(dim);
+    for (size_t k = 0; k < sizes.size(); ++k)
+      (k < param_sizes ? f->size_params : f->made_sizes).push_back(sizes[k].second);
+    if (!f->made_sizes.empty()) check_made_sizes(*f);
     funcs_.emplace(f->name, f.get());  // the first definition keeps its callers (the prelude's)
   }
+}
+
+// A size the function makes is returned beside its result (lowering): only tensors the result
+// holds directly or in tuples may show it, not a list's elements, a data type's fields or a
+// function's types, whose sizes no single value could tell.
+void Checker::check_made_sizes(const FuncDecl& f) {
+  std::function<void(const Type&, bool)> walk = [&](const Type& t, bool inside) {
+    if (t->kind == TypeKind::Tensor) {
+      if (!inside) return;
+      for (int64_t joined : t->shape)
+        for (const auto& term : size_sum(joined).terms)
+          if (std::find(f.made_sizes.begin(), f.made_sizes.end(), term.first) != f.made_sizes.end()) {
+            sink_.error(f.ret_expr->span.begin,
+                        "the result of function " + quote(f.name) + " has size " +
+                            quote(dim_str(term.first)) +
+                            ", which no parameter names, so the function makes it: such a size may "
+                            "appear in the result's tensors and tuples of them, not in a list's "
+                            "elements, a data type's fields or a function's types (" +
+                            type_str(f.type->ret) + ")");
+            return;
+          }
+      return;
+    }
+    const bool deeper = inside || t->kind != TypeKind::Tuple;
+    for (const auto& a : t->args) walk(a, deeper);
+    if (t->ret) walk(t->ret, deeper);
+  };
+  walk(f.type->ret, false);
 }
 
 std::optional<SizeSum> Checker::size_expr(const DimExpr& d, bool& none) {
@@ -209,7 +244,7 @@ Type Checker::resolve_type(const TypeExpr& t, const std::vector<std::string>& ty
             shape.push_back(it->second);
             continue;
           }
-          if (sizes_declarable_ && std::islower(static_cast<unsigned char>(d->name[0]))) {
+          if ((sizes_declarable_ || made_declarable_) && std::islower(static_cast<unsigned char>(d->name[0]))) {
             size_scope_->emplace_back(d->name, new_size(d->name, true));
             shape.push_back(size_scope_->back().second);
             continue;

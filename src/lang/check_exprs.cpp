@@ -1,6 +1,7 @@
 // Functions and expressions: local scopes, function bodies, names, calls of functions and
 // constructors, indexing, tuple fields, unary operators, let, if and lambdas.
 #include <algorithm>
+#include <utility>
 
 #include "ops/ops.h"
 #include "lang/checker.h"
@@ -37,6 +38,7 @@ LocalVarPtr Checker::lookup_local(const std::string& name) {
 
 void Checker::check_func(FuncDecl& f) {
   current_func_ = &f;
+  made_names_.clear();
   scope_ = Scope{};
   for (auto& p : f.params) scope_.vars.push_back(p.var);
   // Annotations in the body may name the function's size variables.
@@ -44,6 +46,22 @@ void Checker::check_func(FuncDecl& f) {
   for (int64_t d : f.size_params)
     sizes.emplace_back(size_names_[static_cast<size_t>(size_var_index(d))], d);
   size_scope_ = &sizes;
+  if (!f.made_sizes.empty()) {
+    // Each expression the body returns is checked against the result on its own (infer_returned):
+    // the sizes it makes may differ between them.
+    infer_at(*f.body, true);
+    size_scope_ = nullptr;
+    for (auto& [at, made] : f.made_at)
+      for (size_t k = 0; k < made.size(); ++k) {
+        made[k] = resolve_dim(made[k]);
+        if (is_size_var(made[k]) && !sizes_[static_cast<size_t>(size_var_index(made[k]))].rigid)
+          sink_.error(at->span.begin, "cannot tell size " + quote(dim_str(f.made_sizes[k])) +
+                                          " of the value function " + quote(f.name) +
+                                          " returns here");
+      }
+    zonk_expr(*f.body);
+    return;
+  }
   Type body = infer(*f.body);
   size_scope_ = nullptr;
   // Point at the value the body returns: the expression after its lets, not the first let.
@@ -55,9 +73,40 @@ void Checker::check_func(FuncDecl& f) {
 }
 
 Type Checker::infer(Expr& e, const Type& expected) {
+  const bool returned = tail_ && e.kind != ExprKind::Let && e.kind != ExprKind::If &&
+                        e.kind != ExprKind::Match;
+  if (returned) return infer_returned(e);  // sets e.type to the value's type
   Type t = infer_inner(e, expected);
   e.type = t;
   return t;
+}
+
+Type Checker::infer_at(Expr& e, bool tail) {
+  const bool saved = std::exchange(tail_, tail);
+  Type t = infer(e);
+  tail_ = saved;
+  return t;
+}
+
+// An expression a function that makes sizes returns (a leaf of its tail positions): checked
+// against the result with fresh flexible sizes for the made ones, which bind to what they are
+// here (made_at, for lowering). Its type is the result with the values of the made sizes beside
+// it, the type of every tail position (so let, if and match around it see one type), while the
+// leaf itself keeps its own.
+Type Checker::infer_returned(Expr& e) {
+  FuncDecl& f = *current_func_;
+  tail_ = false;
+  Type value = infer_inner(e, nullptr);
+  tail_ = true;
+  std::vector<int64_t> made, none;
+  Type expected = instantiate_sizes(f.type->ret, f.made_sizes, made, {}, none, e.span.begin);
+  // A value reported already, or one that does not fit, tells nothing of the made sizes.
+  if (!is_error(value) && expect(expected, value, e.span.begin, "the value function " + quote(f.name) + " returns"))
+    f.made_at[&e] = made;
+  std::vector<Type> with_sizes{f.type->ret};
+  for (size_t k = 0; k < made.size(); ++k) with_sizes.push_back(int_type());
+  e.type = value;
+  return tuple_type(with_sizes);
 }
 
 Type Checker::infer_inner(Expr& e, const Type& expected) {
@@ -112,15 +161,29 @@ Type Checker::infer_name(Name& n) {
     n.ref = NameRef::Function;
     n.func = it->second;
     Type t = instantiate(n.func->type, n.func->type_params, n.type_args);
-    if (n.func->size_params.empty()) return t;
-    if (&n != direct_callee_) {
+    if (n.func->size_params.empty() && n.func->made_sizes.empty()) return t;
+    if (&n != direct_callee_ && n.func->made_sizes.empty()) {
       sink_.error(n.span.begin, "function " + quote(n.name) +
                                     " has sizes that vary per instance (size variables) and can "
                                     "only be called, not used as a value; call it from a lambda "
                                     "instead, e.g. fn(x) { " + n.name + "(x) }");
       return error_type();
     }
-    return instantiate_sizes(t, n.func->size_params, n.sizes);
+    if (&n != direct_callee_) {
+      sink_.error(n.span.begin, "function " + quote(n.name) + " makes the size " +
+                                    quote(dim_str(n.func->made_sizes[0])) +
+                                    " of its result and can only be called, not used as a value "
+                                    "(each call's result has a size of its own)");
+      return error_type();
+    }
+    Type inst = instantiate_sizes(t, n.func->size_params, n.sizes, n.func->made_sizes, n.made, n.span.begin);
+    // A call's made sizes are named after the callee (pick.m), a second call's numbered (pick.m#2).
+    for (int64_t d : n.made) {
+      std::string& name = size_names_[static_cast<size_t>(size_var_index(d))];
+      name.insert(0, n.name + ".");
+      if (const int count = ++made_names_[name]; count > 1) name += "#" + std::to_string(count);
+    }
+    return inst;
   }
   if (auto it = ctors_.find(n.name); it != ctors_.end()) {
     n.ref = NameRef::Ctor;
@@ -254,7 +317,7 @@ Type Checker::gather_type(Index& ix, const ParamDecl& p) {
     name += ')';
   }
   const int64_t size = new_size(name, true);
-  gather_sizes_.emplace(size, ix.span.begin);
+  gather_sizes_.emplace(size, MadeSize{ix.span.begin, "gather"});
   return tensor_type({size, e.back()});
 }
 
@@ -331,7 +394,7 @@ Type Checker::infer_let(Let& first) {
   // clause (lowering): a gather made there stays there.
   size_t first_size = SIZE_MAX;
   for (Let* let : lets) {
-    Type value = infer(*let->value);
+    Type value = infer_at(*let->value, false);
     if (let->pattern->kind == Pattern::Ctor && first_size == SIZE_MAX) first_size = sizes_.size();
     if (let->annotation) {
       Type ann = resolve_type(*let->annotation, current_func_->type_params);
@@ -352,7 +415,7 @@ Type Checker::infer_if(If& first) {
   std::vector<If*> arms = if_chain(first);
   std::vector<Type> thens;
   for (If* i : arms) {
-    Type cond = shallow(infer(*i->cond));
+    Type cond = shallow(infer_at(*i->cond, false));
     if (cond->kind == TypeKind::Tensor)
       sink_.error(i->cond->span.begin,
                   "condition of 'if': expected bool, found a tensor " + type_str(cond) +

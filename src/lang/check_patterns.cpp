@@ -25,7 +25,7 @@ bool has_unknown_ctor(const Pattern& p) {
 }  // namespace
 
 Type Checker::infer_match(Match& m) {
-  Type scrut = infer(*m.scrutinee);
+  Type scrut = infer_at(*m.scrutinee, false);
   Type result = fresh();
   for (auto& c : m.clauses) {
     size_t mark = scope_.vars.size();

@@ -226,25 +226,36 @@ bool Checker::unify_dim(int64_t a, int64_t b) {
   return true;
 }
 
-Type Checker::instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes,
-                                std::vector<int64_t>& fresh_sizes) {
+Type Checker::instantiate_sizes(const Type& t, const std::vector<int64_t>& params,
+                                std::vector<int64_t>& fresh_sizes, const std::vector<int64_t>& made,
+                                std::vector<int64_t>& fresh_made, const SourceLoc& at) {
+  // The parameters' sizes are flexible (the arguments bind them), the made ones rigid: the
+  // callee binds them, so they are as unknown to the caller as a gather's length.
   fresh_sizes.clear();
-  for (int64_t d : sizes)
-    fresh_sizes.push_back(new_size(size_names_[static_cast<size_t>(size_var_index(d))], false));
+  fresh_made.clear();
+  std::vector<int64_t> sizes = params;
+  sizes.insert(sizes.end(), made.begin(), made.end());
+  std::vector<int64_t> fresh;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const bool rigid = k >= params.size();
+    fresh.push_back(new_size(size_names_[static_cast<size_t>(size_var_index(sizes[k]))], rigid));
+    (rigid ? fresh_made : fresh_sizes).push_back(fresh.back());
+    if (rigid) gather_sizes_.emplace(fresh.back(), MadeSize{at, "call's result"});
+  }
   std::function<Type(const Type&)> walk = [&](const Type& x) -> Type {
     if (x->kind == TypeKind::Tensor) {
       if (!is_ragged(x->shape)) return x;
       std::vector<int64_t> shape = x->shape;
       for (int64_t& d : shape) {
         // A joined size of the function's sizes (`-> f32[t + 1, D]`) joins the fresh ones.
-        SizeSum sum = size_sum(d), fresh{{}, sum.constant};
+        SizeSum sum = size_sum(d), renamed{{}, sum.constant};
         for (const auto& [v, count] : sum.terms) {
           int64_t to = v;
           for (size_t k = 0; k < sizes.size(); ++k)
-            if (v == sizes[k]) to = fresh_sizes[k];
-          fresh.terms[to] += count;
+            if (v == sizes[k]) to = fresh[k];
+          renamed.terms[to] += count;
         }
-        d = joined_size(fresh);
+        d = joined_size(renamed);
       }
       return tensor_type(std::move(shape));
     }
@@ -268,11 +279,13 @@ void Checker::keep_gathers_inside(size_t first, const Type& t, const char* what)
           if (static_cast<size_t>(size_var_index(d)) < first || !gather_sizes_.count(d) ||
               !seen.insert(d).second)
             continue;
-          sink_.error(gather_sizes_.at(d),
-                      "the size " + quote(dim_str(d)) + " of this gather would leave the " + what +
-                          " that makes it, as part of its result's type " + type_str(zonk(t)) +
-                          "; the length of the list is known only inside: return something of a "
-                          "fixed size from there (a sum, a slice), or gather outside");
+          const MadeSize& made = gather_sizes_.at(d);
+          sink_.error(made.at,
+                      "the size " + quote(dim_str(d)) + " of this " + made.what + " would leave the " +
+                          what + " that makes it, as part of its result's type " + type_str(zonk(t)) +
+                          "; the size is known only inside: return something of a fixed size "
+                          "from there (a sum, a slice), or move the code into a function that "
+                          "returns it (`-> f32[m, E]`)");
         }
     for (const auto& a : z->args) walk(a);
     if (z->ret) walk(z->ret);

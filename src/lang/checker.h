@@ -103,7 +103,8 @@ class Checker {
   std::vector<int64_t> resolve_shape(std::vector<int64_t> shape) const;
   // A function's type with its size variables replaced by fresh flexible ones (`fresh_out`, in the
   // order of `sizes`).
-  Type instantiate_sizes(const Type& t, const std::vector<int64_t>& sizes, std::vector<int64_t>& fresh_out);
+  Type instantiate_sizes(const Type& t, const std::vector<int64_t>& params, std::vector<int64_t>& fresh_out,
+                         const std::vector<int64_t>& made, std::vector<int64_t>& made_out, const SourceLoc& at);
   // Reports a gather's size (gather_type) that the type `t` of a lambda's body or of the code of a
   // match clause would carry out of it, also as a term of a joined size: its value is known only
   // inside (`what` names it). Only sizes made since size variable `first` count.
@@ -123,6 +124,9 @@ class Checker {
   // Functions and expressions (check_exprs.cpp)
   LocalVarPtr lookup_local(const std::string& name);
   void check_func(FuncDecl& f);
+  void check_made_sizes(const FuncDecl& f);
+  Type infer_at(Expr& e, bool tail);
+  Type infer_returned(Expr& e);
   Type infer(Expr& e, const Type& expected = nullptr);
   Type infer_inner(Expr& e, const Type& expected);
   Type infer_name(Name& n);
@@ -206,7 +210,13 @@ class Checker {
   };
   mutable std::vector<SizeVar> sizes_;
   mutable std::vector<std::string> size_names_;  // by index, for shape_str (types.h)
-  std::map<int64_t, SourceLoc> gather_sizes_;  // the sizes gathers made, and where
+  // The sizes gathers and calls of functions that make sizes made, where, and which of the two.
+  struct MadeSize {
+    SourceLoc at;
+    const char* what;
+  };
+  std::map<int64_t, MadeSize> gather_sizes_;
+  std::map<std::string, int> made_names_;  // in the function being checked: calls' made sizes by name
   // The sizes concat joins and size expressions name (types.h SizeSum), each sum once. Interning
   // a sum (resolve_dim does, when a term's binding changed it) adds a name, not knowledge: the
   // tables are mutable so that the const walks over types can canonicalise.
@@ -216,6 +226,10 @@ class Checker {
   // and whether an unknown lower-case name in a shape declares a new one (parameter types).
   std::vector<std::pair<std::string, int64_t>>* size_scope_ = nullptr;
   bool sizes_declarable_ = false;
+  bool made_declarable_ = false;  // ... or a size the function makes (its result's type)
+  // Whether the expression being inferred is one the function returns (a tail position through
+  // let, if and match) in a function that makes sizes (check_func).
+  bool tail_ = false;
   Scope scope_;
   FuncDecl* current_func_ = nullptr;
   const Expr* direct_callee_ = nullptr;  // the callee of the call being checked, while inferring it

@@ -459,6 +459,28 @@ def loss(ws: List[int]) -> f32[1, 1] { decode(start(emb[ws]), ws, zeros(1, 1)) }
 TEST(Gradients, BatchedEqualsReferenceWhereSizesGrow) { batched_equals_reference(kGrowing, false); }
 TEST(Gradients, GrowingReferenceMatchesFiniteDifferences) { reference_matches_finite_differences(kGrowing); }
 
+// Functions that return sizes they make: a gather's rows returned from the function that gathers,
+// and a loop returning the rows it appended (a size per instance its caller never names).
+const char* kMadeSizes = R"(dim D = 8
+param emb[12]: f32[1, D]
+param Wq: f32[D, D]
+param out: f32[D, 1]
+def pick(ws: List[int]) -> f32[m, D] { emb[ws] }
+def grow(c: f32[t, D], k: int) -> f32[m, D] {
+  if k == 0 { c } else {
+    let q = softmax(slice(c, 0, 1, axis=0) @ Wq @ transpose(c)) @ c;
+    grow(concat(c, tanh(q @ Wq), axis=0), k - 1)
+  }
+}
+def loss(ws: List[int]) -> f32[1, 1] {
+  let rows = grow(pick(ws), length(ws) % 3 + 1);
+  sum(tanh(rows @ out), axis=0)
+}
+)";
+
+TEST(Gradients, BatchedEqualsReferenceThroughMadeSizes) { batched_equals_reference(kMadeSizes, false); }
+TEST(Gradients, MadeSizesReferenceMatchesFiniteDifferences) { reference_matches_finite_differences(kMadeSizes); }
+
 // A mixture of experts: each instance multiplies by the matrix of W it picks (given with the
 // instance, or by argmax of its own scores), then one elementwise operator, then another with a
 // param, an instance's value or itself. The backward splits the batch into runs by matrix and

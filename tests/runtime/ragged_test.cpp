@@ -103,16 +103,26 @@ std::vector<nlohmann::json> id_lists(int count, int cycle, int vocab, unsigned s
 
 // Model `text` with params from `param_seed`, its instances id_lists(count, cycle, vocab, seed)
 // (main's parameter a List[int]), and the reference engine's outputs.
-Loaded load_with_ids(const char* name, const char* text, uint64_t param_seed, int count, int cycle, int vocab,
-                     unsigned seed) {
+Loaded load_with(const char* name, const char* text, uint64_t param_seed, const std::vector<nlohmann::json>& instances) {
   Loaded l;
   l.module = compile_checked(parse_model_text(name, text, {}), {});
   l.params = std::make_shared<ParamStore>(init_params(*l.module, param_seed));
   const auto& f = l.module->functions[entry_function(*l.module, "main")];
-  for (const nlohmann::json& ids : id_lists(count, cycle, vocab, seed))
-    l.inputs.push_back(value_from_json(ids, f.vars[f.params[0]].type, SourceLoc{"ids", 1, 1}));
+  for (const nlohmann::json& j : instances)
+    l.inputs.push_back(value_from_json(j, f.vars[f.params[0]].type, SourceLoc{"in", 1, 1}));
   l.expected = ReferenceEngine(l.module, l.params).run(l.inputs).outputs;
   return l;
+}
+Loaded load_with_ids(const char* name, const char* text, uint64_t param_seed, int count, int cycle, int vocab,
+                     unsigned seed) {
+  return load_with(name, text, param_seed, id_lists(count, cycle, vocab, seed));
+}
+
+// [lists[i], second(i)] for every list: main's parameter a pair (a prompt and a number).
+std::vector<nlohmann::json> with_numbers(const std::vector<nlohmann::json>& lists, int64_t (*second)(size_t)) {
+  std::vector<nlohmann::json> out;
+  for (size_t i = 0; i < lists.size(); ++i) out.push_back(nlohmann::json::array({lists[i], second(i)}));
+  return out;
 }
 
 std::vector<std::unique_ptr<Engine>> batched_engines(const std::shared_ptr<const ir::Module>& m,
@@ -126,6 +136,23 @@ std::vector<std::unique_ptr<Engine>> batched_engines(const std::shared_ptr<const
   o.threads = threads;
   out.push_back(std::make_unique<AotEngine>(m, p, o));
   return out;
+}
+
+// Every batched engine under the inline-depth and agenda schedulers, 1 and 2 threads, each batch
+// size in `batches`: the reference engine's outputs, within rtol and atol.
+void expect_engines_equal_reference(const Loaded& l, std::initializer_list<size_t> batches, float rtol, float atol) {
+  for (Scheduler scheduler : {Scheduler::InlineDepth, Scheduler::Agenda})
+    for (int threads : {1, 2})
+      for (auto& engine : batched_engines(l.module, l.params, scheduler, threads))
+        for (size_t batch : batches) {
+          RunResult r = engine->run_batches(l.inputs, batch);
+          ASSERT_EQ(r.outputs.size(), l.inputs.size());
+          for (size_t i = 0; i < l.inputs.size(); ++i)
+            expect_values_close(r.outputs[i], l.expected[i],
+                                fmt::format("{} {} threads {} batch {} instance {}", engine->name(),
+                                            scheduler_name(scheduler), threads, batch, i),
+                                rtol, atol);
+        }
 }
 
 TEST(Ragged, EveryEngineAndSchedulerEqualsTheReference) {
@@ -452,29 +479,68 @@ def main(x: (List[int], int)) -> (List[int], int) {
 )";
 
 TEST(Ragged, SamplingAndPointingEqualTheReferenceOnEveryEngine) {
-  auto module = compile_checked(parse_model_text("sample.acr", kSampling, {}), {});
-  auto params = std::make_shared<ParamStore>(init_params(*module, 4));
-  const auto& f = module->functions[entry_function(*module, "main")];
-  std::vector<Value> inputs;
-  const std::vector<nlohmann::json> lists = id_lists(50, 17, 24, 6);
-  for (size_t i = 0; i < lists.size(); ++i)
-    inputs.push_back(value_from_json(nlohmann::json::array({lists[i], 1000 + i % 7}), f.vars[f.params[0]].type,
-                                     SourceLoc{"in", 1, 1}));
-  const std::vector<Value> expected = ReferenceEngine(module, params).run(inputs).outputs;
+  const Loaded l = load_with("sample.acr", kSampling, 4,
+                             with_numbers(id_lists(50, 17, 24, 6), [](size_t i) { return int64_t(1000 + i % 7); }));
   std::set<int64_t> pointed;  // argmax over each prompt's own length
-  for (const Value& v : expected) pointed.insert(v.agg->fields[1].i);
+  for (const Value& v : l.expected) pointed.insert(v.agg->fields[1].i);
   EXPECT_GE(pointed.size(), 5u);
-  for (Scheduler scheduler : {Scheduler::InlineDepth, Scheduler::Agenda})
-    for (int threads : {1, 2})
-      for (auto& engine : batched_engines(module, params, scheduler, threads))
-        for (size_t batch : {size_t{1}, size_t{7}, size_t{64}}) {
-          RunResult r = engine->run_batches(inputs, batch);
-          for (size_t i = 0; i < inputs.size(); ++i)
-            expect_values_close(r.outputs[i], expected[i],
-                                fmt::format("{} {} threads {} batch {} instance {}", engine->name(),
-                                            scheduler_name(scheduler), threads, batch, i),
-                                0, 0);
-        }
+  expect_engines_equal_reference(l, {1, 7, 64}, 0, 0);
+}
+
+// Functions that return a size they make (`-> f32[m, D]`, m named by no parameter): a gather
+// returned from the function that gathers, a decoder returning the rows it grew (tail recursion,
+// its own end token), a size per branch (all rows, the first, one more), and an entry whose result
+// has such a size.
+const char* kMadeSizes = R"(
+dim D = 8
+dim V = 12
+param emb[V]: f32[1, D]
+param Wq: f32[D, D]
+param Wout: f32[D, V]
+
+def pick(ids: List[int]) -> f32[m, D] { emb[ids] }
+
+def gen(rows: f32[t, D], x: f32[1, D], left: int, toks: List[int]) -> (f32[m, D], List[int]) {
+  let h = softmax(x @ Wq @ transpose(rows)) @ rows + x;
+  let tok = argmax(h @ Wout);
+  let grown = concat(rows, h, axis=0);
+  if left == 1 || tok == 0 { (grown, reverse(Cons(tok, toks))) }
+  else { gen(grown, emb[tok], left - 1, Cons(tok, toks)) }
+}
+
+def head(x: f32[n, D], k: int) -> f32[m, D] {
+  if k == 0 { x } else if k == 1 { slice(x, 0, 1, axis=0) } else { concat(x, slice(x, 0, 1, axis=0), axis=0) }
+}
+
+def main(x: (List[int], int)) -> (f32[g, D], f32[1, g], List[int], f32[1, D]) {
+  let (prompt, budget) = x;
+  let p = pick(prompt);
+  let (rows, toks) = gen(p, slice(p, 0, 1, axis=0), budget, Nil);
+  let kept = head(rows, (length(toks) + budget) % 3);
+  (kept, softmax(transpose(sum(kept, axis=1))), toks, sum(rows, axis=0))
+}
+)";
+
+TEST(Ragged, FunctionsReturnSizesTheyMakeOnEveryEngine) {
+  const std::vector<nlohmann::json> lists = id_lists(40, 13, 12, 8);
+  const Loaded l = load_with("made.acr", kMadeSizes, 5, with_numbers(lists, [](size_t i) { return int64_t(1 + i % 6); }));
+  // The rows each instance returns, by k = (tokens + budget) % 3: all it grew (its prompt and a
+  // row per token), the first, or all and the first again.
+  std::set<size_t> tokens, kept;
+  for (size_t i = 0; i < l.inputs.size(); ++i) {
+    const Value& out = l.expected[i];
+    size_t n = 0;
+    for (const Value* v = &out.agg->fields[2]; v->agg && !v->agg->fields.empty(); v = &v->agg->fields.back()) ++n;
+    const size_t budget = 1 + i % 6, k = (n + budget) % 3, grown = lists[i].size() + n;
+    const auto rows = static_cast<int64_t>(k == 0 ? grown : k == 1 ? 1 : grown + 1);
+    ASSERT_EQ(out.agg->fields[0].tensor->shape, (std::vector<int64_t>{rows, 8})) << i;
+    ASSERT_EQ(out.agg->fields[1].tensor->shape, (std::vector<int64_t>{1, rows})) << i;
+    tokens.insert(n);
+    kept.insert(static_cast<size_t>(rows));
+  }
+  EXPECT_GE(tokens.size(), 3u);  // instances stopped at different steps
+  EXPECT_GE(kept.size(), 8u);
+  expect_engines_equal_reference(l, {1, 7, 40}, 1e-5f, 1e-6f);
 }
 
 TEST(Ragged, ExplainShowsTheRaggedPlan) {
