@@ -428,15 +428,21 @@ class HostProgram {
     auto scope = w_.block("{");
     line(fmt::format("const float* t = ctx->host->read_tensor(ctx, {});", atom(r.args[0])));
     if (r.op == OpId::Argmax) {
-      if (r.attrs.ints[0] == 0) line(fmt::format("{} = I(acrobat::kernels::argmax_scalar(t, {}));", v, n));
-      else line(fmt::format("{} = I(acrobat::kernels::ranked_argmax(t, {}, INT64_C({})));", v, n, r.attrs.ints[0]));
+      if (r.attrs.ints[0] == 0) {
+        line(fmt::format("{} = I(acrobat::kernels::argmax_scalar(t, {}));", v, n));
+      } else {
+        // A ragged tensor's count only the instance tells (shape_Argmax): fail with it and its size.
+        if (!r.sizes.empty())
+          line(fmt::format("if ({} <= INT64_C({})) ctx->host->fail(ctx, {}, {}, {});", n, r.attrs.ints[0], site, n,
+                           size(r.sizes[0].dim)));
+        line(fmt::format("{} = I(acrobat::kernels::ranked_argmax(t, {}, INT64_C({})));", v, n, r.attrs.ints[0]));
+      }
     } else if (r.op == OpId::Sample) {
       const std::string seed = r.attrs.is_size(0) ? size(r.attrs.ints[0]) : fmt::format("INT64_C({})", r.attrs.ints[0]);
       line(fmt::format("{} = I(acrobat::kernels::sample_scalar(t, {}, {}));", v, n, seed));
     } else {
       line(v + " = F(t[0]);");
     }
-    (void)site;
   }
 
   static constexpr int64_t kOverflow = static_cast<int64_t>(IntError::Overflow);

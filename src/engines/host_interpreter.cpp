@@ -341,7 +341,10 @@ Val HostInterpreter::read(AotContext* ctx, const Instr& in, Val* frame) const {
   }
   switch (r.op) {
     case OpId::Argmax:
-      return I(attrs.ints[0] == 0 ? kernels::argmax(t, n) : kernels::ranked_argmax(t, n, attrs.ints[0]));
+      if (attrs.ints[0] == 0) return I(kernels::argmax(t, n));
+      // A ragged tensor's count only the instance tells; the one size's value for the message.
+      if (n <= attrs.ints[0]) ctx->host->fail(ctx, in.site, n, in.x < 0 ? value(args[in.num_args], frame).i : 0);
+      return I(kernels::ranked_argmax(t, n, attrs.ints[0]));
     case OpId::Sample: return I(kernels::sample_scalar(t, n, attrs.ints[0]));
     default: return F(t[0]);
   }

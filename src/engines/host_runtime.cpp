@@ -2,9 +2,11 @@
 
 #include <cstring>
 
+#include "analysis/plan.h"
 #include "ir/walk.h"
 #include "ir/host_ops.h"
 #include "engines/interpreter.h"
+#include "ops/ops.h"
 #include "runtime/reference_kernels.h"
 
 namespace acrobat {
@@ -205,6 +207,16 @@ void HostRuntime::fail(aot::AotContext* ctx, int32_t site, int64_t a, int64_t b)
       throw UserError(r.span.begin,
                       "no match clause matches the value (the match is not exhaustive for "
                       "nested patterns)");
+    case ir::RhsKind::Op: {
+      // A ranked argmax of a ragged tensor with `a` entries, its one size `b` (shape_Argmax): the
+      // shape rule's message on those, as the reference engine gives it on the instance's shape.
+      ACROBAT_ASSERT(r.op == OpId::Argmax && r.sizes.size() == 1, "a host read fails only as a ranked argmax");
+      static const std::vector<std::string> none;
+      SizeNamesScope names(rt.module_.plan ? rt.module_.plan->size_names : none);
+      const std::vector<std::vector<int64_t>> shape{{a}};
+      throw UserError(r.span.begin, instance_shape_error(r.op, shape, r.attrs,
+                                                         dim_str(r.sizes[0].dim) + " = " + std::to_string(b)));
+    }
     case ir::RhsKind::Call:
       ACROBAT_ASSERT(a >= 0, "a closure of an unknown function");
       throw UserError(r.span.begin, "recursion deeper than " +

@@ -230,8 +230,11 @@ Value Interpreter::int_op(const ir::Rhs& r, int64_t x, int64_t y) {
 
 Value Interpreter::host_read(const ir::Rhs& r, const std::vector<Value>& frame) {
   const Tensor* t = &tensor_contents(frame[r.args[0].var]);
+  const std::span<const Tensor* const> inputs(&t, 1);
   Tensor out = Tensor::allocate({1});
-  reference_kernel(r.op)(instance_attrs(r, frame), std::span<const Tensor* const>(&t, 1), out);
+  // A read of a tensor with sizes (a ranked argmax of a ragged row) checks the instance's shape.
+  const OpAttrs attrs = r.sizes.empty() ? r.attrs : instance_shape(r, frame, inputs).second;
+  reference_kernel(r.op)(attrs, inputs, out);
   // Host work, like the generated code's reads: not part of the dataflow graph's useful FLOPs.
   stats_->kernel_calls++;
   stats_->tensor_ops++;
@@ -272,11 +275,8 @@ Value Interpreter::run_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   return Value::of_tensor(std::move(out));
 }
 
-// An operator whose shapes have size variables: its shape rule runs again on the instance's
-// shapes, which checks what only the instance can tell (a slice's bounds) and gives the result's
-// shape and FLOPs.
-Value Interpreter::run_sized_op(const ir::Rhs& r, const std::vector<Value>& frame,
-                                std::span<const Tensor* const> inputs) {
+std::pair<Type, OpAttrs> Interpreter::instance_shape(const ir::Rhs& r, const std::vector<Value>& frame,
+                                                     std::span<const Tensor* const> inputs) const {
   std::vector<int64_t> dims, values;
   instance_sizes(r, frame, dims, values);
   const OpAttrs attrs = bind_attr_sizes(r.attrs, dims.data(), values.data(), dims.size());
@@ -293,10 +293,19 @@ Value Interpreter::run_sized_op(const ir::Rhs& r, const std::vector<Value>& fram
       sizes += (sizes.empty() ? "" : ", ") + dim_str(dims[i]) + " = " + std::to_string(values[i]);
     throw UserError(r.span.begin, instance_shape_error(r.op, shapes, attrs, sizes));
   }
-  Tensor out = Tensor::allocate(is_tensor(res.type) ? res.type->shape : std::vector<int64_t>{1});
+  return {res.type, attrs};
+}
+
+// An operator whose shapes have size variables: its result's shape and FLOPs are the instance's.
+Value Interpreter::run_sized_op(const ir::Rhs& r, const std::vector<Value>& frame,
+                                std::span<const Tensor* const> inputs) {
+  const auto [type, attrs] = instance_shape(r, frame, inputs);
+  Tensor out = Tensor::allocate(is_tensor(type) ? type->shape : std::vector<int64_t>{1});
   reference_kernel(r.op)(attrs, inputs, out);
   stats_->kernel_calls++;
   stats_->tensor_ops++;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Tensor* t : inputs) shapes.push_back(t->shape);
   stats_->flops += op_info(r.op).flops(shapes, out.shape, attrs);
   return Value::of_tensor(std::move(out));
 }

@@ -487,20 +487,16 @@ Type Checker::infer_builtin(Call& c, Builtin b) {
   ok = bind_attrs(c, spec, 1, attrs) && ok;
   if (!ok) return error_type();
   const int64_t k = attrs.ints[0];
-  if (attrs.sizes != 0 || k < 1) {
-    sink_.error(c.args[1]->span.begin, "topk: k must be a constant of at least 1, found " +
-                                           (attrs.sizes != 0 ? std::string("a size") : std::to_string(k)));
+  if (k < 1) {
+    sink_.error(c.args[1]->span.begin, "topk: k must be a constant of at least 1, found " + std::to_string(k));
     return error_type();
   }
-  if (is_ragged(shapes[0])) {
-    sink_.error(c.span.begin, "topk needs a tensor of a fixed size, found f32" + shape_str(shapes[0]) +
-                                  " (argmax reads the first maximum of any size)");
-    return error_type();
-  }
-  if (k > num_elements(shapes[0])) {
-    sink_.error(c.args[1]->span.begin, "topk: k = " + std::to_string(k) + " of f32" + shape_str(shapes[0]) +
-                                           ", which has " + std::to_string(num_elements(shapes[0])) +
-                                           " element(s)");
+  // Its last read, rank k - 1, says whether the tensor has k entries (or the instance will tell).
+  OpAttrs last;
+  last.ints = {k - 1};
+  if (ShapeResult rule = op_info(OpId::Argmax).shape(shapes, last); !rule.type) {
+    sink_.error(c.args[1]->span.begin, "topk: k = " + std::to_string(k) + " reads ranks 0 to " +
+                                           std::to_string(k - 1) + ": " + rule.error);
     return error_type();
   }
   c.attrs = attrs.ints;

@@ -241,15 +241,19 @@ ShapeResult shape_HostScalar(Shapes, const OpAttrs&) { return ok({}); }
 // argmax and sample read a tensor of any shape, its size per instance too (a pointer network's
 // [1, n] scores). argmax's rank r > 0 (the entry r places below the first, topk's r-th index) needs a
 // tensor of more than r elements, which only a fixed size shows.
+// A rank above 0 of a tensor with a size variable is checked when the instance runs (the host
+// reads the tensor, knowing its count); its message names the count and that one size (ragged
+// engines report it from those two numbers, host_runtime.cpp), so such a tensor has one.
 ShapeResult shape_Argmax(Shapes in, const OpAttrs& a) {
   const int64_t rank = a.ints[0];
   if (rank < 0) return fail("rank " + std::to_string(rank) + " is negative");
-  if (rank > 0 && is_ragged(in[0]))
-    return fail("rank " + std::to_string(rank) + " needs a tensor of a fixed size, found f32" +
-                shape_str(in[0]) + " (rank 0, the first maximum, reads any size)");
-  if (rank > 0 && rank >= num_elements(in[0]))
-    return fail("rank " + std::to_string(rank) + " of f32" + shape_str(in[0]) + ", which has " +
-                std::to_string(num_elements(in[0])) + " element(s): the rank must be below the count");
+  if (rank == 0) return {int_type(), ""};
+  if (std::count_if(in[0].begin(), in[0].end(), [](int64_t d) { return is_size_var(d); }) > 1)
+    return fail("rank " + std::to_string(rank) + " reads a tensor with at most one size that varies per "
+                "instance, found f32" + shape_str(in[0]) + " (rank 0, the first maximum, reads any)");
+  if (!is_ragged(in[0]) && rank >= num_elements(in[0]))
+    return fail("rank " + std::to_string(rank) + " of a tensor of " + std::to_string(num_elements(in[0])) +
+                " element(s): the rank must be below the count");
   return {int_type(), ""};
 }
 ShapeResult shape_Sample(Shapes, const OpAttrs&) { return {int_type(), ""}; }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -252,6 +253,51 @@ TEST(Ragged, ASliceAtSizesFailsTheInstanceItDoesNotFitOnEveryEngine) {
               std::string::npos)
         << e;
   }
+}
+
+// topk and ranked argmax over a ragged axis (a pointer network's top positions): argmax's order
+// (largest first, ties by position) on every engine and batch size, against a stable sort here;
+// an instance with fewer entries than the ranks it reads fails with the count and its size.
+TEST(Ragged, TopKOverARaggedAxisFollowsAStableSortOnEveryEngine) {
+  const std::string text = "def main(x: f32[1, n]) -> (List[int], int) {\n"
+                           "  let s = x * 2.0 + 1.0;\n"
+                           "  (topk(s, 3), argmax(s, rank=1))\n}\n";
+  auto module = compile_checked(parse_model_text("topk.acr", text, {}), {});
+  auto params = std::make_shared<ParamStore>(init_params(*module, 1));
+  const auto& f = module->functions[entry_function(*module, "main")];
+  std::mt19937 rng(21);
+  std::vector<Value> inputs;
+  std::vector<std::vector<int64_t>> want;
+  for (int i = 0; i < 50; ++i) {
+    std::vector<float> row(3 + i % 23);
+    for (float& v : row) v = static_cast<float>(std::uniform_int_distribution<int>(-4, 4)(rng));  // ties
+    std::vector<int64_t> order(row.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int64_t>(k);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+    want.push_back({order[0], order[1], order[2], order[1]});
+    inputs.push_back(value_from_json(nlohmann::json::array({row}), f.vars[f.params[0]].type, SourceLoc{"in", 1, 1}));
+  }
+  std::vector<std::unique_ptr<Engine>> engines;
+  engines.push_back(std::make_unique<ReferenceEngine>(module, params));
+  for (auto& e : batched_engines(module, params, Scheduler::InlineDepth)) engines.push_back(std::move(e));
+  for (auto& engine : engines)
+    for (size_t batch : {size_t{1}, size_t{7}, size_t{50}}) {
+      RunResult r = engine->run_batches(inputs, batch);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        std::vector<int64_t> got;
+        for (const Value* v = &r.outputs[i].agg->fields[0]; !v->agg->fields.empty(); v = &v->agg->fields[1])
+          got.push_back(v->agg->fields[0].i);
+        got.push_back(r.outputs[i].agg->fields[1].i);
+        EXPECT_EQ(got, want[i]) << engine->name() << " batch " << batch << " instance " << i;
+      }
+    }
+  nlohmann::json three = {{1, 5, 2}}, two = {{3, 3}};
+  for (const std::string& e : errors_on_every_engine(text, {three, three})) EXPECT_EQ(e, "");
+  for (const std::string& e : errors_on_every_engine(text, {three, two, three}))
+    EXPECT_NE(e.find("bad.acr:3:4: error: instance 1: argmax: rank 2 of a tensor of 2 element(s): the rank must "
+                     "be below the count (with this instance's sizes n = 2)"),
+              std::string::npos)
+        << e;
 }
 
 TEST(Ragged, GatherErrorsNameTheIndexAndTheEntryOnEveryEngine) {
