@@ -36,9 +36,10 @@ void check_optimizer(const OptimizerOptions& o) {
 Optimizer::Optimizer(OptimizerOptions options, const ParamStore& params, int threads) : o_(std::move(options)) {
   check_optimizer(o_);
   for (const ParamValue& p : params.params) {
-    m_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
-    if (o_.kind == "adam") v_.emplace_back(static_cast<size_t>(p.tensor.size()), 0.0f);
-    live_.emplace_back(static_cast<size_t>((p.tensor.size() + kGradChunk - 1) / kGradChunk), uint8_t{0});
+    const auto n = static_cast<size_t>(p.frozen ? 0 : p.tensor.size());  // a frozen param takes no step
+    m_.emplace_back(n, 0.0f);
+    if (o_.kind == "adam") v_.emplace_back(n, 0.0f);
+    live_.emplace_back((n + kGradChunk - 1) / kGradChunk, uint8_t{0});
   }
   if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads);
 }

@@ -509,10 +509,9 @@ class Lowering {
       attrs.sizes = 1;
       return emit(b, make_op(OpId::HostScalar, {}, attrs, tensor_type({}), e.span));
     }
-    // A numeric literal combined with a tensor: a rank-0 constant that broadcasts.
+    // A number written in the source combined with a tensor: a rank-0 constant that broadcasts.
     OpAttrs attrs;
-    attrs.value = e.kind == A::ExprKind::IntLit ? static_cast<double>(e.as<A::IntLit>().value)
-                                                : e.as<A::FloatLit>().value;
+    attrs.value = *A::literal_number(e);
     return emit(b, make_op(OpId::Constant, {}, attrs, tensor_type({}), e.span));
   }
 

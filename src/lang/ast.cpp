@@ -53,6 +53,20 @@ DimExpr::~DimExpr() {
                         +[](const DimExprPtr& d) { return d->kind == DimExpr::Binary; });
 }
 
+std::optional<double> literal_number(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::IntLit: return static_cast<double>(e.as<IntLit>().value);
+    case ExprKind::FloatLit: return e.as<FloatLit>().value;
+    case ExprKind::Unary: {
+      const auto& u = e.as<Unary>();
+      if (u.op != '-' || (u.operand->kind != ExprKind::IntLit && u.operand->kind != ExprKind::FloatLit)) break;
+      return -*literal_number(*u.operand);
+    }
+    default: break;
+  }
+  return std::nullopt;
+}
+
 const FuncDecl* Module::find_func(const std::string& name) const {
   for (auto& f : funcs)
     if (f->name == name) return f.get();

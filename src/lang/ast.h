@@ -187,6 +187,10 @@ template <class E> auto let_chain(E& e);
 template <class E> auto if_chain(E& e);
 template <class E> auto binary_chain(E& e);
 
+// The value of a number written in the source: a literal, or `-` before one (`x * -2.0`); nullopt
+// for any other expression. Such a number with a tensor is a constant, not a run-time scalar.
+std::optional<double> literal_number(const Expr& e);
+
 struct Clause {
   PatternPtr pattern;
   ExprPtr body;

@@ -7,14 +7,6 @@
 
 namespace acrobat::checker {
 
-namespace {
-
-bool is_literal(const Expr& e) {
-  return e.kind == ExprKind::FloatLit || e.kind == ExprKind::IntLit;
-}
-
-}  // namespace
-
 std::optional<int64_t> Checker::const_int(const Expr& e) {
   switch (e.kind) {
     case ExprKind::IntLit: return e.as<IntLit>().value;
@@ -600,7 +592,7 @@ Type Checker::binary_type(Binary& b, const Type& l, const Type& r) {
       if (st->kind == TypeKind::Float || st->kind == TypeKind::Int) {
         // A literal is a constant; a number the run computes travels to its operator as a size
         // variable standing for its bits (an int as the float it converts to).
-        if (!is_literal(scalar)) b.scalar_size = new_size("scalar", true);
+        if (!literal_number(scalar)) b.scalar_size = new_size("scalar", true);
         return l->kind == TypeKind::Tensor ? l : r;
       }
       sink_.error(scalar.span.begin, "operand of " + sym + " with a tensor: expected a tensor or a number, found " +

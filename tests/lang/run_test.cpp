@@ -165,6 +165,16 @@ def main(x: (f32[n, 2], int)) -> (f32[n, 2], f32[1, 2], f32[1, 1]) {
   expect_near(data_of(out[2]), {-2.0});
 }
 
+// A negative number written in the source is a constant, as a positive one is: no run-time scalar.
+TEST(Run, NegativeLiteralsWithTensorsAreConstants) {
+  auto m = compile_text("def main(x: f32[n, 2]) -> f32[n, 2] { x * -2.0 + -1 }\n");
+  const std::string ir = ir::print_module(*m);
+  EXPECT_EQ(ir.find("host_scalar"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("constant(value=-2.0)"), std::string::npos) << ir;
+  auto out = run_json(m, {json::parse("[[1.0, 2.0], [3.0, -4.0]]")})[0];
+  expect_near(data_of(out), {-3.0, -5.0, -7.0, 7.0});
+}
+
 TEST(Run, ElementwiseReductionsAndDataMovement) {
   auto m = compile_text(R"(
 def main(x: f32[2, 3]) -> (f32[2, 3], f32[1, 3], f32[2, 1], f32[3, 2], f32[2, 6], f32[2, 1], f32[1, 3]) {
