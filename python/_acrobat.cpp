@@ -66,12 +66,14 @@ class Model {
  public:
   // `source`: a path, or with `is_text` the model's text named `name` in messages.
   Model(const std::string& source, bool is_text, const std::string& name, const std::map<std::string, int64_t>& dims,
-        const std::vector<std::string>& disable, const std::string& engine, int threads, const std::string& cache_dir)
+        const std::vector<std::string>& disable, const std::string& engine, int threads, const std::string& cache_dir,
+        int64_t max_steps)
       : threads_(thread_count(threads)) {
     check_engine_name(engine);
     spec_.engine = engine;
     spec_.threads = threads_;
     spec_.cache_dir = cache_dir;
+    spec_.max_steps = max_steps;
     CompileOptions o = compile_options({}, disable);  // the analyses switched off, as `--disable` reads them
     for (const auto& [k, v] : dims) o.dims[k] = v;
     module_ = is_text ? compile_checked(parse_model_text(name, source, o.dims), o) : compile_model(source, o);
@@ -424,6 +426,7 @@ void bind_arguments(py::module_& m) {
   m.def("text_argument", &text_argument);
   m.def("dims_argument", &dims_argument);
   m.attr("MAX_THREADS") = kMaxThreads;
+  m.attr("MAX_STEPS") = kMaxSteps;
   m.attr("MAX_BATCH") = kMaxBatch;
   m.attr("MAX_COUNT") = kMaxCount;
 }
@@ -440,9 +443,9 @@ PYBIND11_MODULE(_acrobat, m) {
   bind_arguments(m);
   py::class_<Model>(m, "Model")
       .def(py::init<const std::string&, bool, const std::string&, const std::map<std::string, int64_t>&,
-                    const std::vector<std::string>&, const std::string&, int, const std::string&>(),
+                    const std::vector<std::string>&, const std::string&, int, const std::string&, int64_t>(),
            py::arg("source"), py::arg("is_text"), py::arg("name"), py::arg("dims"), py::arg("disable"),
-           py::arg("engine"), py::arg("threads"), py::arg("cache_dir"))
+           py::arg("engine"), py::arg("threads"), py::arg("cache_dir"), py::arg("max_steps"))
       .def("params_from_seed", &Model::params_from_seed)
       .def("params_from_file", &Model::params_from_file)
       .def("params_from_arrays", &Model::params_from_arrays)

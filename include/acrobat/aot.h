@@ -15,7 +15,7 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 9;
+inline constexpr uint32_t kAbiVersion = 10;
 
 struct Obj;
 
@@ -91,7 +91,8 @@ struct AotHost {
   // Returns when all have finished; rethrows the error of the lowest k.
   void (*concurrently)(AotContext* ctx, int32_t n, MemberFn const* members, void* const* envs);
   // Throws the user error of IR site `site` (an index out of range, a division by zero, recursion
-  // too deep, no clause matching), with the offending values a and b; does not return.
+  // too deep or too long (a call site's b: 0 or 1), no clause matching), with the offending values
+  // a and b; does not return.
   void (*fail)(AotContext* ctx, int32_t site, int64_t a, int64_t b);
   // References to lazy tensors (analysis/ownership.h): a host value hands one over to a new owner
   // (dup) or gives its own up (drop), so that the runtime can release a batch output nothing can
@@ -160,7 +161,17 @@ struct AotContext {
                              // record returns this
   int32_t call_depth;
   int32_t max_call_depth;
+  // The instance's step budget: its calls so far, loop iterations (tail calls) included, shared by
+  // the contexts of its concurrent calls; the most it may make (0: no limit).
+  int64_t* steps;
+  int64_t max_steps;
 };
+
+// One more step of the instance (a call, or a loop's next iteration, at IR site `site` of function
+// `callee`): fails at the site once it has made more than max_steps.
+inline void count_step(AotContext* ctx, int32_t site, int64_t callee) {
+  if (ctx->max_steps > 0 && ++*ctx->steps > ctx->max_steps) ctx->host->fail(ctx, site, callee, 1);
+}
 
 // No-ops for anything but a lazy tensor (a tensor that exists, a host scalar, an object).
 inline void dup_ref(AotContext* ctx, Val v) {

@@ -259,34 +259,39 @@ class Trainer:
 
 def _native(source: str, is_text: bool, name: str, dims: Optional[Mapping[str, int]],
             disable: Optional[Iterable[str]], engine: str, threads: Optional[int],
-            cache_dir: Optional[PathLike]) -> "_acrobat.Model":
+            cache_dir: Optional[PathLike], max_steps: int) -> "_acrobat.Model":
     if isinstance(disable, str) or (disable is not None and not isinstance(disable, Iterable)):
         raise Error("disable=%r: expected a list of analysis names" % (disable,))
     return _acrobat.Model(source, is_text, name, _acrobat.dims_argument(dims),
                           [_text("--disable", d) for d in (disable or ())], _text("--engine", engine),
                           0 if threads is None else _integer("--threads", threads, 1, _acrobat.MAX_THREADS),
-                          "" if cache_dir is None else _text("--cache-dir", cache_dir))
+                          "" if cache_dir is None else _text("--cache-dir", cache_dir),
+                          _integer("--max-steps", max_steps, 0, _acrobat.MAX_STEPS))
 
 
 def load(path: PathLike, dims: Optional[Mapping[str, int]] = None, engine: str = "batched",
          threads: Optional[int] = None, params: Params = None, seed: int = 0, cache_dir: Optional[PathLike] = None,
-         disable: Optional[Iterable[str]] = None, strict: bool = True) -> Model:
+         disable: Optional[Iterable[str]] = None, strict: bool = True, max_steps: int = 0) -> Model:
     """Compiles the model file at ``path`` (``dims`` override its ``dim`` declarations;
     ``disable`` names analyses to switch off: "reuse", "share", ...); ``threads``: per batched
     kernel (default: every core); ``cache_dir``: where the AOT engine keeps compiled models (default
-    as the CLI's). ``params``, ``seed``, ``strict``: see Model.set_params."""
+    as the CLI's); ``max_steps``: the calls an instance may make, a loop's iterations included,
+    before it fails with an Error naming it (0: no limit), so that a loop that never ends does not
+    hang the process. ``params``, ``seed``, ``strict``: see Model.set_params."""
     path = _text("--model", path)
-    m = Model(_native(path, False, path, dims, disable, engine, threads, cache_dir), params, seed, strict)
+    m = Model(_native(path, False, path, dims, disable, engine, threads, cache_dir, max_steps), params, seed, strict)
     with open(path, encoding="utf-8", errors="replace") as f:  # for acrobat.torch.Module
-        m._source = (f.read(), path, dims, dict(engine=engine, threads=threads, cache_dir=cache_dir, disable=disable))
+        m._source = (f.read(), path, dims, dict(engine=engine, threads=threads, cache_dir=cache_dir, disable=disable,
+                                                max_steps=max_steps))
     return m
 
 
 def loads(text: str, name: str = "<string>", dims: Optional[Mapping[str, int]] = None, engine: str = "batched",
           threads: Optional[int] = None, params: Params = None, seed: int = 0, cache_dir: Optional[PathLike] = None,
-          disable: Optional[Iterable[str]] = None, strict: bool = True) -> Model:
+          disable: Optional[Iterable[str]] = None, strict: bool = True, max_steps: int = 0) -> Model:
     """The same for a model's text; ``name`` names it in messages."""
-    m = Model(_native(_text("--text", text), True, _text("--name", name), dims, disable, engine, threads, cache_dir),
-              params, seed, strict)
-    m._source = (text, name, dims, dict(engine=engine, threads=threads, cache_dir=cache_dir, disable=disable))
+    m = Model(_native(_text("--text", text), True, _text("--name", name), dims, disable, engine, threads, cache_dir,
+                      max_steps), params, seed, strict)
+    m._source = (text, name, dims, dict(engine=engine, threads=threads, cache_dir=cache_dir, disable=disable,
+                                        max_steps=max_steps))
     return m

@@ -4,6 +4,7 @@ from typing import Any, Iterator, Optional, Union, overload
 
 __version__: str
 MAX_THREADS: int
+MAX_STEPS: int
 MAX_BATCH: int
 MAX_COUNT: int
 
@@ -34,7 +35,7 @@ class OptimizerOptions:
 
 class Model:
     def __init__(self, source: str, is_text: bool, name: str, dims: dict[str, int], disable: list[str], engine: str,
-                 threads: int, cache_dir: str) -> None: ...
+                 threads: int, cache_dir: str, max_steps: int) -> None: ...
     def gradients(self, instances: Any, entry: str, wrt_inputs: bool) -> tuple[Any, ...]: ...
     def __getattr__(self, name: str) -> Any: ...
 

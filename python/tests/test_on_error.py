@@ -83,3 +83,20 @@ def test_dask_skips_the_instances_that_fail_across_partitions():
     want, _ = acrobat.load(TREELSTM, dims={"H": 8}).run(values[:33], batch=4)
     for a, b in zip(outputs[:32], want[:32]):
         np.testing.assert_array_equal(a, b)
+
+
+LOOP = """def spin(k: int) -> int { if k == 0 { 0 } else { spin(k + 1) } }
+def main(k: int) -> int { if k > 0 { spin(k) } else { 7 - k } }
+"""
+
+
+@pytest.mark.parametrize("engine", ["batched", "aot", "reference"])
+def test_a_step_budget_stops_a_loop_that_never_ends(engine):
+    m = acrobat.loads(LOOP, name="loop.acr", engine=engine, threads=1, max_steps=10000)
+    with pytest.raises(acrobat.Error, match=r"loop.acr:1:50: error: instance 1: more than 10000 calls .* of 'spin'"):
+        m.run([0, 3, -1])
+    outputs, stats = m.run([0, 3, -1], on_error="skip")
+    assert outputs == [7, None, 8] and [f["instance"] for f in stats["failures"]] == [1]
+    for bad in (-1, "x", 2 ** 60):
+        with pytest.raises(acrobat.Error, match="max_steps"):
+            acrobat.loads(LOOP, engine=engine, max_steps=bad)

@@ -339,6 +339,7 @@ class HostProgram {
       auto scope = w_.block("{");
       for (size_t i = 0; i < r.args.size(); ++i) line(fmt::format("const Val t{} = {};", i, atom(r.args[i])));
       for (size_t i = 0; i < r.args.size(); ++i) line(fmt::format("v{} = t{};", fn.params[i], i));
+      line(fmt::format("count_step(ctx, {}, {});", r.site, r.callee_func));
       line("goto tail;");
       has_tail_call_ = true;
       return;
@@ -346,6 +347,7 @@ class HostProgram {
     std::string callee = r.callee_func >= 0 ? std::to_string(r.callee_func) : atom(r.callee) + ".p->tag";
     line(fmt::format("if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, {}, {}, 0);",
                      r.site, callee));
+    line(fmt::format("count_step(ctx, {}, {});", r.site, callee));
     std::string args;
     for (const auto& a : r.args) args += ", " + atom(a);
     if (r.callee_func >= 0)

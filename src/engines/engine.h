@@ -80,6 +80,13 @@ class Engine {
   virtual GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
                                size_t first_instance = 0, std::vector<Tensor> zeroed = {},
                                GradWrt wrt = GradWrt::Params) = 0;
+  // Each instance of later runs may make at most `max_steps` calls, a loop's iterations (tail
+  // calls) included; the one that makes more fails at that call (a loop that never ends stops
+  // there). 0: no limit.
+  void limit_steps(int64_t max_steps) { max_steps_ = max_steps; }
+
+ protected:
+  int64_t max_steps_ = 0;
 };
 
 

@@ -61,7 +61,7 @@ void GraphEngine::start(Lane& l, int func, const std::vector<Value>& inputs, siz
                         RunStats& stats, bool keep_outputs) {
   const analysis::Plan& plan = *module_->plan;
   l.graph.reset(stats, keep_outputs);
-  l.program->begin_run(func, inputs, stats);
+  l.program->begin_run(func, inputs, stats, max_steps_);
   Program* program = l.program.get();
   Lane* lp = &l;
   l.driver.start(inputs.size(), plan.tensor_reads, plan.concurrency.num_groups > 0, first_instance,

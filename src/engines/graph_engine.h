@@ -45,8 +45,9 @@ class GraphEngine : public Engine {
   class Program {
    public:
     virtual ~Program() = default;
-    // Before the instances of a run of function `func` on `inputs` start; counters go to `stats`.
-    virtual void begin_run(int func, const std::vector<Value>& inputs, RunStats& stats) = 0;
+    // Before the instances of a run of function `func` on `inputs` start; counters go to `stats`;
+    // each instance may make `max_steps` calls (0: any number; Engine::limit_steps).
+    virtual void begin_run(int func, const std::vector<Value>& inputs, RunStats& stats, int64_t max_steps) = 0;
     // Instance i's host program: records its tensor work into the graph.
     virtual void run_instance(size_t i) = 0;
     // Instance i's output, once everything has run.

@@ -404,6 +404,7 @@ void HostInterpreter::run(AotContext* ctx, const Instr& in, Val* frame) {
 // (a closure's captured values first) set from the arguments.
 Val HostInterpreter::call_instr(AotContext* ctx, const Instr& in, Val* frame) {
   if (in.flags & kTail) {  // the function's last act: its arguments go to the loop in invoke()
+    aot::count_step(ctx, in.site, in.x);  // first: a failure leaves no tail call pending
     const Operand* args = operands_.data() + in.args;
     tail_args_.resize(in.num_args);
     for (int i = 0; i < in.num_args; ++i) tail_args_[i] = value(args[i], frame);
@@ -417,6 +418,7 @@ Val HostInterpreter::call_instr(AotContext* ctx, const Instr& in, Val* frame) {
     callee = closure->tag;
   }
   if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, in.site, callee, 0);
+  aot::count_step(ctx, in.site, callee);
   const Function& f = functions_[callee];
   Val* callee_frame = ACROBAT_STACK_ARRAY(Val, f.num_vars);
   size_t p = 0;

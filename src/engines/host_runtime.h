@@ -40,7 +40,7 @@ class HostRuntime : public GraphEngine::Program {
               InstanceDriver& driver);
   ~HostRuntime() override;
 
-  void begin_run(int func, const std::vector<Value>& inputs, RunStats& stats) override;
+  void begin_run(int func, const std::vector<Value>& inputs, RunStats& stats, int64_t max_steps) override;
   void run_instance(size_t i) override;
   Value output(size_t i) override;
   aot::Val output_val(size_t i) const override {
@@ -94,6 +94,8 @@ class HostRuntime : public GraphEngine::Program {
   std::vector<int64_t> out_dims_;
   const std::vector<Value>* inputs_ = nullptr;
   std::vector<aot::AotContext> contexts_;  // one per instance: with fibers, instances interleave
+  std::vector<int64_t> steps_;             // per instance, its calls so far (aot::count_step)
+  int64_t max_steps_ = 0;
   std::vector<aot::Val> outputs_;
   std::vector<int64_t> entry_sizes_;  // per instance, the entry function's size_params values
   Arena gathered_;                    // rows gathered by lists of indices, for the run

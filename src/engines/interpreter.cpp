@@ -21,6 +21,16 @@ std::string gather_empty_message(const std::string& param) {
   return "param '" + param + "' gathered by an empty list: a tensor needs at least one row";
 }
 
+std::string step_budget_message(int64_t max_steps, const std::string& function) {
+  return "more than " + std::to_string(max_steps) + " calls (the instance's step budget; a loop's " +
+         "iterations count) at this call of '" + function + "': a loop that does not end?";
+}
+
+void Interpreter::count_step(const Span& site, int func) {
+  if (max_steps_ > 0 && ++steps_ > max_steps_)
+    throw UserError(site.begin, step_budget_message(max_steps_, m_.functions[func].name));
+}
+
 Interpreter::Interpreter(const ir::Module& module, const ParamStore& params, RunStats& stats)
     : m_(module), params_(params), stats_(&stats) {
   if (module.plan) tail_calls_ = &module.plan->tail_call;
@@ -30,6 +40,7 @@ Value Interpreter::call(int func, std::vector<Value> args, const Span& site, int
   if (++depth > kMaxCallDepth)
     throw UserError(site.begin, "recursion deeper than " + std::to_string(kMaxCallDepth) +
                                     " calls (in '" + m_.functions[func].name + "')");
+  if (depth > 1) count_step(site, func);  // a call the program makes (not the entry's)
   const ir::Function& f = m_.functions[func];
   // Frames come from a pool: a call allocates nothing once the pool is warm.
   std::vector<Value> frame;
@@ -97,6 +108,7 @@ Value Interpreter::host_binding(const ir::Rhs& r, std::vector<Value>& frame, int
       auto args = atoms(r.args, frame);
       if (tail_calls_ && (*tail_calls_)[r.site]) {
         // The last thing the function does: nothing runs between here and the loop in call().
+        count_step(r.span, r.callee_func);
         tail_args_ = std::move(args);
         tail_pending_ = true;
         return Value::unit();

@@ -24,6 +24,12 @@ class Interpreter {
   }
   // Where the counters of the following calls go (an engine keeps its interpreters across runs).
   void set_stats(RunStats& stats) { stats_ = &stats; }
+  // Before an instance: it may make `max_steps` calls, tail calls included (0: any number;
+  // Engine::limit_steps).
+  void start_instance(int64_t max_steps) {
+    max_steps_ = max_steps;
+    steps_ = 0;
+  }
 
   // Nested calls allowed before an instance fails with "recursion too deep". The interpreter
   // recurses on the machine stack; engines run it on a kInterpreterStackBytes stack (big_stack.h),
@@ -77,11 +83,16 @@ class Interpreter {
   const std::vector<uint8_t>* tail_calls_ = nullptr;  // by site (analysis/tail_calls.h), if planned
   bool tail_pending_ = false;                          // a tail call's arguments wait in tail_args_
   std::vector<Value> tail_args_;
+  int64_t max_steps_ = 0, steps_ = 0;                  // the instance's step budget and its calls
+  void count_step(const Span& site, int func);
 };
 
 // The user errors of a gather (ir::RhsKind::ParamGather) of param `param`, on every engine: an
 // index out of range (entry `entry` of the list), and an empty list.
 std::string gather_index_message(const std::string& param, int64_t index, int64_t entry, int64_t count);
 std::string gather_empty_message(const std::string& param);
+// An instance that made more calls than its step budget allows (Engine::limit_steps), at a call
+// of `function`.
+std::string step_budget_message(int64_t max_steps, const std::string& function);
 
 }  // namespace acrobat

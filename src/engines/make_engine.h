@@ -29,6 +29,7 @@ struct EngineSpec {
   Scheduler scheduler = Scheduler::InlineDepth;  // the batched engines'
   std::string object;              // aot: a prebuilt shared object; "" to generate, build and cache
   std::string cache_dir;           // aot: the compile cache; "" for the default
+  int64_t max_steps = 0;           // each instance's step budget (Engine::limit_steps); 0: none
 };
 
 // `threads`, or every core this process may run on when it is 0 (or less).

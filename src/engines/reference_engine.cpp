@@ -130,7 +130,7 @@ class TapeInterpreter : public EagerInterpreter {
 // follows it.
 template <class Interp, class Before, class After>
 void run_instances(StackThread& worker, const ir::Module& module, const ParamStore& params, int func,
-                   const std::vector<Value>& inputs, size_t first_instance, RunStats& stats,
+                   const std::vector<Value>& inputs, size_t first_instance, int64_t max_steps, RunStats& stats,
                    std::vector<Value>& outputs, Before&& before, After&& after) {
   outputs.reserve(inputs.size());
   const auto start = Clock::now();
@@ -141,6 +141,7 @@ void run_instances(StackThread& worker, const ir::Module& module, const ParamSto
       try {
         if (faults) ACROBAT_FAULT_POINT("instance");
         before(interp, inputs[i]);
+        interp.start_instance(max_steps);
         outputs.push_back(interp.call(func, entry_arguments(module, func, inputs[i]), module.functions[func].span));
       } catch (const UserError& e) {
         throw for_instance(e, first_instance + i);
@@ -163,7 +164,7 @@ RunResult ReferenceEngine::run(const std::vector<Value>& inputs, const std::stri
   const int func = entry_function(*module_, entry);
   RunResult result;
   if (!worker_) worker_ = std::make_unique<StackThread>();
-  run_instances<EagerInterpreter>(*worker_, *module_, *params_, func, inputs, first_instance, result.stats,
+  run_instances<EagerInterpreter>(*worker_, *module_, *params_, func, inputs, first_instance, max_steps_, result.stats,
                                   result.outputs, [](EagerInterpreter&, const Value&) {},
                                   [](EagerInterpreter&, const Value&) {});
   return result;
@@ -178,7 +179,7 @@ GradResult ReferenceEngine::gradients(const std::vector<Value>& inputs, const st
   result.grads = zero_grads(*params_, std::move(zeroed));
   if (!worker_) worker_ = std::make_unique<StackThread>();
   run_instances<TapeInterpreter>(
-      *worker_, *module_, *params_, func, inputs, first_instance, result.stats, result.outputs,
+      *worker_, *module_, *params_, func, inputs, first_instance, max_steps_, result.stats, result.outputs,
       [&](TapeInterpreter& interp, const Value& input) {
         if (input_grads) interp.input_leaves(input, *input_grads);
       },

@@ -21,6 +21,10 @@ inline constexpr int64_t kMaxThreads = 1024;
 inline constexpr int64_t kMaxBatch = 1 << 20;
 inline constexpr int64_t kMaxReps = 1000;
 inline constexpr int64_t kMaxCount = int64_t{1} << 40;  // --limit, --show, --pytorch-limit
+// An instance's step budget (Engine::limit_steps): --max-steps (0, none, by default for run and the
+// Python package); a server's default stops a loop that never ends after some seconds.
+inline constexpr int64_t kMaxSteps = int64_t{1} << 50;
+inline constexpr int64_t kServeMaxSteps = 100'000'000;
 
 // The argument the CLI calls `flag` in the current surface's words: "--lr" or "lr".
 std::string argument(const std::string& flag);

@@ -452,6 +452,49 @@ TEST(AotEngine, ConversionsAndTopKAgreeOnEveryEngine) {
   EXPECT_EQ(error_of(bad_aot, bad_inputs), error);
 }
 
+// A step budget (Engine::limit_steps) counts an instance's calls, a loop's iterations (tail calls)
+// included: the instance that makes one more fails at that call with the same message on every
+// engine, the budget's exact edge the same; the others run on (OnError::Skip), and no budget lets
+// a long loop finish.
+TEST(AotEngine, AStepBudgetStopsALoopThatNeverEndsOnEveryEngine) {
+  auto m = compile_text(
+      "dim H = 4\nparam W: f32[H, H]\n"
+      "def spin(k: int) -> int { if k == 0 { 0 } else { spin(k + 1) } }\n"
+      "def count(k: int) -> int { if k == 0 { 0 } else { 1 + count(k - 1) } }\n"
+      "def main(k: int) -> (f32[1, H], int) {\n"
+      "  (tanh(ones(1, H) @ W), if k > 0 { spin(k) } else { count(0 - k) })\n}\n");
+  auto params = std::make_shared<ParamStore>(init_params(*m, 2));
+  ReferenceEngine reference(m, params);
+  BatchedEngine interpreter(m, params);
+  AotEngine aot(m, params, aot_options());
+  const std::vector<Engine*> engines{&reference, &interpreter, &aot};
+  const auto looping = json_inputs(*m, {nlohmann::json(-2), nlohmann::json(3), nlohmann::json(-1)});
+  std::string first;
+  for (Engine* e : engines) {
+    e->limit_steps(1000);
+    const std::string error = error_of(*e, looping);
+    EXPECT_NE(error.find("test.acr:3:50: error: instance 1: more than 1000 calls (the instance's step budget; "
+                         "a loop's iterations count) at this call of 'spin': a loop that does not end?"),
+              std::string::npos)
+        << e->name() << ": " << error;
+    if (first.empty()) first = error;
+    EXPECT_EQ(error, first) << e->name();
+    const RunResult skipped = run_batches(*e, looping, 0, "main", OnError::Skip);
+    ASSERT_EQ(skipped.failures.size(), 1u) << e->name();
+    EXPECT_EQ(skipped.failures[0].instance, 1u);
+    EXPECT_EQ(skipped.outputs[0].agg->fields[1].i, 2) << e->name();
+    EXPECT_EQ(skipped.outputs[2].agg->fields[1].i, 1) << e->name();
+    // count(-k) makes k + 1 calls: 5 fit a budget of 5, not of 4.
+    const auto five = json_inputs(*m, {nlohmann::json(-4)});
+    e->limit_steps(5);
+    EXPECT_EQ(e->run(five).outputs[0].agg->fields[1].i, 4) << e->name();
+    e->limit_steps(4);
+    EXPECT_NE(error_of(*e, five).find("instance 0: more than 4 calls"), std::string::npos) << e->name();
+    e->limit_steps(0);  // none: 3000 nested calls run
+    EXPECT_EQ(e->run(json_inputs(*m, {nlohmann::json(-3000)})).outputs[0].agg->fields[1].i, 3000) << e->name();
+  }
+}
+
 TEST(AotEngine, ReportsUserErrorsLikeTheInterpreter) {
   const char* programs[] = {
       // An index out of range in instance 2.

@@ -28,13 +28,20 @@ and idle timeout, 4 s per request, 3 s of drain, 1 MiB bodies, 256 connections (
 9. SIGTERM with a slow client dripping and requests in flight: the requests are answered, /ready
    says 503 meanwhile, the slow client is cut after --drain-seconds, and the server exits 0 within
    the drain deadline and a margin.
+10. A request whose instance loops for ever (a model whose loop never ends for some inputs), on a
+   server with the default step budget and on one with --max-steps 100000, beside normal requests
+   in the same batch: the looping request gets a 400 naming the instance, the call and the budget
+   (the default's within 60 s), the others their answers, and the server answers on.
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
+import re
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -333,6 +340,40 @@ def sigterm_under_slow_client(server, port, model, check):
           "exit %s %.1f s after SIGTERM under a slow client: %r" % (server.returncode, took, out))
 
 
+LOOP_MODEL = """def spin(k: int) -> int { if k == 0 { 0 } else { spin(k + 1) } }
+def main(k: int) -> int { if k > 0 { spin(k) } else { 7 - k } }
+"""
+
+
+def runaway(args, check):
+    """10. of the module's docstring."""
+    path = os.path.join(args.workdir, "loop.acr")
+    with open(path, "w") as f:
+        f.write(LOOP_MODEL)
+    for extra, within in ((["--max-steps", "100000"], 10), ([], 60)):
+        server = subprocess.Popen([args.acrobat, "serve", path, "--threads", "1", "--port", "0", "--max-delay-ms", "100"]
+                                  + extra, stdout=subprocess.PIPE, text=True)
+        try:
+            m = re.search(r"http://127\.0\.0\.1:(\d+)/", server.stdout.readline())
+            if not check(m is not None, "a server of the loop model %s starts" % extra):
+                continue
+            port = int(m.group(1))
+            begin = time.time()
+            with concurrent.futures.ThreadPoolExecutor(3) as pool:
+                answers = list(pool.map(lambda k: post(port, json.dumps({"instances": [k]}), name="loop"), [0, 1, -2]))
+            took = time.time() - begin
+            (s0, b0), (s1, b1), (s2, b2) = answers
+            check(s0 == 200 and b0["predictions"] == [7] and s2 == 200 and b2["predictions"] == [9],
+                  "the normal requests beside the loop %s: %s" % (extra, answers))
+            check(s1 == 400 and "more than %s calls" % ("100000" if extra else "100000000") in b1.get("error", "")
+                  and "'spin': a loop that does not end?" in b1["error"] and took < within,
+                  "the looping request %s: %s %s after %.1f s" % (extra, s1, b1, took))
+            check(post(port, json.dumps({"instances": [-3]}), name="loop") == (200, {"predictions": [10]}),
+                  "a request after the loop %s" % extra)
+        finally:
+            stop(server)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--acrobat", required=True)
@@ -359,6 +400,7 @@ def main():
     finally:
         stop(server)
     token(args, model, check)
+    runaway(args, check)
     if check.problems:
         return 1
     print("attack_serve.py: ok")

@@ -18,6 +18,14 @@ void NumberArgs::read(RunOptions& o) const {
   if (!show.empty()) o.show = parse_number("--show", show, 0, kMaxCount);
   if (!batch.empty()) o.batch = parse_number("--batch", batch, 0, kMaxBatch);
   if (!threads.empty()) o.threads = static_cast<int>(parse_number("--threads", threads, 1, kMaxThreads));
+  if (!max_steps.empty()) o.max_steps = static_cast<int64_t>(parse_number("--max-steps", max_steps, 0, kMaxSteps));
+}
+
+void add_max_steps_option(CLI::App* cmd, NumberArgs& numbers, const std::string& default_text) {
+  cmd->add_option("--max-steps", numbers.max_steps,
+                  "Most calls an instance may make, a loop's iterations included; one more fails that instance "
+                  "at the call, naming it (a loop that never ends stops there); 0: no limit (default " +
+                      default_text + ")");
 }
 
 const char* const kSetHelp = "Override dims: NAME=VALUE (repeatable, or comma-separated)";
@@ -72,6 +80,7 @@ std::unique_ptr<Engine> make_cli_engine(const RunOptions& o, const Prepared& p) 
   spec.threads = o.threads;
   spec.scheduler = parse_scheduler(o.scheduler);
   spec.object = o.object;
+  spec.max_steps = o.max_steps;
   std::unique_ptr<Engine> engine = make_engine(spec, p.module, p.params);
   if (const auto* aot = dynamic_cast<const AotEngine*>(engine.get())) {
     const AotBuildInfo& info = aot->build_info();

@@ -36,12 +36,13 @@ struct RunOptions {
   int threads = 0;                   // threads per kernel (0: every core)
   std::string object;                // aot: a prebuilt shared object
   std::string on_error = "raise";    // an instance that fails: "raise" or "skip" (engine.h, OnError)
+  int64_t max_steps = 0;             // each instance's step budget (Engine::limit_steps); 0: none
 };
 
 // The numeric options of the commands as given, checked and converted by read(): CLI11 would wrap
 // `--batch -1` to 2^64-1 and take `--threads 100000` as given.
 struct NumberArgs {
-  std::string seed, limit, show, batch, threads;
+  std::string seed, limit, show, batch, threads, max_steps;
   void read(RunOptions& o) const;
 };
 
@@ -52,6 +53,8 @@ std::string disable_help();
 // The model file and its parameters (a safetensors file, or random from --seed): run, grad, serve.
 void add_model_options(CLI::App* cmd, RunOptions& o, NumberArgs& numbers, const char* model_help = "Model file (.acr)");
 // --engine with the engines of make_engine.h (`allowed`: a subset of them, or all when empty).
+// --max-steps into numbers.max_steps; `default_text` says what it is when not given.
+void add_max_steps_option(CLI::App* cmd, NumberArgs& numbers, const std::string& default_text);
 CLI::Option* add_engine_option(CLI::App* cmd, std::string& engine, const std::string& help,
                                std::vector<std::string> allowed = {});
 

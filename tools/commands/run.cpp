@@ -122,6 +122,7 @@ Command add_run(CLI::App& app) {
                   "An instance that fails (an index out of range, an empty list gathered, ...): raise (default: "
                   "the run fails) or skip (reported, the others' outputs kept)")
       ->check(CLI::IsMember({"raise", "skip"}));
+  add_max_steps_option(cmd, *numbers, "0");
   cmd->add_flag("--block-stats", o->block_stats, "Print nodes and batches per block");
   cmd->add_option("--emit", o->emit, "Print a compiler stage instead of running (see emit)")
       ->check(CLI::IsMember(pipeline_stages()));

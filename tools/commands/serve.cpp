@@ -118,8 +118,10 @@ Command add_serve(CLI::App& app) {
   cmd->add_flag("--no-pin", a->no_pin,
                 "Leave every thread on every core (default: when there are more cores than --threads, "
                 "the engine keeps the first --threads cores to itself and HTTP gets the rest)");
+  add_max_steps_option(cmd, *numbers, std::to_string(kServeMaxSteps));
   add_limit_options(cmd, *a);
   return {cmd, [o, numbers, so, a] {
+            o->max_steps = kServeMaxSteps;  // unless --max-steps says otherwise
             numbers->read(*o);
             return serve(*o, *so, *a);
           }};

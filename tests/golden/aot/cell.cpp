@@ -60,8 +60,10 @@ Val f0(AotContext* ctx, Val p0) {
     v4 = v0.p->fields[0];
     v5 = v0.p->fields[1];
     if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, 3, 0, 0);
+    count_step(ctx, 3, 0);
     v6 = f0(ctx, v4);
     if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, 4, 0, 0);
+    count_step(ctx, 4, 0);
     v7 = f0(ctx, v5);
     {
       const int32_t node = *ctx->num_nodes;
@@ -103,6 +105,7 @@ Val f1(AotContext* ctx, Val p0) {
   v0 = p0;
   ++ctx->call_depth;
   if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, 20, 0, 0);
+  count_step(ctx, 20, 0);
   v1 = f0(ctx, v0);
   end_phase(v1);
   v2 = T(ctx->params[3]);
@@ -335,6 +338,6 @@ const FusedAdjoint* const kAdjoints[] = {kAdjoints0, kAdjoints1, nullptr, nullpt
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "4702685aa26bd2ae", ACROBAT_AOT_ISA, 3, kKernels, kAdjoints, entry};
+  static const AotModel model = {kAbiVersion, "f51184cc817a5444", ACROBAT_AOT_ISA, 3, kKernels, kAdjoints, entry};
   return &model;
 }
