@@ -466,11 +466,29 @@ class Lowering {
 
   // softmax(x, axis) along the last axis as it is (axis -1); along the one before it (the shape
   // rule allows no other) as transpose(softmax(transpose(x))), the kernels' last axis.
+  // softmax and log_softmax along any axis: the operators' own along the last, between transposes
+  // along the one before it, and along an axis further out (a stack's first) in operators that
+  // reduce along it: e = exp(x - max(x)), e / sum(e), or x - max(x) - log(sum(e)).
   Atom lower_softmax(OpId op, Atom x, OpAttrs attrs, const A::Call& c, Block& b) {
     const auto& shape = c.type->shape;
-    const bool last = normalize_axis(attrs.ints[0], shape.size()) + 1 == static_cast<int>(shape.size());
+    const int axis = normalize_axis(attrs.ints[0], shape.size());
+    const bool last = axis + 1 == static_cast<int>(shape.size());
     attrs.ints[0] = -1;
     if (last) return emit(b, make_op(op, {x}, attrs, c.type, c.span));
+    if (axis + 2 < static_cast<int>(shape.size())) {
+      OpAttrs along;
+      along.ints = {axis};
+      auto reduced = shape;
+      reduced[static_cast<size_t>(axis)] = 1;
+      auto op_on = [&](OpId o, std::vector<Atom> args, OpAttrs a, const std::vector<int64_t>& s) {
+        return emit(b, make_op(o, std::move(args), std::move(a), tensor_type(s), c.span));
+      };
+      Atom shifted = op_on(OpId::Sub, {x, op_on(OpId::Max, {x}, along, reduced)}, {}, shape);
+      Atom e = op_on(OpId::Exp, {shifted}, {}, shape);
+      Atom total = op_on(OpId::Sum, {e}, along, reduced);
+      if (op == OpId::Softmax) return op_on(OpId::Div, {e, total}, {}, shape);
+      return op_on(OpId::Sub, {shifted, op_on(OpId::Log, {total}, {}, reduced)}, {}, shape);
+    }
     auto swapped = shape;
     std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
     Atom t = emit(b, make_op(OpId::Transpose, {x}, OpAttrs{}, tensor_type(swapped), c.span));

@@ -103,9 +103,6 @@ ShapeResult softmax_shape(Shapes in, const OpAttrs& a) {
   const size_t rank = in[0].size();
   const int axis = normalize_axis(a.ints[0], rank);
   if (axis < 0) return fail("axis " + std::to_string(a.ints[0]) + " is out of range for f32" + shape_str(in[0]));
-  if (static_cast<size_t>(axis) + 1 != rank && !(static_cast<size_t>(axis) + 2 == rank && (rank == 2 || rank == 3)))
-    return fail("along axis " + std::to_string(axis) + " of f32" + shape_str(in[0]) +
-                ": the last axis, or the one before it of a matrix or a stack of matrices");
   return ok(in[0]);
 }
 ShapeResult shape_Softmax(Shapes in, const OpAttrs& a) { return softmax_shape(in, a); }

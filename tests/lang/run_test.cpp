@@ -149,6 +149,30 @@ def main(x: f32[3, 2]) -> (f32[3, 2], f32[3, 2], f32[2, 3, 1]) {
   expect_near(data_of(out[2]), stacked);
 }
 
+// Along a stack's first axis (across its matrices: attention weights across heads).
+TEST(Run, SoftmaxAlongTheFirstAxisOfAStack) {
+  auto m = compile_text(R"(
+def main(x: f32[3, 2]) -> (f32[2, 3, 1], f32[2, 3, 1]) {
+  let s = heads(x, 2);
+  (softmax(s, axis=0), log_softmax(s * 10.0, axis=-3))
+}
+)");
+  const std::vector<std::vector<double>> x = {{1.0, -1.0}, {2.0, 0.5}, {0.0, 3.0}};
+  auto out = run_json(m, {json::parse("[[1.0, -1.0], [2.0, 0.5], [0.0, 3.0]]")})[0];
+  std::vector<double> p(6), lp(6);
+  for (size_t i = 0; i < 3; ++i) {  // row i's two heads
+    const double z = std::exp(x[i][0]) + std::exp(x[i][1]);
+    const double big = std::max(x[i][0], x[i][1]) * 10.0;
+    const double z10 = std::exp(x[i][0] * 10.0 - big) + std::exp(x[i][1] * 10.0 - big);
+    for (size_t j = 0; j < 2; ++j) {
+      p[j * 3 + i] = std::exp(x[i][j]) / z;
+      lp[j * 3 + i] = x[i][j] * 10.0 - big - std::log(z10);
+    }
+  }
+  expect_near(data_of(out[0]), p);
+  expect_near(data_of(out[1]), lp, 1e-4);
+}
+
 // A host int or float the run computes, with a tensor of a fixed size or of the instance's: an f32
 // scalar that broadcasts (an int converted to float first).
 TEST(Run, HostNumbersScaleTensors) {

@@ -478,6 +478,22 @@ def loss(ws: List[int]) -> f32[1, 1] {
 }
 )";
 
+// Softmax and log_softmax across a stack's matrices (axis 0 of [heads, n, n]: weights across the
+// heads), which lowering writes with reductions along that axis.
+const char* kAcrossHeads = R"(dim D = 8
+param emb[12]: f32[1, D]
+param Wq: f32[D, D]
+def loss(ws: List[int]) -> f32[1, 1] {
+  let x = emb[ws];
+  let s = heads(x @ Wq, 2) @ transpose(heads(x, 2));
+  let y = merge_heads(softmax(s, axis=0) @ heads(x, 2)) + merge_heads(log_softmax(s, axis=0) @ heads(x, 2)) * 0.1;
+  sum(sum(tanh(y), axis=0), axis=1)
+}
+)";
+
+TEST(Gradients, BatchedEqualsReferenceAcrossHeads) { batched_equals_reference(kAcrossHeads, false); }
+TEST(Gradients, AcrossHeadsReferenceMatchesFiniteDifferences) { reference_matches_finite_differences(kAcrossHeads); }
+
 TEST(Gradients, BatchedEqualsReferenceThroughMadeSizes) { batched_equals_reference(kMadeSizes, false); }
 TEST(Gradients, MadeSizesReferenceMatchesFiniteDifferences) { reference_matches_finite_differences(kMadeSizes); }
 
