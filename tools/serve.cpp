@@ -176,9 +176,11 @@ void ServeCores::enter(const cpu_set_t& set) const {
 namespace {
 
 // POST /v1/models/NAME:predict: reads the body (bounded), parses its instances, queues them on the
-// batcher and answers with their outputs, or with the first error among them. While it waits, it
-// looks every 50 ms whether its client is still there; once gone, its instances not yet in a batch
-// are dropped and the answer (to no one) is a 499.
+// batcher (a 503 when the queue is full) and answers with their outputs, or with the first error
+// among them. While it waits, it looks every 50 ms (or at its deadline, if sooner) whether its
+// client is still there and whether its deadline has passed; then its instances not yet in a batch
+// are dropped, and the answer is a 499 (to no one) or a 504. Instances already in a batch run on
+// to its end (the batch runs whole), their outputs unused.
 class PredictEndpoint {
  public:
   PredictEndpoint(const ServeOptions& o, const Type& in_type, const Type& out_type, Batcher& batcher, Metrics& metrics)
@@ -198,8 +200,9 @@ class PredictEndpoint {
     };
     if (!read_body(req, read, text, answer_unread)) return;
     std::vector<std::shared_ptr<Pending>> items;
+    int64_t deadline_ms = 0;
     try {
-      items = pending(text);
+      items = pending(text, deadline_ms);
     } catch (const nlohmann::json::exception& e) {
       answer(400, {{"error", std::string("the request body is not JSON: ") + e.what()}});
       return;
@@ -212,8 +215,20 @@ class PredictEndpoint {
     }
     std::vector<std::future<std::pair<bool, Value>>> futures;
     for (auto& p : items) futures.push_back(p->done.get_future());
-    batcher_.submit(items);
-    wait(req, futures, *items[0]->cancelled);
+    if (!batcher_.submit(items)) {
+      metrics_.count(&Metrics::refused_requests);
+      answer(503, {{"error", fmt::format("the queue is full: {} more instances would make more than --max-queue {} "
+                                         "waiting; try again later", items.size(), o_.max_queue)}});
+      return;
+    }
+    const bool late = wait(req, futures, *items[0]->cancelled,
+                           deadline_ms > 0 ? arrived + std::chrono::milliseconds(deadline_ms) : Clock::time_point::max());
+    if (late) {  // not waiting for the instances in a batch: their promises outlive these futures
+      metrics_.count(&Metrics::late_requests);
+      answer(504, {{"error", fmt::format("the request's deadline of {} ms passed before its answer (its instances "
+                                         "not yet in a batch were dropped)", deadline_ms)}});
+      return;
+    }
     nlohmann::json predictions = nlohmann::json::array();
     std::string error;
     bool internal = false, dropped = false;
@@ -272,8 +287,11 @@ class PredictEndpoint {
   }
 
   // The request's instances, each a Pending of one shared cancellation flag.
-  std::vector<std::shared_ptr<Pending>> pending(const std::string& text) const {
-    std::vector<Value> values = values_from_request(text, in_type_);
+  // The request's instances to queue, and its deadline in ms (the server's when it gives none).
+  std::vector<std::shared_ptr<Pending>> pending(const std::string& text, int64_t& deadline_ms) const {
+    PredictRequest request = parse_predict_request(text, in_type_);
+    deadline_ms = request.deadline_ms > 0 ? request.deadline_ms : o_.deadline_ms;
+    std::vector<Value>& values = request.instances;
     auto cancelled = std::make_shared<std::atomic<bool>>(false);
     const auto queued = Clock::now();
     std::vector<std::shared_ptr<Pending>> items;
@@ -282,19 +300,30 @@ class PredictEndpoint {
       p->input = std::move(values[i]);
       p->index = i;
       p->queued = queued;
+      p->priority = request.priority;
       p->cancelled = cancelled;
       items.push_back(std::move(p));
     }
     return items;
   }
 
-  // Until every instance is answered (run, failed or dropped); sets `cancelled` once the client is gone.
-  static void wait(const httplib::Request& req, std::vector<std::future<std::pair<bool, Value>>>& futures,
-                   std::atomic<bool>& cancelled) {
+  // Until every instance is answered (run, failed or dropped), or until `deadline`: true then (the
+  // answer is late). Sets `cancelled` once the client is gone or the deadline passed, so that the
+  // batcher drops the instances still queued.
+  static bool wait(const httplib::Request& req, std::vector<std::future<std::pair<bool, Value>>>& futures,
+                   std::atomic<bool>& cancelled, Clock::time_point deadline) {
     Connection* c = GuardedServer::current();
     for (auto& f : futures)
-      while (f.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+      for (;;) {
+        const auto until = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
+        if (f.wait_until(until) == std::future_status::ready) break;
+        if (Clock::now() >= deadline) {
+          cancelled = true;
+          return true;
+        }
         if (!cancelled && c && c->client_gone(req.version)) cancelled = true;
+      }
+    return false;
   }
 
   const ServeOptions& o_;

@@ -40,6 +40,8 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8500;               // 0: any free port (printed)
   size_t max_batch = 64;         // instances per engine run
+  size_t max_queue = 65536;      // instances waiting for a batch, at most (Batcher::submit)
+  int64_t deadline_ms = 0;       // a request's deadline when it gives none (PredictRequest); 0: none
   double max_delay_ms = 0;       // the longest the oldest queued instance waits for a fuller batch
   HttpLimits limits;             // connections, timeouts, request size, drain
   std::string auth_token;        // when not empty, every endpoint but /health and /ready wants it

@@ -10,12 +10,15 @@ namespace acrobat {
 Batcher::Batcher(const ServeOptions& o, Engine& engine, Metrics& metrics, const ServeCores& cores)
     : o_(o), engine_(engine), metrics_(metrics), cores_(cores), thread_([this] { loop(); }) {}
 
-void Batcher::submit(std::vector<std::shared_ptr<Pending>>& items) {
+bool Batcher::submit(std::vector<std::shared_ptr<Pending>>& items) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& p : items) queue_.push_back(p);
+    if (queued_ + items.size() > o_.max_queue) return false;
+    for (auto& p : items) queues_[static_cast<size_t>(p->priority)].push_back(p);
+    queued_ += items.size();
   }
   wake_.notify_one();
+  return true;
 }
 
 void Batcher::stop() {
@@ -29,7 +32,7 @@ void Batcher::stop() {
 
 std::pair<size_t, size_t> Batcher::depth() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {queue_.size(), running_};
+  return {queued_, running_};
 }
 
 std::vector<std::shared_ptr<Pending>> Batcher::take() {
@@ -38,18 +41,25 @@ std::vector<std::shared_ptr<Pending>> Batcher::take() {
   size_t dropped = 0;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-    if (queue_.empty()) return batch;  // stopping, nothing left
-    wake_.wait_until(lock, queue_.front()->queued + delay, [&] { return queue_.size() >= o_.max_batch || stopping_; });
-    while (!queue_.empty() && batch.size() < o_.max_batch) {
-      std::shared_ptr<Pending> p = std::move(queue_.front());
-      queue_.pop_front();
-      if (p->cancelled && *p->cancelled) {
-        p->dropped = true;
-        p->done.set_value({false, Value{}});
-        ++dropped;
-      } else {
-        batch.push_back(std::move(p));
+    wake_.wait(lock, [&] { return queued_ > 0 || stopping_; });
+    if (queued_ == 0) return batch;  // stopping, nothing left
+    Clock::time_point oldest = Clock::time_point::max();
+    for (const auto& q : queues_)
+      if (!q.empty()) oldest = std::min(oldest, q.front()->queued);
+    wake_.wait_until(lock, oldest + delay, [&] { return queued_ >= o_.max_batch || stopping_; });
+    for (size_t level = queues_.size(); level-- > 0 && batch.size() < o_.max_batch;) {
+      auto& queue = queues_[level];
+      while (!queue.empty() && batch.size() < o_.max_batch) {
+        std::shared_ptr<Pending> p = std::move(queue.front());
+        queue.pop_front();
+        --queued_;
+        if (p->cancelled && *p->cancelled) {
+          p->dropped = true;
+          p->done.set_value({false, Value{}});
+          ++dropped;
+        } else {
+          batch.push_back(std::move(p));
+        }
       }
     }
     running_ = batch.size();
@@ -64,7 +74,7 @@ void Batcher::loop() {
     std::vector<std::shared_ptr<Pending>> batch = take();
     if (batch.empty()) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (stopping_ && queue_.empty()) return;
+      if (stopping_ && queued_ == 0) return;
       continue;  // every instance taken was dropped
     }
     const auto start = Clock::now();

@@ -96,6 +96,13 @@ std::string Metrics::text(const Gauges& now) {
               dropped_instances);
     print_one(out, "acrobat_refused_connections_total", "counter",
               "Connections answered 503 because --max-connections were open.", refused_connections);
+    print_one(out, "acrobat_refused_requests_total", "counter",
+              "Predict requests answered 503 because their instances would have made the queue longer than "
+              "--max-queue.",
+              refused_requests);
+    print_one(out, "acrobat_late_requests_total", "counter",
+              "Predict requests answered 504 because their deadline (deadline_ms, or --deadline-ms) passed first.",
+              late_requests);
     print_one(out, "acrobat_timed_out_requests_total", "counter",
               "Requests that did not arrive whole within --request-timeout (or --read-timeout between bytes).",
               timed_out_requests);

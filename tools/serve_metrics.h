@@ -45,6 +45,8 @@ struct Metrics {
   uint64_t instances = 0, batches = 0, batch_failures = 0, internal_errors = 0;
   uint64_t dropped_requests = 0, dropped_instances = 0;  // of clients gone before their batch ran
   uint64_t refused_connections = 0;                      // over --max-connections
+  uint64_t refused_requests = 0;                         // over --max-queue (503)
+  uint64_t late_requests = 0;                            // past their deadline (504)
   uint64_t timed_out_requests = 0;                       // not whole within --request-timeout
   uint64_t cut_connections = 0;                          // still busy when a drain ended
   Histogram batch_size;

@@ -514,19 +514,29 @@ Value value_from_json(const nlohmann::json& json, const Type& type, const Source
   return JsonReader(where).read(json, type, JsonPath{});
 }
 
-std::vector<Value> values_from_request(std::string_view body, const Type& type) {
+PredictRequest parse_predict_request(std::string_view body, const Type& type) {
   nlohmann::json json;
   if (auto e = io::parse_json_strict(body, json, [](size_t at) { return "byte " + std::to_string(at); }))
     throw UserError("the request body is not JSON: " + e->message + " at byte " + std::to_string(e->offset));
   if (!json.is_object() || !json.contains("instances") || !json["instances"].is_array())
     throw UserError("the request body must be a JSON object {\"instances\": [...]}");
+  PredictRequest out;
+  auto integer = [&](const char* key, int64_t min, int64_t max) -> std::optional<int64_t> {
+    if (!json.contains(key)) return std::nullopt;
+    const auto& v = json[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max)
+      throw UserError(std::string("\"") + key + "\" must be an integer from " + std::to_string(min) + " to " +
+                      std::to_string(max) + ", found " + v.dump().substr(0, 40));
+    return v.get<int64_t>();
+  };
+  out.priority = static_cast<int>(integer("priority", 0, kMaxPriority).value_or(0));
+  out.deadline_ms = integer("deadline_ms", 1, kMaxDeadlineMs).value_or(0);
   const auto& instances = json["instances"];
   if (instances.empty()) throw UserError("\"instances\" is empty");
-  std::vector<Value> values;
-  values.reserve(instances.size());
+  out.instances.reserve(instances.size());
   for (size_t i = 0; i < instances.size(); ++i)
-    values.push_back(value_from_json(instances[i], type, SourceLoc{"instances[" + std::to_string(i) + "]", 0, 0}));
-  return values;
+    out.instances.push_back(value_from_json(instances[i], type, SourceLoc{"instances[" + std::to_string(i) + "]", 0, 0}));
+  return out;
 }
 
 }  // namespace acrobat

@@ -59,10 +59,20 @@ nlohmann::json value_to_json(const Value& value, const Type& type);
 // `where` names the instance for messages, e.g. "inputs.jsonl:3:1".
 Value value_from_json(const nlohmann::json& json, const Type& type, const SourceLoc& where);
 
-// The instances of a predict request's body, {"instances": [...]} (TensorFlow Serving's and KServe
-// v1's REST convention), each converted to `type`; parsed as the input files are (nesting bounded
-// by io::kMaxJsonDepth, no key twice). Anything else is a UserError saying what is wrong and where
-// (a byte offset, or "instances[i]"); it never names a file.
-std::vector<Value> values_from_request(std::string_view body, const Type& type);
+// A predict request's body, {"instances": [...]} (TensorFlow Serving's and KServe v1's REST
+// convention) with, optionally, "priority": 0 to kMaxPriority (higher runs first; default 0) and
+// "deadline_ms": 1 to kMaxDeadlineMs (the answer is a 504 once that long has passed; default: the
+// server's). Each instance converted to `type`; parsed as the input files are (nesting bounded by
+// io::kMaxJsonDepth, no key twice; other keys, such as TensorFlow Serving's "signature_name", are
+// ignored). Anything else (a value out of range) is a UserError saying what is wrong and where (a
+// byte offset, or "instances[i]"); it never names a file.
+struct PredictRequest {
+  std::vector<Value> instances;
+  int priority = 0;
+  int64_t deadline_ms = 0;  // 0: not given
+};
+inline constexpr int kMaxPriority = 9;
+inline constexpr int64_t kMaxDeadlineMs = 3'600'000;
+PredictRequest parse_predict_request(std::string_view body, const Type& type);
 
 }  // namespace acrobat

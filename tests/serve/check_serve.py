@@ -24,6 +24,12 @@ promises under attack is tested apart, by attack_serve.py.
 6. While the model loads and compiles (the AOT engine with an empty cache): /health answers 200,
    /ready and predict 503; once the server prints its address, /ready is 200 and predict answers
    `acrobat run`'s outputs.
+7. The queue's policy, on a server that waits up to 2 s for 3 instances per batch, --max-queue 8:
+   a request with "deadline_ms": 100 gets a 504 within a second (its instance dropped unrun); one
+   of 9 instances a 503 at once; two requests of priority 0 queued, then one of 2 instances of
+   priority 9: the batch takes those 2 and the older of priority 0, the other waits its 2 s;
+   "priority" 10, "deadline_ms" 0 or a string get a 400 naming the key; /metrics counts the 503,
+   the 504 and the dropped instance.
 """
 
 import argparse
@@ -107,6 +113,61 @@ def loading(args, model, check):
     finally:
         stop(server)
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def queue_policy(args, model, check):
+    """7. of the module's docstring."""
+    server, port, _ = start(args.acrobat, model.params, ["--max-batch", "3", "--max-delay-ms", "2000", "--max-queue", "8"])
+    try:
+        if not check(port is not None, "a server with --max-queue starts"):
+            return
+        trees, done = model.trees, {}
+
+        def queued(n):  # the batcher waits for 3 instances (or 2 s): what is sent stays queued meanwhile
+            end = time.time() + 10
+            while metric(metrics(port), "acrobat_queued_instances") != n and time.time() < end:
+                time.sleep(0.005)
+
+        def timed(name, body):
+            status, answer = post(port, json.dumps(body))
+            done[name] = (time.time(), status, answer)
+
+        begin = time.time()
+        late_status, late = post(port, json.dumps({"instances": [trees[3]], "deadline_ms": 100}))
+        late_took = time.time() - begin
+        queued(0)  # the late instance dropped when its batch formed
+        full_status, full = post(port, json.dumps({"instances": [trees[4]] * 9}))
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            first = pool.submit(timed, "first", {"instances": [trees[0]]})
+            queued(1)
+            second = pool.submit(timed, "second", {"instances": [trees[1]]})
+            queued(2)
+            high = pool.submit(timed, "high", {"instances": [trees[5], trees[6]], "priority": 9})
+            for f in (first, second, high):
+                f.result()
+        (t1, s1, a1), (t2, s2, a2), (th, sh, ah) = done["first"], done["second"], done["high"]
+        check((s1, s2, sh) == (200, 200, 200), "first, second, high: %s %s %s" % (s1, s2, sh))
+        check(th < t2 - 1.0 and t1 < t2 - 1.0,
+              "the 2 of priority 9 and the first of priority 0 in one batch, the second 2 s later: %.2f %.2f %.2f"
+              % (t1 - begin, t2 - begin, th - begin))
+        check(s1 == 200 and close(a1["predictions"][0]["data"], model.expected[0]), "the first answer")
+        check(s2 == 200 and close(a2["predictions"][0]["data"], model.expected[1]), "the second answer")
+        check(sh == 200 and all(close(a["data"], model.expected[k]) for a, k in zip(ah["predictions"], (5, 6))),
+              "the high answers")
+        check(late_status == 504 and "deadline of 100 ms" in late.get("error", "") and late_took < 1.0,
+              "a deadline of 100 ms while the batcher waits 2 s: %s %s after %.2f s" % (late_status, late, late_took))
+        check(full_status == 503 and "--max-queue 8" in full.get("error", ""), "9 instances: %s %s" % (full_status, full))
+        for body, key in (({"instances": [trees[0]], "priority": 10}, "priority"),
+                          ({"instances": [trees[0]], "deadline_ms": 0}, "deadline_ms"),
+                          ({"instances": [trees[0]], "priority": "high"}, "priority")):
+            status, answer = post(port, json.dumps(body))
+            check(status == 400 and ('"%s" must be an integer' % key) in answer.get("error", ""),
+                  "%s: %s %s" % (body, status, answer))
+        text = metrics(port)
+        check(metric(text, "acrobat_refused_requests_total") == 1 and metric(text, "acrobat_late_requests_total") == 1
+              and metric(text, "acrobat_dropped_instances_total") == 1, "the 503, the 504 and its dropped instance in /metrics")
+    finally:
+        stop(server)
 
 
 def batched_requests(port, model, check):
@@ -209,6 +270,7 @@ def main():
         stop(server)
     internal_error(args, model, check)
     loading(args, model, check)
+    queue_policy(args, model, check)
     if check.problems:
         return 1
     print("check_serve.py: ok")

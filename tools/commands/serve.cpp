@@ -8,6 +8,7 @@
 #include "cli_options.h"
 #include "commands/command.h"
 #include "commands/common.h"
+#include "engines/inputs.h"
 #include "serve.h"
 
 namespace acrobat::cli {
@@ -15,8 +16,8 @@ namespace acrobat::cli {
 namespace {
 
 struct ServeArgs {
-  std::string port = "8500", max_batch = "64", delay = "0", max_request_bytes, max_connections, read_timeout,
-              idle_timeout, request_timeout, drain_seconds, auth_token_file;
+  std::string port = "8500", max_batch = "64", delay = "0", max_queue = "65536", deadline_ms = "0", max_request_bytes,
+              max_connections, read_timeout, idle_timeout, request_timeout, drain_seconds, auth_token_file;
   bool no_pin = false;
 };
 
@@ -57,6 +58,8 @@ int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a) {
   so.port = static_cast<int>(parse_number("--port", a.port, 0, 65535));
   so.max_batch = parse_number("--max-batch", a.max_batch, 1, kMaxBatch);
   so.max_delay_ms = static_cast<double>(parse_number("--max-delay-ms", a.delay, 0, 60000));
+  so.max_queue = parse_number("--max-queue", a.max_queue, 1, kMaxCount);
+  so.deadline_ms = static_cast<int64_t>(parse_number("--deadline-ms", a.deadline_ms, 0, kMaxDeadlineMs));
   so.pin = !a.no_pin;
   read_limits(a, so.limits);
   if (!a.auth_token_file.empty()) so.auth_token = read_token(a.auth_token_file);
@@ -112,6 +115,12 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--host", so->host, "Address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", a->port, "Port (default 8500; 0: any free port, printed)");
   cmd->add_option("--max-batch", a->max_batch, "Most instances per engine run (default 64)");
+  cmd->add_option("--max-queue", a->max_queue,
+                  "Most instances waiting for a batch; a request whose instances would make more is answered 503 "
+                  "(default 65536)");
+  cmd->add_option("--deadline-ms", a->deadline_ms,
+                  "A request's deadline when its body gives none (\"deadline_ms\"): past it the answer is a 504 and "
+                  "its instances not yet in a batch are dropped (default 0: none)");
   cmd->add_option("--max-delay-ms", a->delay,
                   "Longest the oldest queued instance waits for a fuller batch, ms (default 0: a batch of what is "
                   "queued runs as soon as the engine is free)");
