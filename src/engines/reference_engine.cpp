@@ -142,7 +142,12 @@ void run_instances(StackThread& worker, const ir::Module& module, const ParamSto
         if (faults) ACROBAT_FAULT_POINT("instance");
         before(interp, inputs[i]);
         interp.start_instance(max_steps);
-        outputs.push_back(interp.call(func, entry_arguments(module, func, inputs[i]), module.functions[func].span));
+        // An entry that makes sizes runs the function returning them beside its result, as the
+        // batched engines do (HostRuntime::begin_run): the same calls, for the step budget.
+        const int made_by = module.functions[func].made_by;
+        Value out = interp.call(made_by >= 0 ? made_by : func, entry_arguments(module, func, inputs[i]),
+                                module.functions[func].span);
+        outputs.push_back(made_by >= 0 ? out.agg->fields[0] : std::move(out));
       } catch (const UserError& e) {
         throw for_instance(e, first_instance + i);
       }
