@@ -100,7 +100,6 @@ void HostRuntime::begin_run(int func, const std::vector<Value>& inputs, RunStats
     out_dims_.insert(out_dims_.end(), made.begin(), made.end());
   }
   contexts_.assign(inputs.size(), ctx_);
-  max_steps_ = max_steps;
   steps_.assign(inputs.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i) {
     contexts_[i].steps = &steps_[i];
@@ -225,7 +224,7 @@ void HostRuntime::fail(aot::AotContext* ctx, int32_t site, int64_t a, int64_t b)
     }
     case ir::RhsKind::Call:
       ACROBAT_ASSERT(a >= 0, "a closure of an unknown function");
-      if (b == 1) throw UserError(r.span.begin, step_budget_message(rt.max_steps_, rt.module_.functions[a].name));
+      if (b == 1) throw UserError(r.span.begin, step_budget_message(ctx->max_steps, rt.module_.functions[a].name));
       throw UserError(r.span.begin, "recursion deeper than " +
                                         std::to_string(Interpreter::kMaxCallDepth) + " calls (in '" +
                                         rt.module_.functions[a].name + "')");

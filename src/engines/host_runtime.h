@@ -95,7 +95,6 @@ class HostRuntime : public GraphEngine::Program {
   const std::vector<Value>* inputs_ = nullptr;
   std::vector<aot::AotContext> contexts_;  // one per instance: with fibers, instances interleave
   std::vector<int64_t> steps_;             // per instance, its calls so far (aot::count_step)
-  int64_t max_steps_ = 0;
   std::vector<aot::Val> outputs_;
   std::vector<int64_t> entry_sizes_;  // per instance, the entry function's size_params values
   Arena gathered_;                    // rows gathered by lists of indices, for the run

@@ -245,7 +245,7 @@ Value Interpreter::host_read(const ir::Rhs& r, const std::vector<Value>& frame) 
   const std::span<const Tensor* const> inputs(&t, 1);
   Tensor out = Tensor::allocate({1});
   // A read of a tensor with sizes (a ranked argmax of a ragged row) checks the instance's shape.
-  const OpAttrs attrs = r.sizes.empty() ? r.attrs : instance_shape(r, frame, inputs).second;
+  const OpAttrs attrs = r.sizes.empty() ? r.attrs : instance_shape(r, frame, inputs).attrs;
   reference_kernel(r.op)(attrs, inputs, out);
   // Host work, like the generated code's reads: not part of the dataflow graph's useful FLOPs.
   stats_->kernel_calls++;
@@ -287,8 +287,8 @@ Value Interpreter::run_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   return Value::of_tensor(std::move(out));
 }
 
-std::pair<Type, OpAttrs> Interpreter::instance_shape(const ir::Rhs& r, const std::vector<Value>& frame,
-                                                     std::span<const Tensor* const> inputs) const {
+Interpreter::InstanceShape Interpreter::instance_shape(const ir::Rhs& r, const std::vector<Value>& frame,
+                                                       std::span<const Tensor* const> inputs) const {
   std::vector<int64_t> dims, values;
   instance_sizes(r, frame, dims, values);
   const OpAttrs attrs = bind_attr_sizes(r.attrs, dims.data(), values.data(), dims.size());
@@ -305,20 +305,18 @@ std::pair<Type, OpAttrs> Interpreter::instance_shape(const ir::Rhs& r, const std
       sizes += (sizes.empty() ? "" : ", ") + dim_str(dims[i]) + " = " + std::to_string(values[i]);
     throw UserError(r.span.begin, instance_shape_error(r.op, shapes, attrs, sizes));
   }
-  return {res.type, attrs};
+  return {res.type, attrs, std::move(shapes)};
 }
 
 // An operator whose shapes have size variables: its result's shape and FLOPs are the instance's.
 Value Interpreter::run_sized_op(const ir::Rhs& r, const std::vector<Value>& frame,
                                 std::span<const Tensor* const> inputs) {
-  const auto [type, attrs] = instance_shape(r, frame, inputs);
-  Tensor out = Tensor::allocate(is_tensor(type) ? type->shape : std::vector<int64_t>{1});
-  reference_kernel(r.op)(attrs, inputs, out);
+  const InstanceShape s = instance_shape(r, frame, inputs);
+  Tensor out = Tensor::allocate(is_tensor(s.type) ? s.type->shape : std::vector<int64_t>{1});
+  reference_kernel(r.op)(s.attrs, inputs, out);
   stats_->kernel_calls++;
   stats_->tensor_ops++;
-  std::vector<std::vector<int64_t>> shapes;
-  for (const Tensor* t : inputs) shapes.push_back(t->shape);
-  stats_->flops += op_info(r.op).flops(shapes, out.shape, attrs);
+  stats_->flops += op_info(r.op).flops(s.operands, out.shape, s.attrs);
   return Value::of_tensor(std::move(out));
 }
 

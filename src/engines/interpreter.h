@@ -56,8 +56,13 @@ class Interpreter {
   // An operator whose shapes have size variables: its shape rule run again on the instance's
   // shapes, which checks what only the instance can tell (a slice's bounds, a ranked argmax's
   // count), and its result type and attributes there. Throws the rule's message otherwise.
-  std::pair<Type, OpAttrs> instance_shape(const ir::Rhs& r, const std::vector<Value>& frame,
-                                          std::span<const Tensor* const> inputs) const;
+  struct InstanceShape {
+    Type type;
+    OpAttrs attrs;
+    std::vector<std::vector<int64_t>> operands;  // the operands' shapes
+  };
+  InstanceShape instance_shape(const ir::Rhs& r, const std::vector<Value>& frame,
+                               std::span<const Tensor* const> inputs) const;
   // Called with the value of every read of param `param`: the whole param (`rows` empty), one
   // tensor of an indexed param, or the rows a gather stacked, in order.
   virtual void param_read(int /*param*/, const Value& /*v*/, std::span<const int64_t> /*rows*/) {}
