@@ -180,7 +180,8 @@ namespace {
 // among them. While it waits, it looks every 50 ms (or at its deadline, if sooner) whether its
 // client is still there and whether its deadline has passed; then its instances not yet in a batch
 // are dropped, and the answer is a 499 (to no one) or a 504. Instances already in a batch run on
-// to its end (the batch runs whole), their outputs unused.
+// to its end (the batch runs whole), their outputs unused; with continuous batching they stop
+// where they are.
 class PredictEndpoint {
  public:
   PredictEndpoint(const ServeOptions& o, const Type& in_type, const Type& out_type, Batcher& batcher, Metrics& metrics)
@@ -225,8 +226,9 @@ class PredictEndpoint {
                            deadline_ms > 0 ? arrived + std::chrono::milliseconds(deadline_ms) : Clock::time_point::max());
     if (late) {  // not waiting for the instances in a batch: their promises outlive these futures
       metrics_.count(&Metrics::late_requests);
-      answer(504, {{"error", fmt::format("the request's deadline of {} ms passed before its answer (its instances "
-                                         "not yet in a batch were dropped)", deadline_ms)}});
+      answer(504, {{"error", fmt::format("the request's deadline of {} ms passed before its answer ({})", deadline_ms,
+                                         o_.continuous ? "its instances were stopped where they were"
+                                                       : "its instances not yet in a batch were dropped")}});
       return;
     }
     nlohmann::json predictions = nlohmann::json::array();
@@ -428,7 +430,7 @@ nlohmann::json metadata(const ServeOptions& o, const ir::Module& module, const i
           {"outputs", {{{"type", type_str(f.ret)}}}},
           {"dims", dims},
           {"engine", engine.name()},
-          {"batching", {{"max_batch", o.max_batch}, {"max_delay_ms", o.max_delay_ms}}},
+          {"batching", {{"max_batch", o.max_batch}, {"max_delay_ms", o.max_delay_ms}, {"continuous", o.continuous}}},
           {"content_type", "application/json"}};
 }
 
@@ -548,8 +550,9 @@ int serve_command(const ServeOptions& o, const ModelLoader& load, const ServeCor
   }
   served = model.get();
   const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;  // IPv6
-  std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} (batches of up to {} instances, {} ms; {} engine; {}{})",
-                           o.name, host, port, predict, o.max_batch, o.max_delay_ms, model->model.engine->name(),
+  std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} ({} of up to {} instances, {} ms; {} engine; {}{})",
+                           o.name, host, port, predict, o.continuous ? "continuous batching" : "batches",
+                           o.max_batch, o.max_delay_ms, model->model.engine->name(),
                            cores.describe(), o.auth_token.empty() ? "" : "; a bearer token wanted")
             << std::endl;
   await_stop(server, o);

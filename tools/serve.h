@@ -43,6 +43,7 @@ struct ServeOptions {
   size_t max_queue = 65536;      // instances waiting for a batch, at most (Batcher::submit)
   int64_t deadline_ms = 0;       // a request's deadline when it gives none (PredictRequest); 0: none
   double max_delay_ms = 0;       // the longest the oldest queued instance waits for a fuller batch
+  bool continuous = false;       // instances join the running batch (Engine::run_open), max_batch at once
   HttpLimits limits;             // connections, timeouts, request size, drain
   std::string auth_token;        // when not empty, every endpoint but /health and /ready wants it
   bool pin = true;               // the engine's threads on cores of their own (ServeCores)

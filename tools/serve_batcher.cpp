@@ -35,21 +35,23 @@ std::pair<size_t, size_t> Batcher::depth() const {
   return {queued_, running_};
 }
 
-std::vector<std::shared_ptr<Pending>> Batcher::take() {
+std::vector<std::shared_ptr<Pending>> Batcher::take(size_t most, bool wait) {
   const auto delay = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(o_.max_delay_ms));
   std::vector<std::shared_ptr<Pending>> batch;
   size_t dropped = 0;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, [&] { return queued_ > 0 || stopping_; });
-    if (queued_ == 0) return batch;  // stopping, nothing left
-    Clock::time_point oldest = Clock::time_point::max();
-    for (const auto& q : queues_)
-      if (!q.empty()) oldest = std::min(oldest, q.front()->queued);
-    wake_.wait_until(lock, oldest + delay, [&] { return queued_ >= o_.max_batch || stopping_; });
-    for (size_t level = queues_.size(); level-- > 0 && batch.size() < o_.max_batch;) {
+    if (wait) {
+      wake_.wait(lock, [&] { return queued_ > 0 || stopping_; });
+      if (queued_ == 0) return batch;  // stopping, nothing left
+      Clock::time_point oldest = Clock::time_point::max();
+      for (const auto& q : queues_)
+        if (!q.empty()) oldest = std::min(oldest, q.front()->queued);
+      wake_.wait_until(lock, oldest + delay, [&] { return queued_ >= most || stopping_; });
+    }
+    for (size_t level = queues_.size(); level-- > 0 && batch.size() < most;) {
       auto& queue = queues_[level];
-      while (!queue.empty() && batch.size() < o_.max_batch) {
+      while (!queue.empty() && batch.size() < most) {
         std::shared_ptr<Pending> p = std::move(queue.front());
         queue.pop_front();
         --queued_;
@@ -62,23 +64,35 @@ std::vector<std::shared_ptr<Pending>> Batcher::take() {
         }
       }
     }
-    running_ = batch.size();
+    running_ = live_.size() + batch.size();
   }
   if (dropped) metrics_.count(&Metrics::dropped_instances, dropped);
+  const auto now = Clock::now();
+  for (const auto& p : batch) metrics_.queue_seconds.observe(std::chrono::duration<double>(now - p->queued).count());
   return batch;
 }
 
 void Batcher::loop() {
   cores_.enter_engine();
+  while (o_.continuous) {
+    try {
+      engine_.run_open(*this, o_.max_batch, o_.entry);
+    } catch (const std::exception&) {
+      // The instances it held are answered with its error (Engine::run_open); a new run starts.
+      std::lock_guard<std::mutex> lock(metrics_.mutex);
+      metrics_.batch_failures += 1;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ && queued_ == 0) return;
+  }
   for (;;) {
-    std::vector<std::shared_ptr<Pending>> batch = take();
+    std::vector<std::shared_ptr<Pending>> batch = take(o_.max_batch, true);
     if (batch.empty()) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_ && queued_ == 0) return;
       continue;  // every instance taken was dropped
     }
     const auto start = Clock::now();
-    for (const auto& p : batch) metrics_.queue_seconds.observe(std::chrono::duration<double>(start - p->queued).count());
     run(batch);
     metrics_.run_seconds.observe(seconds_since(start));
     metrics_.batch_size.observe(static_cast<double>(batch.size()));
@@ -124,6 +138,59 @@ void Batcher::run(const std::vector<std::shared_ptr<Pending>>& batch) {
       p->done.set_value({false, Value{}});
     }
   }
+}
+
+// ---- the open run's feed (continuous batching) ----
+
+std::vector<InstanceFeed::Joining> Batcher::take(bool idle, size_t room) {
+  std::vector<InstanceFeed::Joining> out;
+  for (std::shared_ptr<Pending>& p : take(room, idle)) {
+    const size_t ticket = next_ticket_++;
+    p->started = Clock::now();
+    out.push_back({ticket, p->input, p->index});
+    live_.emplace(ticket, std::move(p));
+  }
+  if (!out.empty()) metrics_.batch_size.observe(static_cast<double>(live_.size()));
+  return out;
+}
+
+bool Batcher::cancelled(size_t ticket) {
+  const Pending& p = *live_.at(ticket);
+  return p.cancelled && *p.cancelled;
+}
+
+std::shared_ptr<Pending> Batcher::leave(size_t ticket) {
+  auto it = live_.find(ticket);
+  std::shared_ptr<Pending> p = std::move(it->second);
+  live_.erase(it);
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_ = live_.size();
+  return p;
+}
+
+void Batcher::finished(size_t ticket, Value output) {
+  std::shared_ptr<Pending> p = leave(ticket);
+  {
+    std::lock_guard<std::mutex> lock(metrics_.mutex);
+    ++metrics_.instances;
+  }
+  metrics_.run_seconds.observe(seconds_since(p->started));
+  p->done.set_value({true, std::move(output)});
+}
+
+void Batcher::failed(size_t ticket, const std::string& message, bool internal) {
+  std::shared_ptr<Pending> p = leave(ticket);
+  if (internal) metrics_.count(&Metrics::internal_errors);
+  p->error = message;
+  p->internal = internal;
+  p->done.set_value({false, Value{}});
+}
+
+void Batcher::stopped(size_t ticket) {
+  std::shared_ptr<Pending> p = leave(ticket);
+  metrics_.count(&Metrics::dropped_instances);
+  p->dropped = true;
+  p->done.set_value({false, Value{}});
 }
 
 }  // namespace acrobat

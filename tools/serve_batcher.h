@@ -4,6 +4,10 @@
 // one batch on the engine. At most max_queue instances wait; a request that would make more is
 // refused whole. Instances whose client went away, or whose deadline passed, before their batch
 // was taken are dropped there, unrun.
+// Continuous batching (--continuous, ServeOptions::continuous): one open run of the engine
+// (Engine::run_open) takes queued instances between its flushes, up to max_batch running at once,
+// and answers each as soon as its output is computed; the instances of a request whose client went
+// away or whose deadline passed stop where they are.
 #pragma once
 
 #include <array>
@@ -15,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "engines/engine.h"
@@ -32,6 +37,7 @@ struct Pending {
   Value input;
   size_t index = 0;  // in its request's "instances"
   Clock::time_point queued;
+  Clock::time_point started;  // continuous batching: when it joined the engine's run
   int priority = 0;  // 0 to kMaxPriority: higher ones are taken first
   // Shared by a request's instances: its client is gone, or its deadline passed.
   std::shared_ptr<std::atomic<bool>> cancelled;
@@ -41,7 +47,7 @@ struct Pending {
   bool dropped = false;   // cancelled before its batch ran: never run
 };
 
-class Batcher {
+class Batcher : private InstanceFeed {
  public:
   Batcher(const ServeOptions& o, Engine& engine, Metrics& metrics, const ServeCores& cores);
   ~Batcher() { stop(); }
@@ -55,10 +61,19 @@ class Batcher {
 
  private:
   void loop();
-  // Up to max_batch instances from the queue, once a batch is due; the cancelled ones among them
-  // are dropped. Empty when stopping with nothing left.
-  std::vector<std::shared_ptr<Pending>> take();
+  // Up to `most` instances from the queue; the cancelled ones among them are dropped. With `wait`,
+  // once a batch is due (blocking until then), and empty only when stopping with nothing left;
+  // otherwise what is queued now.
+  std::vector<std::shared_ptr<Pending>> take(size_t most, bool wait);
   void run(const std::vector<std::shared_ptr<Pending>>& batch);
+
+  // The open run's feed (continuous batching); tickets index live_.
+  std::vector<Joining> take(bool idle, size_t room) override;
+  bool cancelled(size_t ticket) override;
+  void finished(size_t ticket, Value output) override;
+  void failed(size_t ticket, const std::string& message, bool internal) override;
+  void stopped(size_t ticket) override;
+  std::shared_ptr<Pending> leave(size_t ticket);  // an instance of the open run answered
 
   const ServeOptions& o_;
   Engine& engine_;
@@ -70,6 +85,8 @@ class Batcher {
   size_t queued_ = 0;  // in all of them
   size_t running_ = 0;
   bool stopping_ = false;
+  std::unordered_map<size_t, std::shared_ptr<Pending>> live_;  // in the open run, by ticket
+  size_t next_ticket_ = 0;
   std::thread thread_;  // last: started once the rest is ready
 };
 

@@ -57,7 +57,7 @@ void print_by_code(std::string& out, const char* name, const char* help, const s
 Metrics::Metrics()
     : batch_size("acrobat_batch_size", "Instances per engine run.", {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
       queue_seconds("acrobat_queue_seconds", "Time an instance waited for its batch to start.", latency_bounds()),
-      run_seconds("acrobat_run_seconds", "Time of one engine run (a batch).", latency_bounds()),
+      run_seconds("acrobat_run_seconds", "Time of one engine run (a batch); with --continuous, an instance's time in the run.", latency_bounds()),
       request_seconds("acrobat_request_seconds", "Time from a predict request's arrival to its answer.",
                       latency_bounds()) {}
 

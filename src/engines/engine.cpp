@@ -207,6 +207,28 @@ RunResult Engine::run_batches(const std::vector<Value>& inputs, size_t batch,
   return result;
 }
 
+void Engine::run_open(InstanceFeed& feed, size_t max_live, const std::string& entry) {
+  (void)max_live;  // one at a time
+  for (;;) {
+    std::vector<InstanceFeed::Joining> joining = feed.take(true, 1);
+    if (joining.empty()) return;
+    for (InstanceFeed::Joining& j : joining) {
+      if (feed.cancelled(j.ticket)) {
+        feed.stopped(j.ticket);
+        continue;
+      }
+      try {
+        RunResult r = run({std::move(j.input)}, entry, j.number);
+        feed.finished(j.ticket, std::move(r.outputs[0]));
+      } catch (const UserError& e) {
+        feed.failed(j.ticket, e.what(), false);
+      } catch (const std::exception& e) {
+        feed.failed(j.ticket, e.what(), true);
+      }
+    }
+  }
+}
+
 std::vector<std::shared_ptr<const Tensor>> instance_tensors(const Value& instance) {
   std::vector<std::shared_ptr<const Tensor>> out;
   // Depth first by a stack of its own: a long list is a chain as long as itself.

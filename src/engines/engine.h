@@ -58,6 +58,29 @@ struct GradResult {
   std::vector<std::vector<Tensor>> input_grads;
 };
 
+// The instances of an open run (Engine::run_open): they come while it runs and each is answered as
+// soon as its output is computed. Called on the run's thread, between flushes.
+class InstanceFeed {
+ public:
+  virtual ~InstanceFeed() = default;
+  struct Joining {
+    size_t ticket = 0;  // the feed's name for the instance in the calls below
+    Value input;
+    size_t number = 0;  // the instance's number in error messages ("instance 3: ...")
+  };
+  // Up to `room` instances to start now. With `idle` nothing is running: the call may block until
+  // some come, and an empty answer then ends the run.
+  virtual std::vector<Joining> take(bool idle, size_t room) = 0;
+  // Whether instance `ticket` is to stop where it is (a deadline passed, its client went away): its
+  // host program ends at its next tensor read, and then `stopped(ticket)` is told.
+  virtual bool cancelled(size_t ticket) = 0;
+  virtual void finished(size_t ticket, Value output) = 0;
+  // Its user error, naming it by its number. `internal`: a failure of acrobat's own (InternalError)
+  // or of the work of the whole batch it ran in.
+  virtual void failed(size_t ticket, const std::string& message, bool internal) = 0;
+  virtual void stopped(size_t ticket) = 0;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -80,6 +103,11 @@ class Engine {
   virtual GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
                                size_t first_instance = 0, std::vector<Tensor> zeroed = {},
                                GradWrt wrt = GradWrt::Params) = 0;
+  // An open run of `entry` (continuous batching): the instances `feed` hands over join it as they
+  // come and leave it when done, each answered at once (outputs as run() gives them). At most
+  // `max_live` instances run at once. By default one instance after the other; the batched
+  // engines batch every instance's work that is pending at a flush (graph_engine.h).
+  virtual void run_open(InstanceFeed& feed, size_t max_live, const std::string& entry = "main");
   // Each instance of later runs may make at most `max_steps` calls, a loop's iterations (tail
   // calls) included; the one that makes more fails at that call (a loop that never ends stops
   // there). 0: no limit.

@@ -122,6 +122,89 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   return result;
 }
 
+void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::string& entry) {
+  const int func = entry_function(*module_, entry);
+  Lane& l = lane();
+  struct Instance {
+    size_t ticket;
+    size_t number;
+    bool cancelled = false;
+  };
+  std::vector<Instance> instances;  // of the graph's current run, by index
+  std::vector<size_t> running;      // started and not ended
+  std::vector<size_t> computing;    // ended: their outputs are computed at the next flush
+  RunStats stats;
+  const std::vector<Value> none;
+  auto begin = [&] {
+    l.graph.reset(stats);
+    l.program->begin_run(func, none, stats, max_steps_);
+    instances.clear();
+  };
+  begin();
+  InstanceFibers::Open open;
+  open.admit = [&](bool idle) {
+    std::vector<size_t> ids;
+    if (idle && !instances.empty()) begin();  // nothing runs: a fresh graph
+    if (*l.graph.num_nodes() > kOpenRunNodes) return ids;  // not idle: let the run drain first
+    const size_t room = max_live > running.size() ? max_live - running.size() : 0;
+    if (room == 0) return ids;
+    for (InstanceFeed::Joining& j : feed.take(idle, room)) {
+      ids.push_back(l.program->join(j.input));
+      instances.push_back({j.ticket, j.number});
+      running.push_back(ids.back());
+    }
+    return ids;
+  };
+  open.body = [&](size_t i) { l.program->run_instance(i); };
+  open.cancelled = [&](size_t i) { return instances[i].cancelled; };
+  open.ended = [&](size_t i, std::exception_ptr error) {
+    running.erase(std::find(running.begin(), running.end(), i));
+    const Instance& in = instances[i];
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const UserError& e) {
+        feed.failed(in.ticket, for_instance(e, in.number).what(), false);
+      } catch (const std::exception& e) {
+        feed.failed(in.ticket, e.what(), true);
+      }
+    } else if (in.cancelled) {
+      feed.stopped(in.ticket);
+    } else {
+      l.program->demand_output(i);
+      computing.push_back(i);
+    }
+  };
+  open.flush = [&] {
+    for (size_t i : running)
+      if (!instances[i].cancelled && feed.cancelled(instances[i].ticket)) instances[i].cancelled = true;
+    BlockExecutor& exec = l.program->executor();
+    l.graph.flush(exec);
+    for (;;) {  // what was demanded is computed: only a safeguard
+      bool pending = false;
+      for (size_t i : computing) pending = l.program->demand_output(i) || pending;
+      if (!pending) break;
+      l.graph.flush(exec);
+    }
+    for (size_t i : computing) {
+      Value out = l.program->output(i);
+      l.program->release_output(i);
+      feed.finished(instances[i].ticket, std::move(out));
+    }
+    computing.clear();
+  };
+  try {
+    l.driver.run_open(open);
+  } catch (const std::exception& e) {
+    // A failure of the graph's work (or of acrobat): every instance not answered gets it, and the
+    // next run starts afresh.
+    const bool internal = dynamic_cast<const UserError*>(&e) == nullptr;
+    for (size_t i : running) feed.failed(instances[i].ticket, e.what(), internal);
+    for (size_t i : computing) feed.failed(instances[i].ticket, e.what(), internal);
+    throw;
+  }
+}
+
 RunResult GraphEngine::run_batches(const std::vector<Value>& inputs, size_t batch,
                                    const std::string& entry) {
   const size_t step = batch == 0 ? std::max<size_t>(inputs.size(), 1) : batch;

@@ -41,6 +41,15 @@ class GraphEngine : public Engine {
   GradResult gradients(const std::vector<Value>& inputs, const std::string& entry = "loss",
                        size_t first_instance = 0, std::vector<Tensor> zeroed = {},
                        GradWrt wrt = GradWrt::Params) final;
+  // Continuous batching on the pooled lane: an instance that joins starts on a fiber of its own at
+  // the next round and its work joins what is pending at the next flush, at its own depth and
+  // phase (with inline depth the place of a node depends only on the values it reads, so a step of
+  // a late instance batches with the same step of the others); an instance whose program has
+  // returned has its output computed at that flush and is answered there, its memory released.
+  // The graph is started afresh whenever nothing runs; after kOpenRunNodes nodes no instance joins
+  // until those running have ended (the nodes and host objects of a run are kept until it ends).
+  void run_open(InstanceFeed& feed, size_t max_live, const std::string& entry = "main") final;
+  static constexpr int32_t kOpenRunNodes = int32_t{1} << 21;
 
   class Program {
    public:
@@ -48,10 +57,17 @@ class GraphEngine : public Engine {
     // Before the instances of a run of function `func` on `inputs` start; counters go to `stats`;
     // each instance may make `max_steps` calls (0: any number; Engine::limit_steps).
     virtual void begin_run(int func, const std::vector<Value>& inputs, RunStats& stats, int64_t max_steps) = 0;
+    // Adds an instance reading `input` to the run begun (an open run); returns its index.
+    virtual size_t join(const Value& input) = 0;
     // Instance i's host program: records its tensor work into the graph.
     virtual void run_instance(size_t i) = 0;
     // Instance i's output, once everything has run.
     virtual Value output(size_t i) = 0;
+    // Once instance i's program has returned: the next flush computes its output (true), or it is
+    // computed already (false).
+    virtual bool demand_output(size_t i) = 0;
+    // Gives up the run's references to instance i's output (output() may not be asked again).
+    virtual void release_output(size_t i) = 0;
     // The same as the runtime holds it: for a tensor, its reference into the graph.
     virtual aot::Val output_val(size_t i) const = 0;
     virtual BlockExecutor& executor() = 0;

@@ -91,7 +91,6 @@ void HostRuntime::begin_run(int func, const std::vector<Value>& inputs, RunStats
   stats_ = &stats;
   entry_ = &fn;
   func_ = fn.made_by >= 0 ? fn.made_by : func;
-  inputs_ = &inputs;
   in_layout_ = layout_of(fn.vars[fn.params[0]].type);
   out_layout_ = layout_of(fn.ret);
   out_dims_ = fn.size_params;
@@ -99,23 +98,39 @@ void HostRuntime::begin_run(int func, const std::vector<Value>& inputs, RunStats
     const auto& made = module_.functions[fn.made_by].made_sizes;
     out_dims_.insert(out_dims_.end(), made.begin(), made.end());
   }
-  contexts_.assign(inputs.size(), ctx_);
-  steps_.assign(inputs.size(), 0);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    contexts_[i].steps = &steps_[i];
-    contexts_[i].max_steps = max_steps;
-  }
-  outputs_.assign(inputs.size(), Val{});
-  entry_sizes_.assign(inputs.size() * fn.size_params.size(), 0);
+  max_steps_ = max_steps;
+  inputs_.clear();
+  joined_.clear();
+  contexts_.clear();
+  steps_.clear();
+  outputs_.clear();
+  entry_sizes_.clear();
+  for (const Value& input : inputs) add_instance(&input);
+}
+
+size_t HostRuntime::join(const Value& input) {
+  joined_.push_back(input);
+  return add_instance(&joined_.back());
+}
+
+size_t HostRuntime::add_instance(const Value* input) {
+  inputs_.push_back(input);
+  contexts_.push_back(ctx_);
+  steps_.push_back(0);
+  contexts_.back().steps = &steps_.back();
+  contexts_.back().max_steps = max_steps_;
+  outputs_.push_back(Val{});
+  entry_sizes_.resize(entry_sizes_.size() + entry_->size_params.size(), 0);
+  return inputs_.size() - 1;
 }
 
 void HostRuntime::run_instance(size_t i) {
   const ir::Function& fn = module_.functions[func_];
   const size_t S = fn.size_params.size();
   std::vector<Val> args(1 + S);
-  args[0] = from_value((*inputs_)[i], in_layout_);
+  args[0] = from_value(*inputs_[i], in_layout_);
   if (S > 0) {
-    std::vector<Value> full = entry_arguments(module_, func_, (*inputs_)[i]);
+    std::vector<Value> full = entry_arguments(module_, func_, *inputs_[i]);
     for (size_t z = 0; z < S; ++z) {
       entry_sizes_[i * S + z] = full[1 + z].i;
       args[1 + z].i = full[1 + z].i;
@@ -134,6 +149,21 @@ Value HostRuntime::output(size_t i) {
   const aot::Obj* both = outputs_[i].p;
   for (size_t k = S; k < out_dims_.size(); ++k) sizes.push_back(both->fields[1 + k - S].i);
   return to_value(both->fields[0], out_layout_, sizes.data());
+}
+
+bool HostRuntime::demand_output(size_t i) {
+  bool pending = false;
+  for_each_lazy(output_val(i), out_layout_, [&](const Val& t) {
+    if (!graph_.pending(t.node)) return;
+    graph_.demand(t.node);
+    pending = true;
+  });
+  return pending;
+}
+
+void HostRuntime::release_output(size_t i) {
+  for_each_lazy(output_val(i), out_layout_, [&](const Val& t) { graph_.drop(t); });
+  outputs_[i] = Val{};
 }
 
 // ---- services ----
@@ -293,6 +323,28 @@ Val HostRuntime::from_value(const Value& v, const Layout* l) {
     }
   }
   return out;
+}
+
+template <class F>
+void HostRuntime::for_each_lazy(const Val& v, const Layout* l, F&& f) {
+  switch (l->kind) {
+    case TypeKind::Tensor:
+      if (v.node >= 0) f(v);
+      return;
+    case TypeKind::Tuple:
+      for (size_t i = 0; i < l->elems.size(); ++i) for_each_lazy(v.p->fields[i], l->elems[i], f);
+      return;
+    case TypeKind::Adt:
+      // The spine of a list-like value by a loop, as to_value.
+      for (const Obj* o = v.p; o;) {
+        const auto& types = l->fields[o->tag];
+        const bool chained = !types.empty() && types.back() == l;
+        for (size_t i = 0; i + (chained ? 1 : 0) < types.size(); ++i) for_each_lazy(o->fields[i], types[i], f);
+        o = chained ? o->fields[types.size() - 1].p : nullptr;
+      }
+      return;
+    default: return;
+  }
 }
 
 Value HostRuntime::to_value(const Val& v, const Layout* l, const int64_t* sizes) {

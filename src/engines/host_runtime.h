@@ -9,6 +9,7 @@
 // and Val.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,8 +42,11 @@ class HostRuntime : public GraphEngine::Program {
   ~HostRuntime() override;
 
   void begin_run(int func, const std::vector<Value>& inputs, RunStats& stats, int64_t max_steps) override;
+  size_t join(const Value& input) override;
   void run_instance(size_t i) override;
   Value output(size_t i) override;
+  bool demand_output(size_t i) override;
+  void release_output(size_t i) override;
   aot::Val output_val(size_t i) const override {
     return entry_->made_by >= 0 ? outputs_[i].p->fields[0] : outputs_[i];
   }
@@ -65,6 +69,11 @@ class HostRuntime : public GraphEngine::Program {
   aot::Val from_value(const Value& v, const Layout* l);
   // `sizes`: the instance's values of out_dims_ (its output's shapes may have them).
   Value to_value(const aot::Val& v, const Layout* l, const int64_t* sizes);
+  // Appends an instance reading `input` (kept alive by the caller) to the run; its index.
+  size_t add_instance(const Value* input);
+  // f(t) for every lazy tensor t (a graph node's output) of value `v`.
+  template <class F>
+  void for_each_lazy(const aot::Val& v, const Layout* l, F&& f);
 
   static HostRuntime& of(aot::AotContext* ctx) { return *static_cast<HostRuntime*>(ctx->runtime); }
   static int32_t record(aot::AotContext* ctx, int32_t block, const aot::Val* args);
@@ -92,10 +101,13 @@ class HostRuntime : public GraphEngine::Program {
   // The size variables the output's shapes may have: the entry's parameters', then the ones its
   // result makes (ir::Function::made_by).
   std::vector<int64_t> out_dims_;
-  const std::vector<Value>* inputs_ = nullptr;
-  std::vector<aot::AotContext> contexts_;  // one per instance: with fibers, instances interleave
-  std::vector<int64_t> steps_;             // per instance, its calls so far (aot::count_step)
-  std::vector<aot::Val> outputs_;
+  std::vector<const Value*> inputs_;  // the run's, then the ones that joined it (join())
+  std::deque<Value> joined_;          // the inputs that joined the run: theirs are kept here
+  // Deques: a suspended instance holds its context while others join the run.
+  std::deque<aot::AotContext> contexts_;  // one per instance: with fibers, instances interleave
+  std::deque<int64_t> steps_;             // per instance, its calls so far (aot::count_step)
+  std::deque<aot::Val> outputs_;
+  int64_t max_steps_ = 0;
   std::vector<int64_t> entry_sizes_;  // per instance, the entry function's size_params values
   Arena gathered_;                    // rows gathered by lists of indices, for the run
   std::vector<const float*> gather_sources_;  // of one gather (Graph::gathered)

@@ -225,6 +225,7 @@ struct InstanceFibers::Impl {
     std::exception_ptr error;
     Join* join = nullptr;  // the fork that started this fiber; null for an instance's own
     uint64_t seq = 0;      // creation order: a child is always newer than its parent
+    size_t instance = 0;   // the instance whose fiber this is or descends from
     SanitizerStack stack;
   };
   std::deque<Slot> slots;  // a deque: references stay valid while fibers fork
@@ -237,8 +238,15 @@ struct InstanceFibers::Impl {
   ctx::fiber scheduler;  // inside a fiber: where wait(), fork() and the end of the fiber return to
   SanitizerStack scheduler_stack;
   bool cancelling = false;  // fibers resumed now end (destroy_all)
+  const Open* open = nullptr;  // run_open's callbacks, during one
 
-  int start(FunctionRef<void(size_t)> body, size_t k, Join* join) {
+  // Whether the fiber running now is to end where it is.
+  bool ending(int id) const {
+    return cancelling || (open && open->cancelled && open->cancelled(slots[id].instance));
+  }
+
+  // `instance`: the instance the new fiber belongs to (k itself for an instance's own fiber).
+  int start(FunctionRef<void(size_t)> body, size_t k, Join* join, size_t instance) {
     int id;
     if (!free.empty()) {
       id = free.back();
@@ -251,6 +259,7 @@ struct InstanceFibers::Impl {
     Slot& s = slots[id];
     s.join = join;
     s.seq = next_seq++;
+    s.instance = instance;
     ctx::stack_context sc = stacks.take();
     s.stack = sanitizer_stacks.take(sc);
     // Boost enters the new fiber's entry function and comes back at once: for TSan, on the fiber's
@@ -262,7 +271,7 @@ struct InstanceFibers::Impl {
                 [this, id, k, body](ctx::fiber&& from) {
                   fiber_started(scheduler_stack);
                   scheduler = std::move(from);
-                  if (!cancelling) {
+                  if (!ending(id)) {
                     try {
                       body(k);
                     } catch (const Cancelled&) {
@@ -299,6 +308,12 @@ struct InstanceFibers::Impl {
       case State::Done:
         sanitizer_stacks.give_back(s.stack);
         --live;
+        if (open && !s.join) {  // an instance of an open run has ended: its slot is free again
+          std::exception_ptr error = std::move(s.error);
+          s.error = nullptr;
+          free.push_back(id);
+          open->ended(s.instance, std::move(error));
+        }
         if (s.join && --s.join->left == 0 && s.join->joining) {
           slots[s.join->fiber].state = State::Runnable;
           ready.push_front(s.join->fiber);  // the forking fiber goes on before the flush
@@ -310,11 +325,29 @@ struct InstanceFibers::Impl {
     }
   }
 
+  // A round: every runnable fiber runs until it finishes, waits or forks (its children run in the
+  // same round).
+  void run_ready() {
+    while (!ready.empty()) {
+      int id = ready.front();
+      ready.pop_front();
+      resume(id);
+    }
+  }
+  // After a flush: the waiting fibers are runnable again.
+  void wake_waiting() {
+    for (int id : waiting) {
+      slots[id].state = State::Runnable;
+      ready.push_back(id);
+    }
+    waiting.clear();
+  }
+
   // From inside a fiber: back to the scheduler loop.
   void suspend(State why) {
     slots[current].state = why;
     jump(scheduler, scheduler_stack, &scheduler_stack);
-    if (cancelling) throw Cancelled{};
+    if (ending(current)) throw Cancelled{};
   }
 
   // Ends every fiber not finished, children before their parents: each is resumed once more, to
@@ -352,26 +385,18 @@ void InstanceFibers::run(size_t n, const std::function<void(size_t)>& body,
   im.destroy_all();
   flushes_ = 0;
   forks_ = 0;
-  for (size_t i = 0; i < n; ++i) im.ready.push_back(im.start(body, i, nullptr));
+  for (size_t i = 0; i < n; ++i) im.ready.push_back(im.start(body, i, nullptr, i));
   running_ = true;
   try {
     for (;;) {
-      while (!im.ready.empty()) {
-        int id = im.ready.front();
-        im.ready.pop_front();
-        im.resume(id);
-      }
+      im.run_ready();
       if (im.waiting.empty()) break;
       // Every unfinished fiber waits for a pending tensor (or for children that do).
       running_ = false;
       ++flushes_;
       flush();
       running_ = true;
-      for (int id : im.waiting) {
-        im.slots[id].state = Impl::State::Runnable;
-        im.ready.push_back(id);
-      }
-      im.waiting.clear();
+      im.wake_waiting();
     }
   } catch (...) {
     running_ = false;
@@ -384,6 +409,46 @@ void InstanceFibers::run(size_t n, const std::function<void(size_t)>& body,
   for (size_t i = 0; i < n && !first; ++i) first = im.slots[i].error;
   im.destroy_all();
   if (first) std::rethrow_exception(first);
+}
+
+void InstanceFibers::run_open(const Open& open) {
+  ACROBAT_ASSERT(!running_, "InstanceFibers::run_open is not reentrant");
+  Impl& im = *impl_;
+  im.destroy_all();
+  flushes_ = 0;
+  forks_ = 0;
+  im.open = &open;
+  struct Close {
+    Impl& im;
+    ~Close() { im.open = nullptr; }
+  } close{im};
+  const std::function<void(size_t)>& body = open.body;
+  running_ = true;
+  try {
+    for (;;) {
+      running_ = false;
+      const std::vector<size_t> joining = open.admit(im.live == 0);
+      running_ = true;
+      if (im.live == 0 && joining.empty()) break;
+      for (size_t id : joining) im.ready.push_back(im.start(body, id, nullptr, id));
+      const bool ran = !im.ready.empty();
+      im.run_ready();
+      if (ran) {
+        running_ = false;
+        ++flushes_;
+        open.flush();
+        running_ = true;
+      }
+      im.wake_waiting();
+    }
+  } catch (...) {
+    running_ = false;
+    im.open = nullptr;  // the fibers destroyed are not reported as ended
+    im.destroy_all();
+    throw;
+  }
+  running_ = false;
+  im.destroy_all();
 }
 
 void InstanceFibers::wait() {
@@ -403,7 +468,8 @@ void InstanceFibers::fork(size_t n, FunctionRef<void(size_t)> body) {
     many.resize(n - 1);
     children = many.data();
   }
-  for (size_t k = 1; k < n; ++k) children[k - 1] = im.start(body, k, &join);
+  const size_t instance = im.slots[im.current].instance;
+  for (size_t k = 1; k < n; ++k) children[k - 1] = im.start(body, k, &join, instance);
   forks_ += static_cast<int64_t>(n - 1);
   for (size_t k = n - 1; k-- > 0;) im.ready.push_front(children[k]);  // next, in order
   std::exception_ptr first;

@@ -16,6 +16,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "support/function_ref.h"
 
@@ -37,6 +38,22 @@ class InstanceFibers {
   // waiting fibers. An exception thrown by body(i) ends that fiber; when all have ended, the
   // exception of the lowest i is rethrown (the one a sequential run would have met).
   void run(size_t n, const std::function<void(size_t)>& body, const std::function<void()>& flush);
+
+  // An open run (continuous batching): instances join it between rounds and leave it when their
+  // fiber ends. Before each round `admit(idle)` gives the ids of the instances to start now (the
+  // caller's numbers); `idle` says no fiber is alive, and then it may block until some come, and an
+  // empty answer ends the run. After every round in which a fiber ran, flush() runs. When an
+  // instance's fiber ends, `ended(id, error)` is told at once (error null when it returned or was
+  // cancelled). A fiber of an instance that `cancelled(id)` names when the fiber is resumed ends
+  // there: its frames unwind as a failed run's do, its children's first.
+  struct Open {
+    std::function<std::vector<size_t>(bool idle)> admit;
+    std::function<void(size_t)> body;
+    std::function<void(size_t, std::exception_ptr)> ended;
+    std::function<void()> flush;
+    std::function<bool(size_t)> cancelled;
+  };
+  void run_open(const Open& open);
 
   // Whether the calling code runs on one of the fibers of a run().
   bool inside() const { return running_; }

@@ -7,6 +7,15 @@
 
 namespace acrobat {
 
+namespace {
+// Writes the seconds since its making into `out` when it goes, however its scope ends.
+struct SecondsInto {
+  double& out;
+  Clock::time_point t0 = Clock::now();
+  ~SecondsInto() { out = seconds_since(t0); }
+};
+}  // namespace
+
 InstanceDriver::InstanceDriver(bool fibers) : fibers_(fibers) {}
 InstanceDriver::~InstanceDriver() = default;
 
@@ -17,12 +26,7 @@ void InstanceDriver::start(size_t n, bool reads_tensors, bool forks, size_t firs
   flush_ = std::move(flush);
   const bool faults = faults_injected();
   worker_->start([this, n, reads_tensors, forks, first_instance, faults] {
-    const auto t0 = Clock::now();
-    struct Timer {
-      InstanceDriver* d;
-      Clock::time_point t0;
-      ~Timer() { d->seconds_ = seconds_since(t0); }
-    } timer{this, t0};
+    SecondsInto timer{seconds_};
     auto instance = [&](size_t i) {
       try {
         if (faults) ACROBAT_FAULT_POINT("instance");
@@ -37,6 +41,21 @@ void InstanceDriver::start(size_t n, bool reads_tensors, bool forks, size_t firs
       return;
     }
     for (size_t i = 0; i < n; ++i) instance(i);
+  });
+}
+
+void InstanceDriver::run_open(const InstanceFibers::Open& open) {
+  if (!worker_) worker_ = std::make_unique<StackThread>();
+  InstanceFibers::Open on_driver = open;
+  if (faults_injected())
+    on_driver.body = [&open](size_t i) {
+      ACROBAT_FAULT_POINT("instance");
+      open.body(i);
+    };
+  worker_->run([this, &on_driver] {
+    SecondsInto timer{seconds_};
+    if (!instance_fibers_) instance_fibers_ = std::make_unique<InstanceFibers>();
+    instance_fibers_->run_open(on_driver);
   });
 }
 

@@ -46,6 +46,11 @@ class InstanceDriver {
   void start(size_t n, bool reads_tensors, bool forks, size_t first_instance,
              std::function<void(size_t)> body, std::function<void()> flush);
   void finish();
+  // An open run (continuous batching, InstanceFibers::run_open): every instance on a fiber of its
+  // own, on the driver's thread, returning when `open.admit` ends it. Errors reach `open.ended`
+  // as thrown (the caller numbers the instance); one of flush() or of admit() ends the run and
+  // is thrown here.
+  void run_open(const InstanceFibers::Open& open);
   // How long the host programs of the last start() took on the driver's thread (flushes during
   // them included).
   double seconds() const { return seconds_; }

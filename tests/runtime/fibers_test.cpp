@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 #include <stdexcept>
 
 #include "compiler/pipeline.h"
@@ -55,6 +56,62 @@ TEST(InstanceFibers, RecursesDeepOnAFiberStack) {
   std::vector<int> out(3);
   fibers.run(3, [&](size_t i) { out[i] = down(20000 + static_cast<int>(i)); }, [] {});
   EXPECT_EQ(out, (std::vector<int>{20000, 20001, 20002}));
+}
+
+// An open run: instances join between rounds (ids the caller chooses), each is reported ended as
+// soon as its fiber ends, errors per instance; a cancelled instance ends where it waits, the
+// fibers it forked first, without an error and without disturbing the others.
+TEST(InstanceFibers, AnOpenRunTakesInstancesBetweenRoundsAndEndsTheCancelledOnes) {
+  InstanceFibers fibers;
+  std::vector<std::string> log;
+  std::vector<int> waits_done(8, 0);
+  int round = 0;
+  std::set<size_t> cancel;
+  InstanceFibers::Open open;
+  open.admit = [&](bool idle) -> std::vector<size_t> {
+    ++round;
+    if (round == 1) return {10, 11};
+    if (round == 3) return {12, 13};
+    EXPECT_FALSE(idle && round < 3);
+    return {};
+  };
+  open.body = [&](size_t id) {
+    const size_t k = id - 10;
+    if (k == 3) throw std::runtime_error("thirteen fails");
+    auto waits = [&](size_t n) {
+      for (size_t w = 0; w < n; ++w) {
+        fibers.wait();
+        ++waits_done[k];
+      }
+    };
+    if (k == 1) {
+      fibers.fork(3, [&](size_t c) { waits(2 + c); });  // children of 11 wait 2, 3, 4 times
+      log.push_back("11 joined its children");
+    } else {
+      waits(k == 0 ? 2 : 6);
+    }
+  };
+  open.ended = [&](size_t id, std::exception_ptr e) {
+    std::string what;
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        what = std::string(": ") + x.what();
+      }
+    }
+    log.push_back(std::to_string(id) + " ended in round " + std::to_string(round) + what);
+  };
+  open.flush = [&] {
+    if (round == 3) cancel.insert(11);  // while its children wait
+  };
+  open.cancelled = [&](size_t id) { return cancel.count(id) > 0; };
+  fibers.run_open(open);
+  EXPECT_EQ(log, (std::vector<std::string>{"10 ended in round 3", "13 ended in round 3: thirteen fails",
+                                            "11 ended in round 4", "12 ended in round 9"}));
+  EXPECT_EQ(waits_done[0], 2);
+  EXPECT_EQ(waits_done[2], 6);
+  EXPECT_EQ(fibers.live(), 0u);
 }
 
 TEST(InstanceFibers, RethrowsTheLowestInstancesError) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <random>
 #include <set>
@@ -587,6 +588,155 @@ TEST(Ragged, FunctionsReturnSizesTheyMakeOnEveryEngine) {
   EXPECT_GE(tokens.size(), 3u);  // instances stopped at different steps
   EXPECT_GE(kept.size(), 8u);
   expect_engines_equal_reference(l, {1, 7, 40}, 1e-5f, 1e-6f);
+}
+
+// ---- Open runs (continuous batching, Engine::run_open) ----
+
+// A feed whose instances arrive in a random order at random rounds: at each take a random number
+// of the next ones (at least one when nothing runs). It records each instance's answer and the take
+// at which it came, and cancels the instances `cancel` names one take after they arrived.
+class ArrivalFeed : public InstanceFeed {
+ public:
+  ArrivalFeed(const std::vector<Value>& inputs, unsigned seed, size_t most_at_once)
+      : inputs_(inputs), rng_(seed), most_(most_at_once), answers_(inputs.size()) {
+    for (size_t i = 0; i < inputs.size(); ++i) order_.push_back(i);
+    std::shuffle(order_.begin(), order_.end(), rng_);
+  }
+  std::function<bool(size_t)> cancel = [](size_t) { return false; };
+
+  struct Answer {
+    enum Kind { None, Finished, Failed, Stopped } kind = None;
+    Value output;
+    std::string message;
+    int arrived = -1, answered = -1;  // takes
+    int times = 0;                    // answers given: must be one
+  };
+  const std::vector<Answer>& answers() const { return answers_; }
+  int takes() const { return takes_; }
+  size_t most_joined() const { return most_joined_; }
+
+  std::vector<Joining> take(bool idle, size_t room) override {
+    ++takes_;
+    size_t n = std::uniform_int_distribution<size_t>(0, most_)(rng_);
+    if (idle && n == 0) n = 1;
+    n = std::min({n, room, order_.size() - next_});
+    std::vector<Joining> out;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = order_[next_++];
+      answers_[i].arrived = takes_;
+      out.push_back({i, inputs_[i], i});
+    }
+    most_joined_ = std::max(most_joined_, n);
+    return out;
+  }
+  bool cancelled(size_t ticket) override { return cancel(ticket) && takes_ > answers_[ticket].arrived; }
+  void finished(size_t ticket, Value output) override { answer(ticket, Answer::Finished).output = std::move(output); }
+  void failed(size_t ticket, const std::string& message, bool) override {
+    answer(ticket, Answer::Failed).message = message;
+  }
+  void stopped(size_t ticket) override { answer(ticket, Answer::Stopped); }
+
+ private:
+  Answer& answer(size_t ticket, Answer::Kind kind) {
+    Answer& a = answers_[ticket];
+    a.kind = kind;
+    a.answered = takes_;
+    ++a.times;
+    return a;
+  }
+  const std::vector<Value>& inputs_;
+  std::mt19937 rng_;
+  size_t most_;
+  std::vector<size_t> order_;
+  size_t next_ = 0;
+  int takes_ = 0;
+  size_t most_joined_ = 0;
+  std::vector<Answer> answers_;
+};
+
+// Every engine (the reference's one at a time too), both schedulers, 1 and 2 threads, three arrival
+// orders: each instance answered once, with the output of a whole-batch run, and instances leave
+// as they finish (some are answered before others have arrived). The growing decoder reads a
+// tensor per step (an instance joins between steps); the ragged model forks its calls.
+TEST(Ragged, AnOpenRunAnswersAsARunDoesOverRandomArrivalOrders) {
+  const Loaded grow = load_with_ids("grow.acr", kGrowing, 4, 70, 20, 24, 5);
+  for (const Loaded* l : {&grow, &loaded()})
+    for (Scheduler scheduler : {Scheduler::InlineDepth, Scheduler::Agenda})
+      for (int threads : {1, 2}) {
+        std::vector<std::unique_ptr<Engine>> engines = batched_engines(l->module, l->params, scheduler, threads);
+        engines.push_back(std::make_unique<ReferenceEngine>(l->module, l->params));
+        for (auto& engine : engines)
+          for (unsigned seed : {1u, 2u, 3u}) {
+            ArrivalFeed feed(l->inputs, seed, 6);
+            engine->run_open(feed, 32);
+            int early = 0;
+            for (size_t i = 0; i < l->inputs.size(); ++i) {
+              const auto& a = feed.answers()[i];
+              const std::string what = fmt::format("{} {} threads {} seed {} instance {}", engine->name(),
+                                                   scheduler_name(scheduler), threads, seed, i);
+              ASSERT_EQ(a.times, 1) << what;
+              ASSERT_EQ(a.kind, ArrivalFeed::Answer::Finished) << what << ": " << a.message;
+              expect_values_close(a.output, l->expected[i], what, 1e-4f, 1e-5f);
+              early += a.answered < feed.takes() - 1 ? 1 : 0;
+            }
+            EXPECT_GE(early, static_cast<int>(l->inputs.size()) / 2) << engine->name();
+          }
+      }
+}
+
+// Cancelling half of a running batch: those instances stop where they wait (each decodes at least
+// three steps, so all are still running a take after they arrived), the other half's answers are
+// unchanged; and an instance over its step budget fails alone, with the message the reference
+// engine gives it, on every engine.
+TEST(Ragged, AnOpenRunStopsTheInstancesCancelledAndTheOnesOverBudgetAlone) {
+  const Loaded l = load_with_ids("grow.acr", kGrowing, 4, 70, 20, 24, 5);
+  for (auto& engine : batched_engines(l.module, l.params, Scheduler::InlineDepth, 1)) {
+    ArrivalFeed feed(l.inputs, 7, 9);
+    feed.cancel = [](size_t i) { return i % 2 == 1; };
+    engine->run_open(feed, 64);
+    for (size_t i = 0; i < l.inputs.size(); ++i) {
+      const auto& a = feed.answers()[i];
+      const std::string what = fmt::format("{} instance {}", engine->name(), i);
+      ASSERT_EQ(a.times, 1) << what;
+      if (i % 2 == 1) {
+        EXPECT_EQ(a.kind, ArrivalFeed::Answer::Stopped) << what;
+      } else {
+        ASSERT_EQ(a.kind, ArrivalFeed::Answer::Finished) << what << ": " << a.message;
+        expect_values_close(a.output, l.expected[i], what, 1e-4f, 1e-5f);
+      }
+    }
+  }
+  std::vector<std::string> want(l.inputs.size());
+  ReferenceEngine reference(l.module, l.params);
+  reference.limit_steps(25);
+  size_t over = 0;
+  for (size_t i = 0; i < l.inputs.size(); ++i) {
+    try {
+      reference.run({l.inputs[i]}, "main", i);
+    } catch (const UserError& e) {
+      want[i] = e.what();
+      ++over;
+    }
+  }
+  ASSERT_GT(over, 5u) << want[0];
+  ASSERT_LT(over, l.inputs.size() - 5) << want[0];
+  for (auto& engine : batched_engines(l.module, l.params, Scheduler::InlineDepth, 2)) {
+    engine->limit_steps(25);
+    ArrivalFeed feed(l.inputs, 8, 12);
+    engine->run_open(feed, 64);
+    for (size_t i = 0; i < l.inputs.size(); ++i) {
+      const auto& a = feed.answers()[i];
+      const std::string what = fmt::format("{} instance {}", engine->name(), i);
+      ASSERT_EQ(a.times, 1) << what;
+      if (!want[i].empty()) {
+        EXPECT_EQ(a.kind, ArrivalFeed::Answer::Failed) << what;
+        EXPECT_EQ(a.message, want[i]) << what;
+      } else {
+        ASSERT_EQ(a.kind, ArrivalFeed::Answer::Finished) << what << ": " << a.message;
+        expect_values_close(a.output, l.expected[i], what, 1e-4f, 1e-5f);
+      }
+    }
+  }
 }
 
 TEST(Ragged, ExplainShowsTheRaggedPlan) {

@@ -24,6 +24,9 @@ import registry  # noqa: E402
 TEST = os.path.join(ROOT, "data", "sst", "test.txt")
 VOCAB = os.path.join(ROOT, "data", "sst", "vocab.txt")
 MODEL = os.path.join(ROOT, "models", "treelstm.acr")
+# Flags every server of the tests gets besides its own (ACROBAT_SERVE_FLAGS, e.g. "--continuous").
+SERVE_FLAGS = os.environ.get("ACROBAT_SERVE_FLAGS", "").split()
+CONTINUOUS = "--continuous" in SERVE_FLAGS  # instances join the running batch: no batch fails whole
 
 
 class Model:
@@ -59,7 +62,7 @@ def start(acrobat_bin, params, extra, env=None, port_given=False):
     line), or (process, None, line) when it printed no address."""
     port = [] if port_given else ["--port", "0"]
     server = subprocess.Popen([acrobat_bin, "serve", MODEL, "--set", "H=64", "--params", params, "--threads", "1",
-                               "--max-request-bytes", "1048576"] + port + extra, stdout=subprocess.PIPE,
+                               "--max-request-bytes", "1048576"] + port + extra + SERVE_FLAGS, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT if port_given else None, text=True, env=env)
     line = server.stdout.readline()
     m = re.search(r"http://127\.0\.0\.1:(\d+)/v1/models/treelstm:predict", line)

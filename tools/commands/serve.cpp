@@ -19,6 +19,7 @@ struct ServeArgs {
   std::string port = "8500", max_batch = "64", delay = "0", max_queue = "65536", deadline_ms = "0", max_request_bytes,
               max_connections, read_timeout, idle_timeout, request_timeout, drain_seconds, auth_token_file;
   bool no_pin = false;
+  bool continuous = false;
 };
 
 // The token of --auth-token-file: the file's text without surrounding blanks, not empty.
@@ -61,6 +62,7 @@ int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a) {
   so.max_queue = parse_number("--max-queue", a.max_queue, 1, kMaxCount);
   so.deadline_ms = static_cast<int64_t>(parse_number("--deadline-ms", a.deadline_ms, 0, kMaxDeadlineMs));
   so.pin = !a.no_pin;
+  so.continuous = a.continuous;
   read_limits(a, so.limits);
   if (!a.auth_token_file.empty()) so.auth_token = read_token(a.auth_token_file);
   so.entry = o.entry;
@@ -124,6 +126,10 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--max-delay-ms", a->delay,
                   "Longest the oldest queued instance waits for a fuller batch, ms (default 0: a batch of what is "
                   "queued runs as soon as the engine is free)");
+  cmd->add_flag("--continuous", a->continuous,
+                "Continuous batching: queued instances join the running batch at its next step (up to "
+                "--max-batch running at once) and each is answered as soon as it is done; a request past its "
+                "deadline or whose client left has its instances stopped where they are (docs/serving.md)");
   cmd->add_flag("--no-pin", a->no_pin,
                 "Leave every thread on every core (default: when there are more cores than --threads, "
                 "the engine keeps the first --threads cores to itself and HTTP gets the rest)");

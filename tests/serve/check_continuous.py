@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""`acrobat serve --continuous` end to end: tests/serve/steps.acr (a loop of n steps, a tensor read
+each) behind HTTP on a free loopback port, on the engine given (batched or aot).
+
+  check_continuous.py --acrobat BIN --workdir DIR --engine ENGINE
+
+1. 40 requests at once of 1 to 3 instances of 0 to 400 steps, --max-batch 16: every answer equals
+   `acrobat run`'s on the same instances (1e-5).
+2. A long instance (600000 steps) does not hold the others: sent first, then 8 requests of 50
+   steps one after the other, each answered while the long one still runs; it is answered after
+   them, equal to `acrobat run`'s.
+3. Leaving early: a request of 10^8 steps with "deadline_ms": 300 gets its 504 within 2 s and its
+   instance stops (nothing running within 2 s more, instead of the minutes it would run); one of
+   10^8 steps whose client closes its connection after 300 ms stops too; /metrics counts both
+   stopped instances; a request of 20 steps beside them is answered.
+4. A server with --max-steps 5000: a request of [10, 6000, 20] gets the 400 naming the call and
+   instance 1 (the error of `acrobat run --max-steps 5000` on it), one of [10] beside it a 200.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serving import Checks, close, get, metric, metrics, post, stop  # noqa: E402
+
+MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "steps.acr")
+
+
+def start(args, extra):
+    server = subprocess.Popen([args.acrobat, "serve", MODEL, "--engine", args.engine, "--threads", "1", "--port", "0",
+                               "--continuous"] + extra, stdout=subprocess.PIPE, text=True)
+    line = server.stdout.readline()
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/v1/models/steps:predict", line)
+    if not m:
+        print("no address in %r" % line, file=sys.stderr)
+    return server, (int(m.group(1)) if m else None), line
+
+
+def expected(args, instances, extra=()):
+    """`acrobat run`'s outputs on `instances` (a list of step counts), or its error."""
+    path = os.path.join(args.workdir, "in.jsonl")
+    out = os.path.join(args.workdir, "out.json")
+    with open(path, "w") as f:
+        f.write("".join("%d\n" % n for n in instances))
+    r = subprocess.run([args.acrobat, "run", MODEL, "--engine", args.engine, "--input", "json:" + path, "--threads", "1",
+                        "--output", out] + list(extra), capture_output=True, text=True)
+    if r.returncode != 0:
+        return r.stderr
+    with open(out) as f:
+        return [o["data"] for o in json.load(f)["outputs"]]
+
+
+def body(instances, **fields):
+    return json.dumps(dict({"instances": instances}, **fields))
+
+
+def running(port):
+    return metric(metrics(port), "acrobat_running_instances")
+
+
+def until(cond, seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def check_outputs(args, port, check):
+    """1. of the module's docstring."""
+    rng = random.Random(5)
+    requests = [[rng.randrange(0, 401) for _ in range(rng.randrange(1, 4))] for _ in range(40)]
+    flat = [n for r in requests for n in r]
+    want = expected(args, flat)
+    if not check(isinstance(want, list), "acrobat run: %s" % want):
+        return
+    gate = threading.Barrier(len(requests))
+
+    def one(r):
+        gate.wait()
+        return post(port, body(r), name="steps")
+
+    with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
+        answers = list(pool.map(one, requests))
+    k = 0
+    for r, (status, b) in zip(requests, answers):
+        ok = status == 200 and all(close(p["data"], want[k + j]) for j, p in enumerate(b.get("predictions", [])))
+        check(ok and len(b["predictions"]) == len(r), "request %s: %s %s" % (r, status, str(b)[:200]))
+        k += len(r)
+
+
+def check_long_does_not_hold(args, port, check):
+    """2. of the module's docstring."""
+    want = expected(args, [600000, 50])
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        long = pool.submit(post, port, body([600000]), "steps")
+        check(until(lambda: running(port) == 1, 5), "the long instance runs")
+        for i in range(8):
+            status, b = post(port, body([50]), name="steps")
+            check(status == 200 and close(b["predictions"][0]["data"], want[1]), "short request %d: %s" % (i, status))
+            check(not long.done(), "short request %d answered while the long one runs" % i)
+        status, b = long.result()
+        check(status == 200 and close(b["predictions"][0]["data"], want[0]), "the long one: %s" % status)
+
+
+def check_leaving(args, port, check):
+    """3. of the module's docstring."""
+    before = metric(metrics(port), "acrobat_dropped_instances_total") or 0
+    t0 = time.monotonic()
+    status, b = post(port, body([100000000], deadline_ms=300), name="steps")
+    took = time.monotonic() - t0
+    check(status == 504 and took < 2, "deadline: %s after %.2f s: %s" % (status, took, b))
+    check(until(lambda: running(port) == 0, 2), "the late instance stopped")
+    # A client that goes away: the request sent on a socket closed 300 ms later.
+    data = body([100000000]).encode()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /v1/models/steps:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(data) + data)
+    check(until(lambda: running(port) == 1, 2), "the instance of the client that goes runs")
+    time.sleep(0.3)
+    s.close()
+    check(until(lambda: running(port) == 0, 2), "the instance of the client gone stopped")
+    status, b = post(port, body([20]), name="steps")
+    check(status == 200, "a request after them: %s" % status)
+    text = metrics(port)
+    check((metric(text, "acrobat_dropped_instances_total") or 0) - before == 2, "2 stopped instances in /metrics")
+
+
+def check_budget(args, check):
+    """4. of the module's docstring."""
+    server, port, _ = start(args, ["--max-steps", "5000"])
+    try:
+        if not check(port is not None, "a server with --max-steps 5000 starts"):
+            return
+        error = expected(args, [10, 6000, 20], ["--max-steps", "5000"])
+        want = re.search(r"error: (instance 1: .*)", error)
+        check(want is not None, "acrobat run --max-steps 5000 fails instance 1: %r" % error)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            bad = pool.submit(post, port, body([10, 6000, 20]), "steps")
+            good = pool.submit(post, port, body([10]), "steps")
+            status, b = bad.result()
+            check(status == 400 and want is not None and want.group(1) in b.get("error", ""),
+                  "over the budget: %s %s" % (status, b))
+            check(good.result()[0] == 200, "beside it: %s" % (good.result(),))
+    finally:
+        stop(server)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--acrobat", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--engine", default="batched")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    check = Checks("check_continuous.py")
+    server, port, line = start(args, ["--max-batch", "16"])
+    try:
+        if not check(port is not None and "continuous batching of up to 16" in line, "the server starts: %r" % line):
+            return 1
+        check_outputs(args, port, check)
+        check_long_does_not_hold(args, port, check)
+        check_leaving(args, port, check)
+    finally:
+        stop(server)
+    check_budget(args, check)
+    if check.problems:
+        return 1
+    print("check_continuous.py: ok (%s)" % args.engine)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
