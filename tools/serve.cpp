@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -21,6 +22,7 @@
 
 #include "analysis/plan.h"
 #include "engines/inputs.h"
+#include "engines/reference_engine.h"
 #include "serve_batcher.h"
 #include "support/clock.h"
 #include "support/diagnostics.h"
@@ -182,10 +184,39 @@ namespace {
 // are dropped, and the answer is a 499 (to no one) or a 504. Instances already in a batch run on
 // to its end (the batch runs whole), their outputs unused; with continuous batching they stop
 // where they are.
+// An instance's cost for admission by cost (--max-cost): the model's function `cost`, of the
+// entry's input type to int, run on the reference engine (one instance at a time: HTTP threads take
+// turns), with a step budget of kCostSteps. A failure, or a cost below 0, is the request's 400.
+class CostFunction {
+ public:
+  static constexpr int64_t kCostSteps = 1000000;
+  CostFunction(const LoadedModel& m, const ir::Function& entry) : engine_(m.module, m.params) {
+    const int f = entry_function(*m.module, "cost");
+    const ir::Function& cost = m.module->functions[f];
+    const Type& in = entry.vars[entry.params[0]].type;
+    if (type_str(cost.vars[cost.params[0]].type) != type_str(in) || cost.ret->kind != TypeKind::Int)
+      throw UserError(cost.span.begin, "--max-cost: the model's cost must be cost(x: " + type_str(in) +
+                                           ") -> int, of the served entry's input; found cost(x: " +
+                                           type_str(cost.vars[cost.params[0]].type) + ") -> " + type_str(cost.ret));
+    engine_.limit_steps(kCostSteps);
+  }
+  int64_t operator()(const Value& instance, size_t index) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t c = engine_.run({instance}, "cost", index).outputs[0].i;
+    if (c < 0) throw UserError("instance " + std::to_string(index) + ": its cost(x) is " + std::to_string(c) + ", below 0");
+    return c;
+  }
+
+ private:
+  std::mutex mutex_;
+  ReferenceEngine engine_;
+};
+
 class PredictEndpoint {
  public:
-  PredictEndpoint(const ServeOptions& o, const Type& in_type, const Type& out_type, Batcher& batcher, Metrics& metrics)
-      : o_(o), in_type_(in_type), out_type_(out_type), batcher_(batcher), metrics_(metrics) {}
+  PredictEndpoint(const ServeOptions& o, const Type& in_type, const Type& out_type, Batcher& batcher, Metrics& metrics,
+                  CostFunction* cost)
+      : o_(o), in_type_(in_type), out_type_(out_type), batcher_(batcher), metrics_(metrics), cost_(cost) {}
 
   void operator()(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
     const auto arrived = Clock::now();
@@ -222,35 +253,16 @@ class PredictEndpoint {
                                          "waiting; try again later", items.size(), o_.max_queue)}});
       return;
     }
-    const bool late = wait(req, futures, *items[0]->cancelled,
-                           deadline_ms > 0 ? arrived + std::chrono::milliseconds(deadline_ms) : Clock::time_point::max());
+    const auto deadline = deadline_ms > 0 ? arrived + std::chrono::milliseconds(deadline_ms) : Clock::time_point::max();
+    if (items[0]->stream) return stream(res, std::move(items), std::move(futures), deadline, deadline_ms, arrived);
+    const bool late = wait(req, futures, *items[0]->cancelled, deadline);
     if (late) {  // not waiting for the instances in a batch: their promises outlive these futures
       metrics_.count(&Metrics::late_requests);
-      answer(504, {{"error", fmt::format("the request's deadline of {} ms passed before its answer ({})", deadline_ms,
-                                         o_.continuous ? "its instances were stopped where they were"
-                                                       : "its instances not yet in a batch were dropped")}});
+      answer(504, late_error(deadline_ms));
       return;
     }
-    nlohmann::json predictions = nlohmann::json::array();
-    std::string error;
-    bool internal = false, dropped = false;
-    for (size_t i = 0; i < items.size(); ++i) {
-      auto [ok, out] = futures[i].get();
-      dropped = dropped || items[i]->dropped;
-      if (!ok && error.empty()) {
-        error = items[i]->error;
-        internal = items[i]->internal;
-      }
-      if (ok) predictions.push_back(value_to_json(out, out_type_));
-    }
-    if (*items[0]->cancelled) {
-      if (dropped) metrics_.count(&Metrics::dropped_requests);
-      answer(499, {{"error", "the client closed its connection before the answer"}});
-    } else if (!error.empty()) {
-      answer(internal ? 500 : 400, {{"error", without_paths(error, o_)}});
-    } else {
-      answer(200, {{"predictions", std::move(predictions)}});
-    }
+    auto [status, body] = outcome(items, futures);
+    answer(status, body);
   }
 
  private:
@@ -288,13 +300,103 @@ class PredictEndpoint {
     return whole && !too_large_body;
   }
 
-  // The request's instances, each a Pending of one shared cancellation flag.
+  using Futures = std::vector<std::future<std::pair<bool, Value>>>;
+
+  nlohmann::json late_error(int64_t deadline_ms) const {
+    return {{"error", fmt::format("the request's deadline of {} ms passed before its answer ({})", deadline_ms,
+                                  o_.continuous ? "its instances were stopped where they were"
+                                                : "its instances not yet in a batch were dropped")}};
+  }
+
+  // The answer once every instance is answered: its status and body (the outputs, the first error,
+  // or a 499 for a client gone).
+  std::pair<int, nlohmann::json> outcome(const std::vector<std::shared_ptr<Pending>>& items, Futures& futures) const {
+    nlohmann::json predictions = nlohmann::json::array();
+    std::string error;
+    bool internal = false, dropped = false;
+    for (size_t i = 0; i < items.size(); ++i) {
+      auto [ok, out] = futures[i].get();
+      dropped = dropped || items[i]->dropped;
+      if (!ok && error.empty()) {
+        error = items[i]->error;
+        internal = items[i]->internal;
+      }
+      if (ok) predictions.push_back(value_to_json(out, out_type_));
+    }
+    if (*items[0]->cancelled) {
+      if (dropped) metrics_.count(&Metrics::dropped_requests);
+      return {499, {{"error", "the client closed its connection before the answer"}}};
+    }
+    if (!error.empty()) return {internal ? 500 : 400, {{"error", without_paths(error, o_)}}};
+    return {200, {{"predictions", std::move(predictions)}}};
+  }
+
+  // A streamed answer ("stream": true): 200 with server-sent events, `data: {"instance": i, "emit":
+  // v}` for each value an instance emits as it comes (with --continuous), a comment every second
+  // while nothing comes (a client gone is found when it fails), and last the answer a request
+  // without "stream" would get, as one event with its "status" (504 past the deadline).
+  void stream(httplib::Response& res, std::vector<std::shared_ptr<Pending>> items, Futures futures,
+              Clock::time_point deadline, int64_t deadline_ms, Clock::time_point arrived) {
+    struct State {
+      std::vector<std::shared_ptr<Pending>> items;
+      Futures futures;
+    };
+    auto st = std::make_shared<State>(State{std::move(items), std::move(futures)});
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, st, deadline, deadline_ms, arrived](
+                                                               size_t, httplib::DataSink& sink) {
+      std::atomic<bool>& cancelled = *st->items[0]->cancelled;
+      EventStream& events = *st->items[0]->stream;
+      auto finish = [&](int status, nlohmann::json body) {
+        metrics_.answered(status);
+        metrics_.request_seconds.observe(seconds_since(arrived));
+        if (status == 499) return false;  // no one to tell
+        body["status"] = status;
+        const std::string event = "data: " + body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+        sink.write(event.data(), event.size());
+        sink.done();
+        return true;
+      };
+      for (auto quiet_since = Clock::now();;) {
+        bool done = true;
+        for (auto& f : st->futures) done = done && f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+        const auto now = Clock::now();
+        for (const std::string& e : events.take(done ? now : std::min(deadline, now + std::chrono::milliseconds(50)))) {
+          if (!sink.write(e.data(), e.size())) {
+            cancelled = true;
+            return finish(499, {});
+          }
+          quiet_since = Clock::now();
+        }
+        if (done) {
+          auto [status, body] = outcome(st->items, st->futures);
+          return finish(status, std::move(body));
+        }
+        if (Clock::now() >= deadline) {
+          cancelled = true;
+          metrics_.count(&Metrics::late_requests);
+          return finish(504, late_error(deadline_ms));
+        }
+        if (Clock::now() - quiet_since >= std::chrono::seconds(1)) {
+          static const std::string ping = ": waiting\n\n";
+          if (!sink.write(ping.data(), ping.size())) {
+            cancelled = true;
+            return finish(499, {});
+          }
+          quiet_since = Clock::now();
+        }
+      }
+    });
+  }
+
   // The request's instances to queue, and its deadline in ms (the server's when it gives none).
   std::vector<std::shared_ptr<Pending>> pending(const std::string& text, int64_t& deadline_ms) const {
     PredictRequest request = parse_predict_request(text, in_type_);
     deadline_ms = request.deadline_ms > 0 ? request.deadline_ms : o_.deadline_ms;
     std::vector<Value>& values = request.instances;
     auto cancelled = std::make_shared<std::atomic<bool>>(false);
+    auto stream = request.stream ? std::make_shared<EventStream>() : nullptr;
     const auto queued = Clock::now();
     std::vector<std::shared_ptr<Pending>> items;
     for (size_t i = 0; i < values.size(); ++i) {
@@ -304,6 +406,8 @@ class PredictEndpoint {
       p->queued = queued;
       p->priority = request.priority;
       p->cancelled = cancelled;
+      p->stream = stream;
+      if (cost_) p->cost = (*cost_)(p->input, i);
       items.push_back(std::move(p));
     }
     return items;
@@ -333,6 +437,7 @@ class PredictEndpoint {
   const Type& out_type_;
   Batcher& batcher_;
   Metrics& metrics_;
+  CostFunction* cost_;  // with --max-cost
 };
 
 // Before any route: the request's framing (a bad Content-Length is a 400, one over the limit a
@@ -430,7 +535,8 @@ nlohmann::json metadata(const ServeOptions& o, const ir::Module& module, const i
           {"outputs", {{{"type", type_str(f.ret)}}}},
           {"dims", dims},
           {"engine", engine.name()},
-          {"batching", {{"max_batch", o.max_batch}, {"max_delay_ms", o.max_delay_ms}, {"continuous", o.continuous}}},
+          {"batching", {{"max_batch", o.max_batch}, {"max_delay_ms", o.max_delay_ms}, {"continuous", o.continuous},
+                        {"max_cost", o.max_cost}}},
           {"content_type", "application/json"}};
 }
 
@@ -439,11 +545,13 @@ struct Served {
   Served(const ServeOptions& o, LoadedModel loaded, Metrics& metrics, const ServeCores& cores)
       : model(std::move(loaded)),
         entry(model.module->functions[entry_function(*model.module, o.entry)]),
+        cost(o.max_cost > 0 ? std::make_unique<CostFunction>(model, entry) : nullptr),
         batcher(o, *model.engine, metrics, cores),
-        predict(o, entry.vars[entry.params[0]].type, entry.ret, batcher, metrics),
+        predict(o, entry.vars[entry.params[0]].type, entry.ret, batcher, metrics, cost.get()),
         metadata(acrobat::metadata(o, *model.module, entry, *model.engine)) {}
   LoadedModel model;
   const ir::Function& entry;
+  std::unique_ptr<CostFunction> cost;  // --max-cost
   Batcher batcher;
   PredictEndpoint predict;
   nlohmann::json metadata;

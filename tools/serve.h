@@ -44,6 +44,7 @@ struct ServeOptions {
   int64_t deadline_ms = 0;       // a request's deadline when it gives none (PredictRequest); 0: none
   double max_delay_ms = 0;       // the longest the oldest queued instance waits for a fuller batch
   bool continuous = false;       // instances join the running batch (Engine::run_open), max_batch at once
+  int64_t max_cost = 0;          // with the model's cost(x) -> int: the most cost a batch holds (0: none)
   HttpLimits limits;             // connections, timeouts, request size, drain
   std::string auth_token;        // when not empty, every endpoint but /health and /ready wants it
   bool pin = true;               // the engine's threads on cores of their own (ServeCores)
@@ -72,6 +73,7 @@ class ServeCores {
 struct LoadedModel {
   std::shared_ptr<const ir::Module> module;
   std::unique_ptr<Engine> engine;
+  std::shared_ptr<const ParamStore> params;
 };
 using ModelLoader = std::function<LoadedModel()>;
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "serve.h"
 #include "support/diagnostics.h"
 
@@ -49,9 +51,15 @@ std::vector<std::shared_ptr<Pending>> Batcher::take(size_t most, bool wait) {
         if (!q.empty()) oldest = std::min(oldest, q.front()->queued);
       wake_.wait_until(lock, oldest + delay, [&] { return queued_ >= most || stopping_; });
     }
-    for (size_t level = queues_.size(); level-- > 0 && batch.size() < most;) {
+    int64_t cost = live_cost_;
+    bool full = false;  // the next instance's cost would pass --max-cost
+    for (size_t level = queues_.size(); level-- > 0 && batch.size() < most && !full;) {
       auto& queue = queues_[level];
       while (!queue.empty() && batch.size() < most) {
+        if (o_.max_cost > 0 && cost + queue.front()->cost > o_.max_cost && (cost > 0 || !batch.empty())) {
+          full = true;
+          break;
+        }
         std::shared_ptr<Pending> p = std::move(queue.front());
         queue.pop_front();
         --queued_;
@@ -60,6 +68,7 @@ std::vector<std::shared_ptr<Pending>> Batcher::take(size_t most, bool wait) {
           p->done.set_value({false, Value{}});
           ++dropped;
         } else {
+          cost += p->cost;
           batch.push_back(std::move(p));
         }
       }
@@ -147,6 +156,7 @@ std::vector<InstanceFeed::Joining> Batcher::take(bool idle, size_t room) {
   for (std::shared_ptr<Pending>& p : take(room, idle)) {
     const size_t ticket = next_ticket_++;
     p->started = Clock::now();
+    live_cost_ += p->cost;
     out.push_back({ticket, p->input, p->index});
     live_.emplace(ticket, std::move(p));
   }
@@ -163,6 +173,7 @@ std::shared_ptr<Pending> Batcher::leave(size_t ticket) {
   auto it = live_.find(ticket);
   std::shared_ptr<Pending> p = std::move(it->second);
   live_.erase(it);
+  live_cost_ -= p->cost;
   std::lock_guard<std::mutex> lock(mutex_);
   running_ = live_.size();
   return p;
@@ -184,6 +195,14 @@ void Batcher::failed(size_t ticket, const std::string& message, bool internal) {
   p->error = message;
   p->internal = internal;
   p->done.set_value({false, Value{}});
+}
+
+void Batcher::emitted(size_t ticket, const Value& v) {
+  const Pending& p = *live_.at(ticket);
+  if (!p.stream) return;
+  nlohmann::json value = v.kind == Value::Kind::Int ? nlohmann::json(v.i)
+                         : v.kind == Value::Kind::Float ? nlohmann::json(v.f) : nlohmann::json(v.b);
+  p.stream->push("data: " + nlohmann::json{{"instance", p.index}, {"emit", std::move(value)}}.dump() + "\n\n");
 }
 
 void Batcher::stopped(size_t ticket) {

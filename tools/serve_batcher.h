@@ -32,6 +32,32 @@ namespace acrobat {
 class ServeCores;
 struct ServeOptions;
 
+// The events of a streamed answer (server-sent events, a request's "stream": true): what its
+// instances emit, pushed by the engine's thread as they come and taken by the connection's.
+class EventStream {
+ public:
+  void push(std::string event) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_.push_back(std::move(event));
+    }
+    wake_.notify_one();
+  }
+  // The events queued, waiting for one until `until`.
+  std::vector<std::string> take(Clock::time_point until) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait_until(lock, until, [&] { return !events_.empty(); });
+    std::vector<std::string> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+    events_.clear();
+    return out;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::string> events_;
+};
+
 // One instance of a request, waiting for its batch.
 struct Pending {
   Value input;
@@ -45,6 +71,8 @@ struct Pending {
   std::string error;
   bool internal = false;  // the error is acrobat's (InternalError): a 500, not the request's 400
   bool dropped = false;   // cancelled before its batch ran: never run
+  std::shared_ptr<EventStream> stream;  // a streamed request's, shared by its instances; else null
+  int64_t cost = 1;  // the model's cost(x) of it, with --max-cost
 };
 
 class Batcher : private InstanceFeed {
@@ -61,9 +89,11 @@ class Batcher : private InstanceFeed {
 
  private:
   void loop();
-  // Up to `most` instances from the queue; the cancelled ones among them are dropped. With `wait`,
-  // once a batch is due (blocking until then), and empty only when stopping with nothing left;
-  // otherwise what is queued now.
+  // Up to `most` instances from the queue, their costs together at most what --max-cost leaves
+  // beside the running ones (an instance that costs more alone is taken alone, when nothing else
+  // runs or is taken; the queue's order is kept: the next one that does not fit waits); the
+  // cancelled ones among them are dropped. With `wait`, once a batch is due (blocking until then),
+  // and empty only when stopping with nothing left; otherwise what is queued now.
   std::vector<std::shared_ptr<Pending>> take(size_t most, bool wait);
   void run(const std::vector<std::shared_ptr<Pending>>& batch);
 
@@ -73,6 +103,7 @@ class Batcher : private InstanceFeed {
   void finished(size_t ticket, Value output) override;
   void failed(size_t ticket, const std::string& message, bool internal) override;
   void stopped(size_t ticket) override;
+  void emitted(size_t ticket, const Value& v) override;
   std::shared_ptr<Pending> leave(size_t ticket);  // an instance of the open run answered
 
   const ServeOptions& o_;
@@ -87,6 +118,7 @@ class Batcher : private InstanceFeed {
   bool stopping_ = false;
   std::unordered_map<size_t, std::shared_ptr<Pending>> live_;  // in the open run, by ticket
   size_t next_ticket_ = 0;
+  int64_t live_cost_ = 0;  // of live_ (--max-cost)
   std::thread thread_;  // last: started once the rest is ready
 };
 

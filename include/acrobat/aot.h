@@ -15,7 +15,7 @@
 namespace acrobat::aot {
 
 // Bumped whenever any struct below changes; the runtime refuses a model built for another version.
-inline constexpr uint32_t kAbiVersion = 10;
+inline constexpr uint32_t kAbiVersion = 11;
 
 struct Obj;
 
@@ -103,6 +103,9 @@ struct AotHost {
   // `length` entries picks, one after another, in memory that lasts the run; fails (as `fail`) for
   // an index out of range or an empty list.
   const float* (*gather)(AotContext* ctx, int32_t site, Val list, int64_t length);
+  // emit(v) at IR site `site`: hands the host value v (of the site's type) out as a partial result
+  // of the context's instance.
+  void (*emit)(AotContext* ctx, int32_t site, Val v);
   // Kernels (single-threaded; the runtime splits batches across threads).
   float* (*scratch)(AotContext* ctx, int64_t floats);  // valid until the kernel returns
   // C[M,N] (+)= A[M,K] @ W for reuse weights W, A rows lda apart.
@@ -165,6 +168,7 @@ struct AotContext {
   // the contexts of its concurrent calls; the most it may make (0: no limit).
   int64_t* steps;
   int64_t max_steps;
+  int64_t instance;  // the instance's index in the run (its emits say whose they are)
 };
 
 // One more step of the instance (a call, or a loop's next iteration, at IR site `site` of function

@@ -21,51 +21,71 @@ bool movable(const ir::Rhs& r) {
     case ir::RhsKind::Proj:
     case ir::RhsKind::ParamLoad:
     case ir::RhsKind::MakeClosure: return true;
-    case ir::RhsKind::Host: return r.host_op != ir::HostOp::Div && r.host_op != ir::HostOp::Mod;
+    case ir::RhsKind::Host:
+      return r.host_op != ir::HostOp::Div && r.host_op != ir::HostOp::Mod && r.host_op != ir::HostOp::Emit;
     default: return false;
   }
 }
 
-class Grouper {
+// Which functions may reach a binding that `leaf` names, through their calls: a fixed point over
+// the call graph, where a call through a closure may reach any function.
+class Reach {
  public:
-  explicit Grouper(ir::Module& m) : m_(m) {}
-
-  ConcurrencyPlan run() {
-    plan_.may_suspend.assign(m_.functions.size(), false);
-    // Which functions may suspend: a fixed point over the call graph. A call through a closure may
-    // reach any function.
+  Reach(const ir::Module& m, bool (*leaf)(const ir::Rhs&)) : leaf_(leaf), by_function_(m.functions.size(), false) {
     for (bool changed = true; changed;) {
       changed = false;
-      for (size_t f = 0; f < m_.functions.size(); ++f)
-        if (!plan_.may_suspend[f] && suspends(m_.functions[f].body)) {
-          plan_.may_suspend[f] = true;
-          any_suspends_ = changed = true;
+      for (size_t f = 0; f < m.functions.size(); ++f)
+        if (!by_function_[f] && in(m.functions[f].body)) {
+          by_function_[f] = true;
+          any_ = changed = true;
         }
     }
+  }
+  bool in(const ir::Rhs& r) const {
+    if (leaf_(r)) return true;
+    switch (r.kind) {
+      case ir::RhsKind::Call: return r.callee_func >= 0 ? bool(by_function_[r.callee_func]) : any_;
+      case ir::RhsKind::If: return in(r.then_block) || in(r.else_block);
+      case ir::RhsKind::Match:
+        for (const auto& c : r.clauses)
+          if (in(c.body)) return true;
+        return false;
+      default: return false;
+    }
+  }
+  bool in(const ir::Block& b) const {
+    for (const auto& bind : b.bindings)
+      if (in(*bind.rhs)) return true;
+    return false;
+  }
+  const std::vector<bool>& by_function() const { return by_function_; }
+  bool any() const { return any_; }
+
+ private:
+  bool (*leaf_)(const ir::Rhs&);
+  std::vector<bool> by_function_;
+  bool any_ = false;
+};
+
+bool emit(const ir::Rhs& r) { return r.kind == ir::RhsKind::Host && r.host_op == ir::HostOp::Emit; }
+
+class Grouper {
+ public:
+  // Functions that may emit (emit(v)) have their calls run one after the other, in program order,
+  // so that an instance's emits come in the same order on every engine.
+  explicit Grouper(ir::Module& m) : m_(m), suspends_(m, reads_tensor), emits_(m, emit) {}
+
+  ConcurrencyPlan run() {
+    plan_.may_suspend = suspends_.by_function();
     plan_.group_at_site.assign(static_cast<size_t>(m_.num_sites), 0);
-    if (any_suspends_)
+    if (suspends_.any())
       for (auto& f : m_.functions) f.body = reorder(f.body);
     return std::move(plan_);
   }
 
  private:
-  bool suspends(const ir::Rhs& r) const {
-    switch (r.kind) {
-      case ir::RhsKind::Op: return reads_tensor(r);
-      case ir::RhsKind::Call: return r.callee_func >= 0 ? plan_.may_suspend[r.callee_func] : any_suspends_;
-      case ir::RhsKind::If: return suspends(r.then_block) || suspends(r.else_block);
-      case ir::RhsKind::Match:
-        for (const auto& c : r.clauses)
-          if (suspends(c.body)) return true;
-        return false;
-      default: return false;
-    }
-  }
-  bool suspends(const ir::Block& b) const {
-    for (const auto& bind : b.bindings)
-      if (suspends(*bind.rhs)) return true;
-    return false;
-  }
+  bool suspends(const ir::Rhs& r) const { return suspends_.in(r); }
+  bool emits(const ir::Rhs& r) const { return emits_.in(r); }
 
   ir::Block reorder(const ir::Block& b) {
     std::vector<ir::Binding> in;
@@ -88,7 +108,7 @@ class Grouper {
     ir::Block out;
     out.result = b.result;
     for (size_t i = 0; i < in.size();) {
-      if (!suspends(*in[i].rhs)) {
+      if (!suspends(*in[i].rhs) || emits(*in[i].rhs)) {
         out.bindings.push_back(in[i++]);
         continue;
       }
@@ -104,7 +124,7 @@ class Grouper {
         bool dependent = false;
         for (int v : reads) dependent = dependent || defined.count(v) > 0;
         if (suspends(r)) {
-          if (dependent) break;
+          if (dependent || emits(r)) break;
           members.push_back(j);
           before.insert(before.end(), next_before.begin(), next_before.end());
           after.insert(after.end(), next_after.begin(), next_after.end());
@@ -135,8 +155,8 @@ class Grouper {
   }
 
   ir::Module& m_;
+  Reach suspends_, emits_;
   ConcurrencyPlan plan_;
-  bool any_suspends_ = false;
 };
 
 }  // namespace

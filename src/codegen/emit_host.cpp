@@ -454,6 +454,7 @@ class HostProgram {
     std::string a = atom(r.args[0]);
     if (r.host_op == ir::HostOp::Not) return line(fmt::format("{} = I(!{}.i);", v, a));
     if (r.host_op == ir::HostOp::ToFloat) return line(fmt::format("{} = F(static_cast<double>({}.i));", v, a));
+    if (r.host_op == ir::HostOp::Emit) return line(fmt::format("ctx->host->emit(ctx, {}, {}); {} = {};", site, a, v, a));
     if (r.host_op == ir::HostOp::FloatBits) return line(fmt::format("{} = I(__builtin_bit_cast(int64_t, {}.f));", v, a));
     if (r.host_op == ir::HostOp::ToInt) {
       // float_to_int's rule (ir/host_ops.h), which generated code does not include.

@@ -79,6 +79,9 @@ class InstanceFeed {
   // or of the work of the whole batch it ran in.
   virtual void failed(size_t ticket, const std::string& message, bool internal) = 0;
   virtual void stopped(size_t ticket) = 0;
+  // What instance `ticket`'s program emitted (emit(v)), as it does; the batched engines tell it,
+  // the reference engine does not.
+  virtual void emitted(size_t /*ticket*/, const Value& /*v*/) {}
 };
 
 class Engine {

@@ -156,6 +156,11 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
     return ids;
   };
   open.body = [&](size_t i) { l.program->run_instance(i); };
+  l.program->on_emit = [&](size_t i, Value v) { feed.emitted(instances[i].ticket, v); };
+  struct Quiet {  // later runs drop their emits again
+    Program& p;
+    ~Quiet() { p.on_emit = nullptr; }
+  } quiet{*l.program};
   open.cancelled = [&](size_t i) { return instances[i].cancelled; };
   open.ended = [&](size_t i, std::exception_ptr error) {
     running.erase(std::find(running.begin(), running.end(), i));

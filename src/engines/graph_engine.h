@@ -15,6 +15,7 @@
 // the others at every kernel. The batches left over (fewer than T) run on the pooled lane.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,8 @@ class GraphEngine : public Engine {
     // The same as the runtime holds it: for a tensor, its reference into the graph.
     virtual aot::Val output_val(size_t i) const = 0;
     virtual BlockExecutor& executor() = 0;
+    // Told of every emit(v) of instance i as its program makes it (an open run's; null: dropped).
+    std::function<void(size_t i, Value v)> on_emit;
   };
 
  protected:

@@ -441,6 +441,10 @@ Val HostInterpreter::host_op(AotContext* ctx, const Instr& in, const Val* frame)
   const bool is_int = in.flags & kIntArgs, is_bool = in.flags & kBoolArgs;
   if (op == ir::HostOp::Not) return I(!a.i);
   if (op == ir::HostOp::ToFloat) return F(static_cast<double>(a.i));
+  if (op == ir::HostOp::Emit) {
+    ctx->host->emit(ctx, in.site, a);
+    return a;
+  }
   if (op == ir::HostOp::FloatBits) return I(std::bit_cast<int64_t>(a.f));
   if (op == ir::HostOp::ToInt) {
     int64_t out = 0;

@@ -72,6 +72,7 @@ HostRuntime::HostRuntime(const ir::Module& module, const ParamStore& params, Gra
   host_.dup = &HostRuntime::dup;
   host_.drop = &HostRuntime::drop;
   host_.gather = &HostRuntime::gather;
+  host_.emit = &HostRuntime::emit;
   ctx_.host = &host_;
   ctx_.runtime = this;
   ctx_.params = param_data_.data();
@@ -119,6 +120,7 @@ size_t HostRuntime::add_instance(const Value* input) {
   steps_.push_back(0);
   contexts_.back().steps = &steps_.back();
   contexts_.back().max_steps = max_steps_;
+  contexts_.back().instance = static_cast<int64_t>(inputs_.size() - 1);
   outputs_.push_back(Val{});
   entry_sizes_.resize(entry_sizes_.size() + entry_->size_params.size(), 0);
   return inputs_.size() - 1;
@@ -206,6 +208,15 @@ const float* HostRuntime::gather(aot::AotContext* ctx, int32_t site, Val list, i
   return out;
 }
 void HostRuntime::drop(aot::AotContext* ctx, Val v) { of(ctx).graph_.drop(v); }
+
+void HostRuntime::emit(aot::AotContext* ctx, int32_t site, Val v) {
+  HostRuntime& rt = of(ctx);
+  if (!rt.on_emit) return;
+  const TypeKind kind = rt.sites_[site]->type->kind;
+  rt.on_emit(static_cast<size_t>(ctx->instance), kind == TypeKind::Int     ? Value::of_int(v.i)
+                                                  : kind == TypeKind::Float ? Value::of_float(v.f)
+                                                                            : Value::of_bool(v.i != 0));
+}
 
 // Each member gets a copy of the context: its own call depth.
 void HostRuntime::concurrently(aot::AotContext* ctx, int32_t n, aot::MemberFn const* members,

@@ -85,6 +85,7 @@ class HostRuntime : public GraphEngine::Program {
   static void dup(aot::AotContext* ctx, aot::Val v);
   static void drop(aot::AotContext* ctx, aot::Val v);
   static const float* gather(aot::AotContext* ctx, int32_t site, aot::Val list, int64_t length);
+  static void emit(aot::AotContext* ctx, int32_t site, aot::Val v);
 
   InstanceDriver& driver_;
   std::vector<const ir::Rhs*> sites_;  // the IR node of each site: where errors are reported

@@ -531,6 +531,11 @@ PredictRequest parse_predict_request(std::string_view body, const Type& type) {
   };
   out.priority = static_cast<int>(integer("priority", 0, kMaxPriority).value_or(0));
   out.deadline_ms = integer("deadline_ms", 1, kMaxDeadlineMs).value_or(0);
+  if (json.contains("stream")) {
+    if (!json["stream"].is_boolean())
+      throw UserError("\"stream\" must be true or false, found " + json["stream"].dump().substr(0, 40));
+    out.stream = json["stream"].get<bool>();
+  }
   const auto& instances = json["instances"];
   if (instances.empty()) throw UserError("\"instances\" is empty");
   out.instances.reserve(instances.size());

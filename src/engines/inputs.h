@@ -62,7 +62,8 @@ Value value_from_json(const nlohmann::json& json, const Type& type, const Source
 // A predict request's body, {"instances": [...]} (TensorFlow Serving's and KServe v1's REST
 // convention) with, optionally, "priority": 0 to kMaxPriority (higher runs first; default 0) and
 // "deadline_ms": 1 to kMaxDeadlineMs (the answer is a 504 once that long has passed; default: the
-// server's). Each instance converted to `type`; parsed as the input files are (nesting bounded by
+// server's) and "stream": true or false (the answer as server-sent events, each value the model
+// emits as it comes; default false). Each instance converted to `type`; parsed as the input files are (nesting bounded by
 // io::kMaxJsonDepth, no key twice; other keys, such as TensorFlow Serving's "signature_name", are
 // ignored). Anything else (a value out of range) is a UserError saying what is wrong and where (a
 // byte offset, or "instances[i]"); it never names a file.
@@ -70,6 +71,7 @@ struct PredictRequest {
   std::vector<Value> instances;
   int priority = 0;
   int64_t deadline_ms = 0;  // 0: not given
+  bool stream = false;
 };
 inline constexpr int kMaxPriority = 9;
 inline constexpr int64_t kMaxDeadlineMs = 3'600'000;

@@ -205,6 +205,10 @@ Value Interpreter::host_op(const ir::Rhs& r, const std::vector<Value>& frame) {
   Value a = atom(r.args[0], frame);
   if (r.host_op == ir::HostOp::Not) return Value::of_bool(!a.b);
   if (r.host_op == ir::HostOp::ToFloat) return Value::of_float(static_cast<double>(a.i));
+  if (r.host_op == ir::HostOp::Emit) {
+    emitted(a);
+    return a;
+  }
   if (r.host_op == ir::HostOp::FloatBits) return Value::of_int(std::bit_cast<int64_t>(a.f));
   if (r.host_op == ir::HostOp::ToInt) {
     int64_t out = 0;

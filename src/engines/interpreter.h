@@ -66,6 +66,9 @@ class Interpreter {
   // Called with the value of every read of param `param`: the whole param (`rows` empty), one
   // tensor of an indexed param, or the rows a gather stacked, in order.
   virtual void param_read(int /*param*/, const Value& /*v*/, std::span<const int64_t> /*rows*/) {}
+  // Called with the value of every emit(v) of the instance, in order (the reference engine does not
+  // stream them).
+  virtual void emitted(const Value& /*v*/) {}
 
   const ir::Module& m_;
   const ParamStore& params_;

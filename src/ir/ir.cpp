@@ -23,6 +23,7 @@ const char* host_op_name(HostOp op) {
     case HostOp::Ne: return "ne";
     case HostOp::Length: return "length";
     case HostOp::ToFloat: return "to_float";
+    case HostOp::Emit: return "emit";
     case HostOp::ToInt: return "to_int";
     case HostOp::FloatBits: return "float_bits";
   }

@@ -43,8 +43,10 @@ struct Atom {
 // Host scalar operations (int/float/bool); && and || are lowered to `if`. Length: the number of
 // elements of a List (the size of the tensor a list of indices gathers).
 // ToFloat and ToInt: float(i) and int(f), the float truncated toward zero. FloatBits: a float's
-// IEEE-754 bits as an int, the value of the size variable a host_scalar operator reads.
-enum class HostOp { Add, Sub, Mul, Div, Mod, Neg, Not, Lt, Le, Gt, Ge, Eq, Ne, Length, ToFloat, ToInt, FloatBits };
+// IEEE-754 bits as an int, the value of the size variable a host_scalar operator reads. Emit: its
+// operand, handed out as a partial result of the instance on the way (emit(v); AotHost::emit); the
+// one host operation with an effect, which nothing moves or drops.
+enum class HostOp { Add, Sub, Mul, Div, Mod, Neg, Not, Lt, Le, Gt, Ge, Eq, Ne, Length, ToFloat, ToInt, FloatBits, Emit };
 const char* host_op_name(HostOp op);
 
 enum class RhsKind {

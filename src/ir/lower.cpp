@@ -443,6 +443,7 @@ class Lowering {
         const HostOp op = builtin == A::Builtin::ToFloat ? HostOp::ToFloat : HostOp::ToInt;
         return emit(b, make_host(op, {x}, c.type, c.span));
       }
+      case A::Builtin::Emit: return emit(b, make_host(HostOp::Emit, {lower(*c.args[0], b)}, c.type, c.span));
     }
     return Atom::unit();
   }

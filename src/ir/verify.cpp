@@ -184,7 +184,8 @@ class Verifier {
       }
       case RhsKind::Host:
         operands(r.host_op == HostOp::Neg || r.host_op == HostOp::Not || r.host_op == HostOp::Length ||
-                 r.host_op == HostOp::ToFloat || r.host_op == HostOp::ToInt || r.host_op == HostOp::FloatBits
+                 r.host_op == HostOp::ToFloat || r.host_op == HostOp::ToInt || r.host_op == HostOp::FloatBits ||
+                 r.host_op == HostOp::Emit
              ? 1
              : 2);
         break;

@@ -74,8 +74,8 @@ enum class NameRef { Unresolved, Local, Dim, Param, Function, Ctor, Op, Builtin 
 
 // The built-in functions that are not registry operators (the checker types them, lowering expands
 // them): split(x, n) into slices, topk(x, k) into k ranked argmax reads, float(i) and int(f) host
-// conversions.
-enum class Builtin { Split, TopK, ToFloat, ToInt };
+// conversions, emit(v) handing a host value out while the instance runs.
+enum class Builtin { Split, TopK, ToFloat, ToInt, Emit };
 
 struct Name : Expr {
   std::string name;

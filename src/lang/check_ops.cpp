@@ -433,6 +433,7 @@ std::optional<Builtin> find_builtin(const std::string& name) {
   if (name == "topk") return Builtin::TopK;
   if (name == "float") return Builtin::ToFloat;
   if (name == "int") return Builtin::ToInt;
+  if (name == "emit") return Builtin::Emit;
   return std::nullopt;
 }
 
@@ -441,6 +442,25 @@ Type Checker::infer_builtin(Call& c, Builtin b) {
   auto& name = c.callee->as<Name>();
   name.ref = NameRef::Builtin;
   name.builtin = b;
+  if (b == Builtin::Emit) {
+    // emit(v): hands the host value v out as a partial result of the instance (a generated token,
+    // streamed to a client), and is v.
+    if (c.args.size() != 1 || !c.named.empty()) {
+      sink_.error(c.span.begin, "emit hands out one host int, float or bool, found " +
+                                    std::to_string(c.args.size() + c.named.size()) + " argument(s)");
+      for (auto& a : c.args) infer(*a);
+      return error_type();
+    }
+    Type arg = shallow(infer(*c.args[0]));
+    if (is_error(arg)) return error_type();
+    if (arg->kind != TypeKind::Int && arg->kind != TypeKind::Float && arg->kind != TypeKind::Bool) {
+      sink_.error(c.args[0]->span.begin,
+                  "emit hands out a host int, float or bool, found " + type_str(arg) +
+                      (is_tensor(arg) ? "; read a number from it first (argmax(x), item(x))" : ""));
+      return error_type();
+    }
+    return arg;
+  }
   if (b == Builtin::ToFloat || b == Builtin::ToInt) {
     // float(i): the int's value, rounded to the nearest double; int(f): the float truncated toward
     // zero (a NaN, or a value beyond 64 bits, stops the instance).

@@ -15,6 +15,14 @@ each) behind HTTP on a free loopback port, on the engine given (batched or aot).
    stopped instances; a request of 20 steps beside them is answered.
 4. A server with --max-steps 5000: a request of [10, 6000, 20] gets the 400 naming the call and
    instance 1 (the error of `acrobat run --max-steps 5000` on it), one of [10] beside it a 200.
+5. Streaming ("stream": true): a request of [30, 4] gets server-sent events, each step's emit
+   (30, 29, ..., 1 for instance 0 and 4, ..., 1 for instance 1, each instance's in order), then the
+   outputs of `acrobat run` in a last event with "status": 200; a request of 10^8 steps gets its
+   first event within a second, and once its client closes the connection its instance stops.
+6. Admission by cost (--max-cost 400000, the model's cost(n) = n): of two requests of 300000 steps
+   the second waits while the first runs (one running, one queued), then both are answered; one of
+   500000 (more than the budget) runs alone; a server with --max-cost on a model whose cost takes
+   another type does not start, and says why.
 """
 
 import argparse
@@ -136,6 +144,76 @@ def check_leaving(args, port, check):
     check((metric(text, "acrobat_dropped_instances_total") or 0) - before == 2, "2 stopped instances in /metrics")
 
 
+def events(resp):
+    """The server-sent events of a streamed answer, parsed, as they arrive."""
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        line = line.decode().rstrip("\n")
+        if line.startswith("data: "):
+            yield json.loads(line[len("data: "):])
+
+
+def check_streaming(args, port, check):
+    """5. of the module's docstring."""
+    import http.client
+    want = expected(args, [30, 4])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", "/v1/models/steps:predict", body([30, 4], stream=True), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    check(resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream",
+          "a streamed answer: %s %s" % (resp.status, resp.getheader("Content-Type")))
+    got = list(events(resp))
+    conn.close()
+    emits = {0: [], 1: []}
+    for e in got[:-1]:
+        emits[e["instance"]].append(e["emit"])
+    check(emits == {0: list(range(30, 0, -1)), 1: [4, 3, 2, 1]}, "the emits in order: %s" % emits)
+    last = got[-1] if got else {}
+    check(last.get("status") == 200 and len(last.get("predictions", [])) == 2 and
+          all(close(p["data"], w) for p, w in zip(last["predictions"], want)), "the last event: %s" % str(last)[:200])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    t0 = time.monotonic()
+    conn.request("POST", "/v1/models/steps:predict", body([100000000], stream=True), {"Content-Type": "application/json"})
+    first = next(events(conn.getresponse()), None)
+    took = time.monotonic() - t0
+    check(first == {"instance": 0, "emit": 100000000} and took < 1, "the first event %s after %.3f s" % (first, took))
+    conn.sock.shutdown(socket.SHUT_RDWR)
+    conn.close()
+    check(until(lambda: running(port) == 0, 3), "the streamed instance stopped once its client left")
+
+
+def check_cost(args, check):
+    """6. of the module's docstring."""
+    server, port, _ = start(args, ["--max-cost", "400000"])
+    try:
+        if not check(port is not None, "a server with --max-cost starts"):
+            return
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(post, port, body([300000]), "steps")
+            check(until(lambda: running(port) == 1, 5), "the first runs")
+            second = pool.submit(post, port, body([300000]), "steps")
+            check(until(lambda: metric(metrics(port), "acrobat_queued_instances") == 1, 2), "the second is queued")
+            text = metrics(port)
+            check(not first.done() and metric(text, "acrobat_running_instances") == 1,
+                  "while the first runs, the second waits: %s %s" % (first.done(), metric(text, "acrobat_running_instances")))
+            check(first.result()[0] == 200 and second.result()[0] == 200, "both answered")
+        check(post(port, body([500000]), name="steps")[0] == 200, "an instance over the budget runs alone")
+        status, text, _ = get(port, "/v1/models/steps/metadata")
+        check(json.loads(text).get("batching", {}).get("max_cost") == 400000, "max_cost in the metadata: %s" % text)
+    finally:
+        stop(server)
+    bad = os.path.join(args.workdir, "badcost.acr")
+    with open(MODEL) as f:
+        source = f.read()
+    with open(bad, "w") as f:
+        f.write(source.replace("def cost(n: int) -> int { n }", "def cost(n: int) -> float { 1.0 }"))
+    r = subprocess.run([args.acrobat, "serve", bad, "--port", "0", "--continuous", "--max-cost", "10"],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode != 0 and "cost(x: int) -> int" in r.stderr, "a cost of the wrong type: %s %r" % (r.returncode, r.stderr))
+
+
 def check_budget(args, check):
     """4. of the module's docstring."""
     server, port, _ = start(args, ["--max-steps", "5000"])
@@ -171,9 +249,11 @@ def main():
         check_outputs(args, port, check)
         check_long_does_not_hold(args, port, check)
         check_leaving(args, port, check)
+        check_streaming(args, port, check)
     finally:
         stop(server)
     check_budget(args, check)
+    check_cost(args, check)
     if check.problems:
         return 1
     print("check_continuous.py: ok (%s)" % args.engine)

@@ -226,7 +226,7 @@ def endpoints(port, model, check):
     check(meta.get("name") == "treelstm" and meta.get("entry") == "main" and
           meta.get("inputs") == [{"name": "t", "type": "Tree"}] and meta.get("outputs") == [{"type": "f32[1, 5]"}] and
           meta.get("dims", {}).get("H") == 64 and meta.get("engine") and
-          meta.get("batching") == {"max_batch": 64, "max_delay_ms": 200.0, "continuous": CONTINUOUS},
+          meta.get("batching") == {"max_batch": 64, "max_delay_ms": 200.0, "continuous": CONTINUOUS, "max_cost": 0},
           "metadata: %s %s" % (status, text))
     text = metrics(port)
     for code in (200, 400, 404, 405):

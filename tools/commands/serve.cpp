@@ -20,6 +20,7 @@ struct ServeArgs {
               max_connections, read_timeout, idle_timeout, request_timeout, drain_seconds, auth_token_file;
   bool no_pin = false;
   bool continuous = false;
+  std::string max_cost = "0";
 };
 
 // The token of --auth-token-file: the file's text without surrounding blanks, not empty.
@@ -63,6 +64,7 @@ int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a) {
   so.deadline_ms = static_cast<int64_t>(parse_number("--deadline-ms", a.deadline_ms, 0, kMaxDeadlineMs));
   so.pin = !a.no_pin;
   so.continuous = a.continuous;
+  so.max_cost = parse_number("--max-cost", a.max_cost, 0, kMaxCount);
   read_limits(a, so.limits);
   if (!a.auth_token_file.empty()) so.auth_token = read_token(a.auth_token_file);
   so.entry = o.entry;
@@ -71,7 +73,7 @@ int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a) {
   const ServeCores cores = ServeCores::split(thread_count(o.threads), so.pin);
   return serve_command(so, [&o] {
     Prepared p = prepare(o, false);
-    return LoadedModel{p.module, make_cli_engine(o, p)};
+    return LoadedModel{p.module, make_cli_engine(o, p), p.params};
   }, cores);
 }
 
@@ -130,6 +132,10 @@ Command add_serve(CLI::App& app) {
                 "Continuous batching: queued instances join the running batch at its next step (up to "
                 "--max-batch running at once) and each is answered as soon as it is done; a request past its "
                 "deadline or whose client left has its instances stopped where they are (docs/serving.md)");
+  cmd->add_option("--max-cost", a->max_cost,
+                  "Admission by cost: the model's function cost(x) -> int (of the entry's input) gives each "
+                  "instance's cost, and a batch (with --continuous: the instances running) holds at most this "
+                  "much, besides --max-batch; an instance costing more runs alone (default 0: by count alone)");
   cmd->add_flag("--no-pin", a->no_pin,
                 "Leave every thread on every core (default: when there are more cores than --threads, "
                 "the engine keeps the first --threads cores to itself and HTTP gets the rest)");

@@ -1,0 +1,191 @@
+#!/usr/bin/python3
+"""Open-loop load test of `acrobat serve`: requests arrive as a Poisson process at 50%, 80% and 95% of
+`acrobat run --batch 64`'s throughput on the same instances (build/bench/serve_load --rate), on three
+workloads of mixed costs, against three servers in the same run:
+
+  continuous    --continuous --max-batch 64: instances join the running batch and leave it when done
+  whole         --max-batch 64 --max-delay-ms 0: batches run to their end (run to completion)
+  one at a time --max-batch 1
+
+Workloads (random weights from seed 0 unless said; the AOT engine, one engine thread):
+  treelstm  models/treelstm.acr H=256, the 2210 SST test trees (2 to 112 nodes)
+  berxit    models/berxit.acr, the SST test sentences as token lists (2 to 56 tokens), each leaving at
+            the layer where its classifier is sure enough (early exit)
+  gpt       models/gpt.acr (d 512, 6 layers), bench/results/generate: prompts of MNLI lengths, output
+            budgets of MRPC lengths, greedy generation until the end token or the budget
+
+For each server and load: goodput (answers of 200 a second of arrivals), p50, p99 and p99.9 latency of
+every request from its arrival (a 504 counts at its time), and the statuses. Then the continuous
+server at saturation (128 clients, each sending its next request when answered) against `acrobat
+run --batch 64`. Every request carries "deadline_ms" (--deadline-ms, per workload), which bounds an
+overloaded server's run. Loopback only; the engine on core 0, HTTP and the client on the rest.
+
+  /usr/bin/python3 bench/serve_open_bench.py [--workloads treelstm,berxit,gpt] [--seconds 15]
+      [--out bench/results/serve-open]
+
+Writes serve_open.json, serve_open.md and serve_open.png to --out."""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+
+import acrobat  # noqa: E402
+from serve_bench import client_cores  # noqa: E402
+
+TEST = os.path.join(ROOT, "data", "sst", "test.txt")
+GENERATE = os.path.join(ROOT, "bench", "results", "generate")
+LOADS = (0.5, 0.8, 0.95)
+SERVERS = (("continuous", ["--continuous", "--max-batch", "64"]),
+           ("whole", ["--max-batch", "64", "--max-delay-ms", "0"]),
+           ("one at a time", ["--max-batch", "1"]))
+
+
+def workloads(work):
+    """name -> (model, extra flags of run and serve, instances file, deadline ms)."""
+    out = {}
+    trees = os.path.join(work, "trees.jsonl")
+    tree_model = os.path.join(ROOT, "models", "treelstm.acr")
+    with open(trees, "w") as f:
+        for t in acrobat.load(tree_model, dims={"H": 256}).read_values("sst:" + TEST):
+            f.write(json.dumps(t) + "\n")
+    out["treelstm"] = (tree_model, ["--set", "H=256"], trees, 10000)
+    sentences = os.path.join(work, "sentences.jsonl")
+    berxit = os.path.join(ROOT, "models", "berxit.acr")
+    with open(sentences, "w") as f:
+        for s in acrobat.load(berxit).read_values("sst-tokens:" + TEST):
+            f.write(json.dumps(s) + "\n")
+    out["berxit"] = (berxit, [], sentences, 10000)
+    out["gpt"] = (os.path.join(ROOT, "models", "gpt.acr"), ["--params", os.path.join(GENERATE, "params.safetensors")],
+                  os.path.join(GENERATE, "instances.jsonl"), 30000)
+    return out
+
+
+def offline(args, model, flags, instances):
+    """`acrobat run --batch 64`'s instances/s on the file, the median of three runs."""
+    runs = []
+    for _ in range(3):
+        r = subprocess.run([args.acrobat, "run", model, "--input", "json:" + instances, "--batch", "64", "--threads", "1",
+                            "--engine", "aot", "--show", "0"] + flags, capture_output=True, text=True, check=True)
+        runs.append(float(re.search(r"([\d.]+) instances/s", r.stdout).group(1)))
+    return sorted(runs)[1]
+
+
+def serve(args, model, flags, server_flags):
+    p = subprocess.Popen([args.acrobat, "serve", model, "--port", "0", "--engine", "aot", "--threads", "1",
+                          "--max-connections", "1024", "--max-queue", "1000000"] + flags + server_flags,
+                         stdout=subprocess.PIPE, text=True)
+    m = re.search(r":(\d+)/v1/models/", p.stdout.readline())
+    if not m:
+        p.kill()
+        raise SystemExit("serve_open_bench.py: the server did not start")
+    return p, int(m.group(1))
+
+
+def load(args, port, name, instances, extra):
+    cores = client_cores(1)
+    r = subprocess.run([args.load, "--port", str(port), "--model", name, "--instances", instances] + extra,
+                       capture_output=True, text=True, preexec_fn=lambda: os.sched_setaffinity(0, cores))
+    if r.returncode != 0:
+        raise SystemExit("serve_open_bench.py: serve_load failed: " + r.stdout + r.stderr)
+    return json.loads(r.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--acrobat", default=os.path.join(ROOT, "build", "tools", "acrobat"))
+    ap.add_argument("--load", default=os.path.join(ROOT, "build", "bench", "serve_load"))
+    ap.add_argument("--workloads", default="treelstm,berxit,gpt")
+    ap.add_argument("--seconds", type=float, default=15, help="seconds of arrivals per cell")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "serve-open"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    work = os.path.join(ROOT, "build", "serve-open-bench")
+    os.makedirs(work, exist_ok=True)
+    every = workloads(work)
+    rows, saturation = [], []
+    for name in args.workloads.split(","):
+        model, flags, instances, deadline = every[name]
+        stem = os.path.splitext(os.path.basename(model))[0]
+        base = offline(args, model, flags, instances)
+        print("%s: acrobat run --batch 64: %.1f instances/s" % (name, base), flush=True)
+        for label, server_flags in SERVERS:
+            server, port = serve(args, model, flags, server_flags)
+            try:
+                load(args, port, stem, instances, ["--clients", "64", "--limit", "256"])  # warm-up
+                for share in LOADS:
+                    r = load(args, port, stem, instances,
+                             ["--rate", "%.3f" % (share * base), "--seconds", str(args.seconds), "--clients", "512",
+                              "--deadline-ms", str(deadline), "--seed", "7"])
+                    r.update(workload=name, server=label, load=share, offline=base)
+                    rows.append(r)
+                    print("  %-14s load %.2f: goodput %7.1f/s (%.2fx offered), p50 %8.1f ms, p99 %8.1f ms, "
+                          "p99.9 %8.1f ms, %s" % (label, share, r["goodput"], r["goodput"] / (share * base),
+                                                  r["p50_ms"], r["p99_ms"], r["p999_ms"], r["status"]), flush=True)
+                if label == "continuous":
+                    r = load(args, port, stem, instances, ["--clients", "128"])
+                    saturation.append({"workload": name, "offline": base, **r})
+                    print("  saturation: %.1f requests/s (%.3fx acrobat run --batch 64)" % (
+                        r["requests_per_second"], r["requests_per_second"] / base), flush=True)
+            finally:
+                server.send_signal(signal.SIGTERM)
+                server.communicate(timeout=120)
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model_name = re.search(r"Model name:\s*(.*)", cpu).group(1).strip()
+    result = {"cpu": model_name, "seconds": args.seconds, "rows": rows, "saturation": saturation}
+    with open(os.path.join(args.out, "serve_open.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    md = ["# acrobat serve under open-loop load", "",
+          "`/usr/bin/python3 bench/serve_open_bench.py --workloads %s --seconds %g` on %s: Poisson arrivals "
+          "for %g s per cell at a share of `acrobat run --batch 64`'s throughput on the same instances (AOT, "
+          "one engine thread on a core of its own); latency from each request's arrival, a 504 (past its "
+          "deadline) counted at its time; goodput: answers of 200 a second." % (
+              args.workloads, args.seconds, model_name, args.seconds), "",
+          "| workload | run --batch 64 /s | load | server | goodput /s | p50 ms | p99 ms | p99.9 ms | p99 vs continuous |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cont = next(c for c in rows if c["workload"] == r["workload"] and c["load"] == r["load"] and
+                    c["server"] == "continuous")
+        md.append("| %s | %.1f | %d%% | %s | %.1f | %.1f | %.1f | %.1f | %.2fx |" % (
+            r["workload"], r["offline"], round(100 * r["load"]), r["server"], r["goodput"], r["p50_ms"], r["p99_ms"],
+            r["p999_ms"], r["p99_ms"] / cont["p99_ms"]))
+    md += ["", "At saturation (the continuous server, 128 clients each sending its next request when answered):", "",
+           "| workload | requests/s | vs run --batch 64 | p50 ms | p99 ms |", "|---|---|---|---|---|"]
+    for s in saturation:
+        md.append("| %s | %.1f | %.3fx | %.1f | %.1f |" % (s["workload"], s["requests_per_second"],
+                                                        s["requests_per_second"] / s["offline"], s["p50_ms"], s["p99_ms"]))
+    with open(os.path.join(args.out, "serve_open.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+    plot(result, os.path.join(args.out, "serve_open.png"))
+    return 0
+
+
+def plot(result, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = sorted({r["workload"] for r in result["rows"]}, key=["treelstm", "berxit", "gpt"].index)
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for label, colour in (("continuous", "#e6550d"), ("whole", "#3182bd"), ("one at a time", "#969696")):
+            here = [r for r in result["rows"] if r["workload"] == name and r["server"] == label]
+            ax.plot([100 * r["load"] for r in here], [r["p99_ms"] for r in here], "o-", color=colour, label=label)
+        ax.set_yscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("load (% of run --batch 64)")
+        ax.set_ylabel("p99 latency (ms)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
