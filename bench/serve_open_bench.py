@@ -15,7 +15,11 @@ Workloads (random weights from seed 0 unless said; the AOT engine, one engine th
             budgets of MRPC lengths, greedy generation until the end token or the budget
 
 For each server and load: goodput (answers of 200 a second of arrivals), p50, p99 and p99.9 latency of
-every request from its arrival (a 504 counts at its time), and the statuses. Then the continuous
+every request from its arrival (a 504 counts at its time), and the statuses. The gpt requests ask
+for streamed answers: the time to the first event is the time to the first token with the
+continuous server (which streams each token as it is generated), the whole answer's with the others;
+beside it, one decode step plus the prefill of an instance alone (`acrobat run --batch 1` on the
+prompts with a budget of 2 tokens: the mean time per instance). Then the continuous
 server at saturation (128 clients, each sending its next request when answered) against `acrobat
 run --batch 64`. Every request carries "deadline_ms" (--deadline-ms, per workload), which bounds an
 overloaded server's run. Loopback only; the engine on core 0, HTTP and the client on the rest.
@@ -48,22 +52,22 @@ SERVERS = (("continuous", ["--continuous", "--max-batch", "64"]),
 
 
 def workloads(work):
-    """name -> (model, extra flags of run and serve, instances file, deadline ms)."""
+    """name -> (model, extra flags of run and serve, instances file, deadline ms, streamed)."""
     out = {}
     trees = os.path.join(work, "trees.jsonl")
     tree_model = os.path.join(ROOT, "models", "treelstm.acr")
     with open(trees, "w") as f:
         for t in acrobat.load(tree_model, dims={"H": 256}).read_values("sst:" + TEST):
             f.write(json.dumps(t) + "\n")
-    out["treelstm"] = (tree_model, ["--set", "H=256"], trees, 10000)
+    out["treelstm"] = (tree_model, ["--set", "H=256"], trees, 10000, False)
     sentences = os.path.join(work, "sentences.jsonl")
     berxit = os.path.join(ROOT, "models", "berxit.acr")
     with open(sentences, "w") as f:
         for s in acrobat.load(berxit).read_values("sst-tokens:" + TEST):
             f.write(json.dumps(s) + "\n")
-    out["berxit"] = (berxit, [], sentences, 10000)
+    out["berxit"] = (berxit, [], sentences, 10000, False)
     out["gpt"] = (os.path.join(ROOT, "models", "gpt.acr"), ["--params", os.path.join(GENERATE, "params.safetensors")],
-                  os.path.join(GENERATE, "instances.jsonl"), 30000)
+                  os.path.join(GENERATE, "instances.jsonl"), 30000, True)
     return out
 
 
@@ -111,10 +115,21 @@ def main():
     every = workloads(work)
     rows, saturation = [], []
     for name in args.workloads.split(","):
-        model, flags, instances, deadline = every[name]
+        model, flags, instances, deadline, streamed = every[name]
         stem = os.path.splitext(os.path.basename(model))[0]
         base = offline(args, model, flags, instances)
         print("%s: acrobat run --batch 64: %.1f instances/s" % (name, base), flush=True)
+        first_floor = None
+        if streamed:  # a prompt and one decode step, alone: the budget 2
+            two = os.path.join(work, "budget2.jsonl")
+            with open(instances) as f, open(two, "w") as g:
+                for line in f:
+                    if line.strip():
+                        g.write(json.dumps([json.loads(line)[0], 2]) + "\n")
+            r = subprocess.run([args.acrobat, "run", model, "--input", "json:" + two, "--batch", "1", "--threads", "1",
+                                "--engine", "aot", "--show", "0"] + flags, capture_output=True, text=True, check=True)
+            first_floor = 1e3 / float(re.search(r"([\d.]+) instances/s", r.stdout).group(1))
+            print("  prefill and one decode step alone: %.1f ms" % first_floor, flush=True)
         for label, server_flags in SERVERS:
             server, port = serve(args, model, flags, server_flags)
             try:
@@ -122,12 +137,16 @@ def main():
                 for share in LOADS:
                     r = load(args, port, stem, instances,
                              ["--rate", "%.3f" % (share * base), "--seconds", str(args.seconds), "--clients", "512",
-                              "--deadline-ms", str(deadline), "--seed", "7"])
-                    r.update(workload=name, server=label, load=share, offline=base)
+                              "--deadline-ms", str(deadline), "--seed", "7"] + (["--stream"] if streamed else []))
+                    r.update(workload=name, server=label, load=share, offline=base, first_floor_ms=first_floor)
                     rows.append(r)
                     print("  %-14s load %.2f: goodput %7.1f/s (%.2fx offered), p50 %8.1f ms, p99 %8.1f ms, "
                           "p99.9 %8.1f ms, %s" % (label, share, r["goodput"], r["goodput"] / (share * base),
                                                   r["p50_ms"], r["p99_ms"], r["p999_ms"], r["status"]), flush=True)
+                    if streamed:
+                        print("    first event p50 %.1f ms, p99 %.1f ms (%.2fx / %.2fx prefill and one step alone)" % (
+                            r["first_event_p50_ms"], r["first_event_p99_ms"], r["first_event_p50_ms"] / first_floor,
+                            r["first_event_p99_ms"] / first_floor), flush=True)
                 if label == "continuous":
                     r = load(args, port, stem, instances, ["--clients", "128"])
                     saturation.append({"workload": name, "offline": base, **r})
@@ -155,6 +174,15 @@ def main():
         md.append("| %s | %.1f | %d%% | %s | %.1f | %.1f | %.1f | %.1f | %.2fx |" % (
             r["workload"], r["offline"], round(100 * r["load"]), r["server"], r["goodput"], r["p50_ms"], r["p99_ms"],
             r["p999_ms"], r["p99_ms"] / cont["p99_ms"]))
+    md += ["", "Time to the first token of the gpt generations (streamed answers: the first event), against "
+           "the prefill and one decode step of an instance alone:", "",
+           "| load | server | first token p50 ms | p99 ms | prefill + one step alone ms | p50 / alone | p99 / alone |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("first_floor_ms"):
+            md.append("| %d%% | %s | %.1f | %.1f | %.1f | %.2fx | %.2fx |" % (
+                round(100 * r["load"]), r["server"], r["first_event_p50_ms"], r["first_event_p99_ms"], r["first_floor_ms"],
+                r["first_event_p50_ms"] / r["first_floor_ms"], r["first_event_p99_ms"] / r["first_floor_ms"]))
     md += ["", "At saturation (the continuous server, 128 clients each sending its next request when answered):", "",
            "| workload | requests/s | vs run --batch 64 | p50 ms | p99 ms |", "|---|---|---|---|---|"]
     for s in saturation:

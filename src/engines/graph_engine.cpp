@@ -176,14 +176,17 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
     } else if (in.cancelled) {
       feed.stopped(in.ticket);
     } else {
-      l.program->demand_output(i);
       computing.push_back(i);
     }
   };
   open.flush = [&] {
     for (size_t i : running)
       if (!instances[i].cancelled && feed.cancelled(instances[i].ticket)) instances[i].cancelled = true;
+    // While instances wait for tensors, the flush runs what they and the ended ones' outputs need;
+    // once none waits, everything pending (no demands: the flush need not trace what is needed).
     BlockExecutor& exec = l.program->executor();
+    if (!running.empty())
+      for (size_t i : computing) l.program->demand_output(i);
     l.graph.flush(exec);
     for (;;) {  // what was demanded is computed: only a safeguard
       bool pending = false;
