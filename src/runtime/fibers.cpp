@@ -32,6 +32,7 @@
 #define ACROBAT_TSAN_FIBERS 1
 #endif
 #ifdef ACROBAT_ASAN_FIBERS
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #ifdef ACROBAT_TSAN_FIBERS
@@ -152,6 +153,21 @@ ACROBAT_FIBERS_INLINE void fiber_started(SanitizerStack& scheduler) {
   __sanitizer_finish_switch_fiber(nullptr, &scheduler.bottom, &scheduler.size);
 #else
   (void)scheduler;
+#endif
+}
+// On a fiber, as it ends: `frame` is the frame address of the fiber's function. Boost's entry
+// function, above it on the stack, is instantiated (so instrumented) here and never returns: ASan's
+// redzones for its frame would stay poisoned after the fiber ends. When the stack's addresses are
+// mapped again, for a stack at another offset, those stale marks land in the middle of another
+// fiber's frames and ASan reports its writes there (stack-buffer-overflow, stack-use-after-scope).
+// Nothing above `frame` is used again: it is cleared up to the top of the stack.
+ACROBAT_FIBERS_INLINE void clear_entry_frames(const SanitizerStack& self, void* frame) {
+#ifdef ACROBAT_ASAN_FIBERS
+  const char* top = static_cast<const char*>(self.bottom) + self.size;
+  ASAN_UNPOISON_MEMORY_REGION(frame, static_cast<size_t>(top - static_cast<char*>(frame)));
+#else
+  (void)self;
+  (void)frame;
 #endif
 }
 ACROBAT_FIBERS_INLINE void fiber_ending(const SanitizerStack& scheduler) {
@@ -281,6 +297,7 @@ struct InstanceFibers::Impl {
                     }
                   }
                   slots[id].state = State::Done;
+                  clear_entry_frames(slots[id].stack, __builtin_frame_address(0));
                   fiber_ending(scheduler_stack);
                   return std::move(scheduler);
                 });
