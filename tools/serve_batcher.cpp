@@ -157,7 +157,7 @@ std::vector<InstanceFeed::Joining> Batcher::take(bool idle, size_t room) {
     const size_t ticket = next_ticket_++;
     p->started = Clock::now();
     live_cost_ += p->cost;
-    out.push_back({ticket, p->input, p->index});
+    out.push_back({ticket, p->input, p->index, p->stream != nullptr});
     live_.emplace(ticket, std::move(p));
   }
   if (!out.empty()) metrics_.batch_size.observe(static_cast<double>(live_.size()));

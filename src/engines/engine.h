@@ -67,6 +67,10 @@ class InstanceFeed {
     size_t ticket = 0;  // the feed's name for the instance in the calls below
     Value input;
     size_t number = 0;  // the instance's number in error messages ("instance 3: ...")
+    // Its caller streams its emits: until its first emit, the tensor reads it waits for are
+    // computed ahead of the other instances' pending work (its time to first output is one
+    // flush of its own work, not a round of everyone's).
+    bool streams = false;
   };
   // Up to `room` instances to start now. With `idle` nothing is running: the call may block until
   // some come, and an empty answer then ends the run.

@@ -129,6 +129,7 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
     size_t ticket;
     size_t number;
     bool cancelled = false;
+    bool first_soon = false;  // streamed, and nothing emitted yet (InstanceFeed::Joining::streams)
   };
   std::vector<Instance> instances;  // of the graph's current run, by index
   std::vector<size_t> running;      // started and not ended
@@ -150,13 +151,16 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
     if (room == 0) return ids;
     for (InstanceFeed::Joining& j : feed.take(idle, room)) {
       ids.push_back(l.program->join(j.input));
-      instances.push_back({j.ticket, j.number});
+      instances.push_back({j.ticket, j.number, false, j.streams});
       running.push_back(ids.back());
     }
     return ids;
   };
   open.body = [&](size_t i) { l.program->run_instance(i); };
-  l.program->on_emit = [&](size_t i, Value v) { feed.emitted(instances[i].ticket, v); };
+  l.program->on_emit = [&](size_t i, Value v) {
+    instances[i].first_soon = false;
+    feed.emitted(instances[i].ticket, v);
+  };
   struct Quiet {  // later runs drop their emits again
     Program& p;
     ~Quiet() { p.on_emit = nullptr; }
@@ -179,9 +183,26 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
       computing.push_back(i);
     }
   };
+  bool firsts_flushed = false;  // the last flush ran only the first outputs' reads
   open.flush = [&] {
     for (size_t i : running)
       if (!instances[i].cancelled && feed.cancelled(instances[i].ticket)) instances[i].cancelled = true;
+    // Streamed instances yet to emit come first: when they wait for tensors, this flush runs only
+    // what their reads need (and the ended instances' outputs); the other reads wait on to the next
+    // flush, which runs everything demanded, so that arrivals at every round cannot hold the
+    // running instances back. With inline depth a batch that runs takes along the ready nodes of
+    // its block, so only work of other blocks (a decoder's steps beside a prompt's prefill) waits.
+    std::vector<int32_t> firsts;
+    if (!firsts_flushed)
+      for (size_t i : running) {
+        const int32_t node = instances[i].first_soon && !instances[i].cancelled ? l.program->waiting_for(i) : -1;
+        if (node >= 0 && l.graph.pending(node)) firsts.push_back(node);
+      }
+    firsts_flushed = !firsts.empty();
+    if (firsts_flushed) {
+      l.graph.forget_demands();
+      for (int32_t node : firsts) l.graph.demand(node);
+    }
     // While instances wait for tensors, the flush runs what they and the ended ones' outputs need;
     // once none waits, everything pending (no demands: the flush need not trace what is needed).
     BlockExecutor& exec = l.program->executor();

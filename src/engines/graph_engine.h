@@ -47,6 +47,8 @@ class GraphEngine : public Engine {
   // phase (with inline depth the place of a node depends only on the values it reads, so a step of
   // a late instance batches with the same step of the others); an instance whose program has
   // returned has its output computed at that flush and is answered there, its memory released.
+  // A streamed instance (InstanceFeed::Joining::streams) has the reads before its first emit
+  // computed by a flush of their own, one flush in two at most (the flush in graph_engine.cpp).
   // The graph is started afresh whenever nothing runs; after kOpenRunNodes nodes no instance joins
   // until those running have ended (the nodes and host objects of a run are kept until it ends).
   void run_open(InstanceFeed& feed, size_t max_live, const std::string& entry = "main") final;
@@ -69,6 +71,8 @@ class GraphEngine : public Engine {
     virtual bool demand_output(size_t i) = 0;
     // Gives up the run's references to instance i's output (output() may not be asked again).
     virtual void release_output(size_t i) = 0;
+    // The node of the tensor instance i's program waits for now (its latest read), or -1.
+    virtual int32_t waiting_for(size_t i) const = 0;
     // The same as the runtime holds it: for a tensor, its reference into the graph.
     virtual aot::Val output_val(size_t i) const = 0;
     virtual BlockExecutor& executor() = 0;

@@ -105,6 +105,7 @@ void HostRuntime::begin_run(int func, const std::vector<Value>& inputs, RunStats
   contexts_.clear();
   steps_.clear();
   outputs_.clear();
+  waiting_.clear();
   entry_sizes_.clear();
   for (const Value& input : inputs) add_instance(&input);
 }
@@ -122,6 +123,7 @@ size_t HostRuntime::add_instance(const Value* input) {
   contexts_.back().max_steps = max_steps_;
   contexts_.back().instance = static_cast<int64_t>(inputs_.size() - 1);
   outputs_.push_back(Val{});
+  waiting_.push_back(-1);
   entry_sizes_.resize(entry_sizes_.size() + entry_->size_params.size(), 0);
   return inputs_.size() - 1;
 }
@@ -180,7 +182,12 @@ Obj* HostRuntime::alloc_obj(aot::AotContext* ctx, int32_t tag, int32_t size) {
 
 const float* HostRuntime::read_tensor(aot::AotContext* ctx, Val v) {
   HostRuntime& rt = of(ctx);
-  if (v.node >= 0) rt.driver_.wait_for(rt.graph_, v.node);
+  if (v.node >= 0) {
+    int32_t& waiting = rt.waiting_[static_cast<size_t>(ctx->instance)];
+    waiting = v.node;
+    rt.driver_.wait_for(rt.graph_, v.node);
+    waiting = -1;
+  }
   rt.stats_->kernel_calls++;
   rt.stats_->tensor_ops++;
   return rt.graph_.data(v);

@@ -47,6 +47,7 @@ class HostRuntime : public GraphEngine::Program {
   Value output(size_t i) override;
   bool demand_output(size_t i) override;
   void release_output(size_t i) override;
+  int32_t waiting_for(size_t i) const override { return waiting_[i]; }
   aot::Val output_val(size_t i) const override {
     return entry_->made_by >= 0 ? outputs_[i].p->fields[0] : outputs_[i];
   }
@@ -108,6 +109,7 @@ class HostRuntime : public GraphEngine::Program {
   std::deque<aot::AotContext> contexts_;  // one per instance: with fibers, instances interleave
   std::deque<int64_t> steps_;             // per instance, its calls so far (aot::count_step)
   std::deque<aot::Val> outputs_;
+  std::deque<int32_t> waiting_;  // per instance, the node its read waits for, or -1 (waiting_for)
   int64_t max_steps_ = 0;
   std::vector<int64_t> entry_sizes_;  // per instance, the entry function's size_params values
   Arena gathered_;                    // rows gathered by lists of indices, for the run

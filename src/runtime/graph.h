@@ -106,6 +106,10 @@ class Graph {
   bool pending(int32_t node) const { return nodes_[nodes_.first(node)].batch < 0; }
   // A tensor read waits for `node`: the next flush runs at least what it needs.
   void demand(int32_t node) { schedule_.demand(nodes_.first(node)); }
+  // Drops the demands made so far: the next flush runs what is demanded from here on (with inline
+  // depth). A read whose demand went waits on after that flush and demands again (an open run
+  // computes the reads of some instances ahead of the others').
+  void forget_demands() { schedule_.forget_demands(); }
   // Runs what the demanded nodes need (inline depth), or everything pending, through `exec`.
   void flush(BlockExecutor& exec);
   double flush_seconds() const { return flush_seconds_; }

@@ -60,7 +60,8 @@ class InstanceDriver {
   // the lowest k, if any, is the one thrown.
   void concurrently(size_t n, FunctionRef<void(size_t)> body);
 
-  // From an instance's host program: returns once `node` of `graph` is computed.
+  // From an instance's host program: returns once `node` of `graph` is computed. On a fiber it
+  // may wait for two flushes (an open run's flush may run only other instances' reads first).
   void wait_for(Graph& graph, int32_t node);
 
  private:

@@ -157,6 +157,8 @@ class Schedule {
   // A tensor read waits for `node` (the node that computes it): the next flush runs at least what
   // it needs.
   void demand(int32_t node) { demanded_.push_back(node); }
+  // Drops the demands made so far (Graph::forget_demands).
+  void forget_demands() { demanded_.clear(); }
   // Runs what the demanded nodes need (inline depth), or everything pending, batch by batch:
   // run(block, ids) executes one. The time spent choosing goes to stats.schedule_seconds.
   void flush(const NodeStore& nodes, RunStats& stats, FunctionRef<void(int, const std::vector<int>&)> run);

@@ -751,6 +751,131 @@ TEST(Ragged, AnOpenRunStopsTheInstancesCancelledAndTheOnesOverBudgetAlone) {
   }
 }
 
+// A decoder that emits a first token from its prompt's own block before its steps (a prefill and
+// its first output, as gpt.acr's), then a token per step.
+const char* kFirstThenSteps = R"(
+dim D = 16
+dim V = 24
+param emb[V]: f32[1, D]
+param cls: f32[1, D]
+param Wq: f32[D, D]
+param Wout: f32[D, V]
+param Wfirst: f32[D, V]
+
+def step(k: f32[t, D], tok: int, left: int, out: List[int]) -> (List[int], f32[1, D]) {
+  let x = emb[tok];
+  let k2 = concat(k, x @ Wq, axis=0);
+  let next = emit(argmax(softmax(x @ transpose(k2)) @ k2 @ Wout));
+  if left == 1 { (reverse(Cons(next, out)), mean(k2, axis=0)) }
+  else { step(k2, next, left - 1, Cons(next, out)) }
+}
+
+def main(x: (List[int], int)) -> (List[int], f32[1, D]) {
+  let (prompt, left) = x;
+  let h = concat(cls, emb[prompt], axis=0);
+  let first = emit(argmax(mean(h, axis=0) @ Wfirst));
+  step(h @ Wq, first, left, Cons(first, Nil))
+}
+)";
+
+// Instances arriving at given takes, some of them streamed; every emit numbered in the order made.
+class ScriptedFeed : public InstanceFeed {
+ public:
+  struct Arrival {
+    size_t instance;
+    int take;
+    bool streams;
+  };
+  ScriptedFeed(const std::vector<Value>& inputs, std::vector<Arrival> arrivals)
+      : inputs_(inputs), arrivals_(std::move(arrivals)), answers_(inputs.size()) {}
+  struct Answer {
+    bool finished = false;
+    Value output;
+    std::string message;
+    std::vector<std::pair<int64_t, size_t>> emits;  // (token, its number among every emit)
+  };
+  const std::vector<Answer>& answers() const { return answers_; }
+  // The number the next emit had when take `t` was made (every emit's after the last take).
+  size_t emits_at_take(int t) const {
+    return static_cast<size_t>(t) < emits_at_take_.size() ? emits_at_take_[static_cast<size_t>(t)] : SIZE_MAX;
+  }
+
+  std::vector<Joining> take(bool idle, size_t) override {
+    ++takes_;
+    // Idle with nothing due now: the next arrivals come at once.
+    if (idle && next_ < arrivals_.size() && arrivals_[next_].take > takes_) takes_ = arrivals_[next_].take;
+    while (emits_at_take_.size() <= static_cast<size_t>(takes_)) emits_at_take_.push_back(emits_);
+    std::vector<Joining> out;
+    for (; next_ < arrivals_.size() && arrivals_[next_].take <= takes_; ++next_) {
+      const Arrival& a = arrivals_[next_];
+      out.push_back({a.instance, inputs_[a.instance], a.instance, a.streams});
+    }
+    return out;
+  }
+  bool cancelled(size_t) override { return false; }
+  void finished(size_t ticket, Value output) override {
+    answers_[ticket].finished = true;
+    answers_[ticket].output = std::move(output);
+  }
+  void failed(size_t ticket, const std::string& message, bool) override { answers_[ticket].message = message; }
+  void stopped(size_t ticket) override { answers_[ticket].message = "stopped"; }
+  void emitted(size_t ticket, const Value& v) override { answers_[ticket].emits.push_back({v.i, emits_++}); }
+
+ private:
+  const std::vector<Value>& inputs_;
+  std::vector<Arrival> arrivals_;
+  size_t next_ = 0;
+  int takes_ = 0;
+  size_t emits_ = 0;
+  std::vector<size_t> emits_at_take_;  // by take; [0]: before the first
+  std::vector<Answer> answers_;
+};
+
+// Ten long decodes run; streamed instances arrive one every third round. Each streamed instance's
+// first token comes from a flush of its own prefill: between the flush that follows its arrival
+// and its first emit no running decode emits a token (they do without streaming: their steps run
+// in that flush too). Every output and every emit equal to a whole-batch run, on both engines.
+TEST(Ragged, AnOpenRunComputesAStreamedInstancesFirstOutputAhead) {
+  const std::vector<nlohmann::json> prompts = id_lists(34, 11, 24, 9);
+  std::vector<nlohmann::json> inputs;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    inputs.push_back(nlohmann::json::array({prompts[i], i < 10 ? 150 : 1 + int(i % 4)}));
+  const Loaded l = load_with("first.acr", kFirstThenSteps, 3, inputs);
+  for (bool streams : {true, false}) {
+    std::vector<ScriptedFeed::Arrival> arrivals;
+    for (size_t i = 0; i < 10; ++i) arrivals.push_back({i, 1, false});
+    for (size_t i = 10; i < prompts.size(); ++i) arrivals.push_back({i, 4 + 3 * int(i - 10), streams});
+    for (auto& engine : batched_engines(l.module, l.params, Scheduler::InlineDepth, 1)) {
+      ScriptedFeed feed(l.inputs, arrivals);
+      engine->run_open(feed, 64);
+      size_t held = 0;  // streamed instances whose first emit came after a running decode's
+      for (size_t i = 0; i < l.inputs.size(); ++i) {
+        const auto& a = feed.answers()[i];
+        const std::string what = fmt::format("{} streams {} instance {}", engine->name(), streams, i);
+        ASSERT_TRUE(a.finished) << what << ": " << a.message;
+        expect_values_close(a.output, l.expected[i], what, 1e-4f, 1e-5f);
+        std::vector<int64_t> tokens, emitted;
+        for (const Value* t = &a.output.agg->fields[0]; !t->agg->fields.empty(); t = &t->agg->fields[1])
+          tokens.push_back(t->agg->fields[0].i);
+        for (const auto& e : a.emits) emitted.push_back(e.first);
+        EXPECT_EQ(emitted, tokens) << what;
+        if (i < 10) continue;
+        const int arrived = arrivals[i].take;
+        const size_t from = feed.emits_at_take(arrived + 1), first = a.emits.at(0).second;
+        EXPECT_LT(first, feed.emits_at_take(arrived + 2)) << what << ": the first token a round after it arrived";
+        bool before = false;
+        for (size_t j = 0; j < 10; ++j)
+          for (const auto& e : feed.answers()[j].emits) before = before || (e.second >= from && e.second < first);
+        held += before ? 1 : 0;
+      }
+      if (streams)
+        EXPECT_EQ(held, 0u) << engine->name();
+      else
+        EXPECT_EQ(held, l.inputs.size() - 10) << engine->name() << ": the test cannot tell";
+    }
+  }
+}
+
 TEST(Ragged, ExplainShowsTheRaggedPlan) {
   const std::string text = analysis::explain(*loaded().module);
   EXPECT_NE(text.find("gemm-per-instance"), std::string::npos) << text;
