@@ -36,6 +36,9 @@ bool wait_until(int fd, short events, Clock::time_point deadline) {
   }
 }
 
+// How long a refused connection is read before it is closed (GuardedServer::refuse).
+constexpr double kRefusalLingerSeconds = 0.05;
+
 // Closes `fd` after its answer: our side first (the client reads the answer, then its end), then
 // what the client still sends is read and dropped for at most `linger` seconds, so that unread
 // bytes do not make the system reset the connection before the client has read the answer.
@@ -205,7 +208,10 @@ void GuardedServer::refuse(int fd) {
   [[maybe_unused]] ssize_t n = send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   metrics_.count(&Metrics::refused_connections);
   metrics_.responded(503);
-  linger_close(fd, 0);  // drops what has arrived, waits for nothing: a refusal holds no thread
+  // Reads what the client sends for a moment before closing: a close with its request unread
+  // would reset the connection, and a reset can reach the client before it has read the 503 (its
+  // system then drops the answer). A client that says nothing holds the thread no longer.
+  linger_close(fd, kRefusalLingerSeconds);
 }
 
 bool GuardedServer::begin_request(Connection& c) {
