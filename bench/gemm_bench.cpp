@@ -1,5 +1,6 @@
 // Measures every GEMM path against plain OpenBLAS sgemm, and the fast transcendental kernels
 // against libm, on this machine. choose_gemm_path's thresholds come from the table this prints.
+// --decode: the weight products of one decode step of models/gpt.acr against their roofline.
 #include <cblas.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 #include <vector>
@@ -163,6 +165,83 @@ UnaryRow bench_unary(const Timing& timing, const UnaryCase& c) {
   return {c.name, seconds[0] * 1e9 / kN, seconds[1] * 1e9 / kN};
 }
 
+// --decode: the weight products of one decode step of models/gpt.acr at its default dims (D 512,
+// FF 2048, 6 layers, V 4096): per layer x @ Wqkv [512, 1536], @ Wo [512, 512], @ W1 [512, 2048],
+// @ W2 [2048, 512], then the logits' @ Wout [512, 4096], M rows each (the instances at the step).
+// "cold": one product per matrix as a step runs them, every matrix (84 MiB in all) read from memory
+// again since the other 24 went through the caches; "warm": each product repeated 8 times in a
+// row, so all but its first run find the matrix in the caches (the kernel's own speed on these
+// shapes). Bound: the longer of the FLOPs at the FMA peak and the matrices' bytes at the read
+// bandwidth of one thread, what bench --generate's decode bound counts for the weights.
+void bench_decode(const Timing& timing, double peak, nlohmann::json& json) {
+  struct Weight {
+    int K, N;
+    std::shared_ptr<kernels::PackedWeights> packed;
+  };
+  std::vector<Weight> weights;
+  unsigned seed = 10;
+  auto add = [&](int K, int N) {
+    const auto B = random_floats(size_t(K) * N, -0.05f, 0.05f, seed++);
+    weights.push_back({K, N, kernels::pack_weights(K, N, B.data(), N)});
+  };
+  for (int layer = 0; layer < 6; ++layer) {
+    add(512, 1536);
+    add(512, 512);
+    add(512, 2048);
+    add(2048, 512);
+  }
+  add(512, 4096);
+  const double bandwidth = kernels::read_bandwidth_gbs(1);
+  fmt::print("\nDecode step of gpt.acr: its 25 weight products at M rows (84 MiB of weights); read "
+             "bandwidth {:.1f} GB/s\n",
+             bandwidth);
+  fmt::print("    M | cold ms  GFLOP/s  of peak | warm GFLOP/s  of peak | bound ms (compute, memory) | "
+             "cold x bound\n");
+  for (int M : {1, 4, 8, 16, 32, 42, 64, 128}) {
+    const auto A = random_floats(size_t(M) * 2048, -1, 1, 1);
+    std::vector<float> C(size_t(M) * 4096);
+    double flops = 0, bytes = 0;
+    for (const Weight& w : weights) {
+      flops += 2.0 * M * w.K * w.N;
+      bytes += 4.0 * w.K * w.N;
+    }
+    auto step = [&](int repeats) {
+      return [&, repeats] {
+        for (const Weight& w : weights)
+          for (int r = 0; r < repeats; ++r) kernels::gemm_packed(M, A.data(), w.K, *w.packed, C.data(), w.N, false);
+        escape(C.data());
+      };
+    };
+    const std::vector<double> seconds = time_calls(timing, {step(1), step(8)});
+    const double cold = seconds[0], warm = seconds[1] / 8;
+    const double compute = flops / peak * 1e-9, memory = bytes / bandwidth * 1e-9;
+    const double bound = std::max(compute, memory);
+    fmt::print("{:5} | {:7.3f} {:8.1f} {:7.0f}% | {:12.1f} {:7.0f}% | {:8.3f} ({:.3f}, {:.3f})    | {:12.2f}\n", M,
+               cold * 1e3, flops / cold * 1e-9, 100 * flops / cold * 1e-9 / peak, flops / warm * 1e-9,
+               100 * flops / warm * 1e-9 / peak, bound * 1e3, compute * 1e3, memory * 1e3, cold / bound);
+    json["decode_step"].push_back({{"M", M},
+                                   {"cold_seconds", cold},
+                                   {"cold_gflops", flops / cold * 1e-9},
+                                   {"warm_gflops", flops / warm * 1e-9},
+                                   {"bound_seconds", bound},
+                                   {"compute_seconds", compute},
+                                   {"memory_seconds", memory},
+                                   {"read_bandwidth_gbs", bandwidth}});
+  }
+}
+
+// Writes `json` to `path` (nothing when empty); the exit status.
+int write_json(const std::string& path, const nlohmann::json& json) {
+  if (path.empty()) return 0;
+  std::ofstream out(path);
+  out << json.dump(2) << '\n';
+  if (!out) {
+    fmt::print(stderr, "error: cannot write {}\n", path);
+    return 1;
+  }
+  return 0;
+}
+
 std::string cell(std::optional<double> v) { return v ? fmt::format("{:7.1f}", *v) : "      -"; }
 
 }  // namespace
@@ -177,6 +256,10 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "measurements per function (median reported; default 11, 5 quick)");
   bool tree_only = false;
   app.add_flag("--tree-only", tree_only, "only the Tree-LSTM GEMM shapes, no elementwise kernels");
+  bool decode = false;
+  app.add_flag("--decode", decode,
+               "only the weight products of a decode step of models/gpt.acr, cold and warm, against their "
+               "roofline");
   CLI11_PARSE(app, argc, argv);
 
   const Timing timing =
@@ -185,6 +268,13 @@ int main(int argc, char** argv) {
   const double peak = kernels::fma_peak_gflops();
   fmt::print("{}; single thread; median of {} runs; this core's fp32 FMA peak {:.1f} GFLOP/s\n\n",
              kernels::backend_description(), timing.reps, peak);
+
+  nlohmann::json json;
+  json["fma_peak_gflops"] = peak;
+  if (decode) {
+    bench_decode(timing, peak, json);
+    return write_json(json_path, json);
+  }
 
   std::vector<std::array<int, 3>> shapes;  // M, K, N
   for (int M : {1, 8, 16, 32, 64, 128, 256, 512}) {
@@ -205,8 +295,6 @@ int main(int argc, char** argv) {
     for (int K : {2048, 3072, 4096}) shapes.push_back({M, K, 1024});
   }
 
-  nlohmann::json json;
-  json["fma_peak_gflops"] = peak;
   fmt::print("GEMM GFLOP/s, C[M,N] = A[M,K] W[K,N]; paths on packed W, cblas_sgemm on plain W\n");
   fmt::print("xsmm-old: the Xsmm path before row blocking and the N <= 8 dot kernel; new/old = xsmm\n");
   fmt::print("    M     K     N |    gemv xsmm-old    xsmm new/old    blas | chosen         | "
@@ -274,13 +362,5 @@ int main(int argc, char** argv) {
         {{"function", r.name}, {"acrobat", r.fast_ns}, {"libm", r.libm_ns}});
   }
 
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << json.dump(2) << '\n';
-    if (!out) {
-      fmt::print(stderr, "error: cannot write {}\n", json_path);
-      return 1;
-    }
-  }
-  return 0;
+  return write_json(json_path, json);
 }
