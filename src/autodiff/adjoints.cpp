@@ -460,6 +460,28 @@ void adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, st
                          for (int64_t j = 0; j < len; ++j) db[j] += g[j] * dfb(a[j], b[j]);
                        return;
                      }
+                     // An operand broadcast along the run (step 0, a scalar by a matrix) sums
+                     // its adjoint in a register, in the same order.
+                     if (sb == 0 && db && db != da) {
+                       T sum = *db;
+                       for (int64_t j = 0; j < len; ++j) {
+                         const T x = a[j * sa], z = *b;
+                         if (da) da[j * sa] += g[j] * dfa(x, z);
+                         sum += g[j] * dfb(x, z);
+                       }
+                       *db = sum;
+                       return;
+                     }
+                     if (sa == 0 && da && da != db) {
+                       T sum = *da;
+                       for (int64_t j = 0; j < len; ++j) {
+                         const T x = *a, z = b[j * sb];
+                         sum += g[j] * dfa(x, z);
+                         if (db) db[j * sb] += g[j] * dfb(x, z);
+                       }
+                       *da = sum;
+                       return;
+                     }
                      for (int64_t j = 0; j < len; ++j) {
                        const T x = a[j * sa], z = b[j * sb];
                        if (da) da[j * sa] += g[j] * dfa(x, z);

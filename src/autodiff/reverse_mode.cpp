@@ -38,8 +38,8 @@
 // weights: the forward ordered it so that each matrix is a run of rows) is differentiated run by
 // run, each matrix shared by its run, so that its products take the path above rather than
 // stacking a matrix per instance.
-// A ragged batch (shapes with size variables) is differentiated instance by instance, each on the
-// block with its sizes bound, every value recomputed from the arguments.
+// A ragged batch (shapes with size variables) keeps each value's instances one after another,
+// each packed in its own shape, and runs steps 1 to 4 on that layout (ragged_reverse.cpp).
 // Everything runs in an order fixed by the schedule, on the calling thread except the blocks of the
 // products by weights (dX by 256 rows, dW by 512 columns), which a pool's threads share; the blocks
 // are cut the same way at any thread count: the same gradients, bit for bit, whatever the threads.
@@ -49,79 +49,13 @@
 #include <cstring>
 
 #include "autodiff/adjoints.h"
+#include "autodiff/batch_values.h"
 #include "autodiff/leaf_ranges.h"
 #include "runtime/batched_kernels.h"
 #include "runtime/reference_kernels.h"
 
 namespace acrobat {
 
-namespace {
-
-// A value of the batch being differentiated: one tensor for all instances (shared) or the
-// instances' values one after another (stacked); `shape` is the per-instance shape.
-struct BatchValue {
-  bool shared = true;
-  std::vector<int64_t> shape;
-  float* data = nullptr;
-  int64_t size = 0;  // per-instance elements
-};
-
-void add(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
-// Whether operator `op` computes its stacked result by running once on the stacked operands: every
-// stacked operand and the result are rows ([1, ...], rank >= 2, so that the stack is [B, ...]), and
-// it does not act along the first axis.
-bool stackable(const analysis::BlockOp& op, const OpAttrs& attrs, const std::vector<const BatchValue*>& in) {
-  const size_t rank = op.shape.size();
-  if (rank < 2 || op.shape[0] != 1) return false;
-  for (const BatchValue* v : in)
-    if (!v->shared && (v->shape.size() != rank || v->shape[0] != 1)) return false;
-  auto axis_ok = [&](int64_t axis) { return normalize_axis(axis, rank) != 0; };
-  switch (op_info(op.rhs->op).op_class) {
-    case OpClass::Elementwise:
-      // A shared operand broadcasts along the stack: it must be a row too (or have lower rank).
-      for (const BatchValue* v : in)
-        if (v->shared && v->shape.size() == rank && v->shape[0] != 1) return false;
-      return true;
-    case OpClass::RowWise:  // layer_norm's gamma and beta: one for all
-      for (size_t i = 1; i < in.size(); ++i)
-        if (!in[i]->shared) return false;
-      return !in[0]->shared;
-    case OpClass::Reduce: return !in[0]->shared && axis_ok(attrs.ints[0]);
-    case OpClass::Gemm: return !in[0]->shared && in[1]->shared && in[1]->shape.size() == 2;
-    case OpClass::DataMovement:
-      if (op.rhs->op == OpId::Concat) {
-        for (const BatchValue* v : in)
-          if (v->shared) return false;
-        return axis_ok(attrs.ints[0]);
-      }
-      if (op.rhs->op == OpId::Slice) return !in[0]->shared && axis_ok(attrs.ints[2]);
-      return false;
-    default: return false;
-  }
-}
-
-// The shape a stacked value has as one tensor: the per-instance shape with B for its leading 1.
-std::vector<int64_t> stacked_shape(const BatchValue& v, int64_t B) {
-  std::vector<int64_t> s = v.shape;
-  if (!v.shared) s[0] = B;
-  return s;
-}
-
-// A tensor over `p` (not owned), with a weight's packed copy when it has one.
-Tensor view(const PackedIndex& packed, const std::vector<int64_t>& shape, float* p) {
-  Tensor t;
-  t.shape = shape;
-  t.data = Tensor::borrow(p);
-  if (shape.size() == 2)
-    if (const kernels::PackedWeights* w = packed.find(p))
-      t.packed = std::shared_ptr<const kernels::PackedWeights>(std::shared_ptr<const kernels::PackedWeights>(), w);
-  return t;
-}
-
-}  // namespace
 
 // What differentiate() works on: instances ids[0, B) of batch b of block s, and what steps 1 to 4
 // find for them. One per call, reused from batch to batch.
@@ -130,10 +64,8 @@ struct ReverseMode::Batch {
   const analysis::StaticBlock* s = nullptr;
   const int* ids = nullptr;
   int64_t B = 0;
-  bool ragged = false;  // one instance of a ragged batch: `s` has its sizes bound
   int64_t row0 = 0;     // the batch row of a static batch's first instance (all of it, or a run)
   const analysis::KernelPlan* kp = nullptr;
-  std::vector<OpAttrs> bound_attrs;  // ragged: per operator, with the instance's sizes bound
   std::vector<BatchValue> vals, args;
   // Per operator: the fused step whose compiled adjoint differentiates it, or -1; where a slice
   // read in place begins in its stacked row, or -1; whether its value was computed on the stack.
@@ -155,7 +87,7 @@ struct ReverseMode::Batch {
   std::vector<aot::Operand> fin, fout;
   std::vector<aot::AdjointTarget> fdin;
 
-  const OpAttrs& attrs(size_t k) const { return ragged ? bound_attrs[k] : s->ops[k].rhs->attrs; }
+  const OpAttrs& attrs(size_t k) const { return s->ops[k].rhs->attrs; }
   BatchValue& operand(const analysis::BlockOperand& o) { return o.local ? vals[o.index] : args[o.index]; }
   float*& adjoint(const analysis::BlockOperand& o) { return o.local ? dval[o.index] : darg[o.index]; }
 };
@@ -235,6 +167,18 @@ void ReverseMode::mark(int p, int64_t offset, int64_t n) {
   std::fill(w.begin() + offset / kGradChunk, w.begin() + (offset + n - 1) / kGradChunk + 1, uint8_t{1});
 }
 
+const Gather* ReverseMode::gather_of(const float* p) const {
+  auto it = std::upper_bound(gathers_.begin(), gathers_.end(), p,
+                             [](const float* q, const Gather* x) { return q < x->out; });
+  if (it == gathers_.begin()) return nullptr;
+  const Gather& x = **--it;
+  return p - x.out < x.row * static_cast<int64_t>(x.count) ? &x : nullptr;
+}
+
+bool ReverseMode::receives(const aot::Val& v) const {
+  return v.node >= 0 || ranges_->find(v.data).first >= 0 || gather_of(v.data);
+}
+
 void ReverseMode::send(const aot::Val& v, const float* g, int64_t n) {
   std::vector<Tensor>& grads = *grads_;
   if (v.node >= 0) {
@@ -248,15 +192,12 @@ void ReverseMode::send(const aot::Val& v, const float* g, int64_t n) {
     return;
   }
   // Rows a gather stacked: each row's adjoint to the row of the param it came from.
-  auto it = std::upper_bound(gathers_.begin(), gathers_.end(), v.data,
-                             [](const float* p, const Gather* x) { return p < x->out; });
-  if (it == gathers_.begin()) return;
-  const Gather& x = **--it;
-  const int64_t at = v.data - x.out;
-  if (at >= x.row * static_cast<int64_t>(x.count)) return;  // not in it: a constant (or an input not asked for)
+  const Gather* x = gather_of(v.data);
+  if (!x) return;  // not in one: a constant (or an input not asked for)
+  const int64_t at = v.data - x->out;
   for (int64_t i = 0; i < n;) {
-    const int64_t k = (at + i) / x.row, in_row = (at + i) % x.row, len = std::min(n - i, x.row - in_row);
-    const auto [p, o] = ranges_->find_param(forward_->gathered_row(x.begin + k));
+    const int64_t k = (at + i) / x->row, in_row = (at + i) % x->row, len = std::min(n - i, x->row - in_row);
+    const auto [p, o] = ranges_->find_param(forward_->gathered_row(x->begin + k));
     ACROBAT_ASSERT(p >= 0, "a gathered row comes from a param");  // Graph::gathered records param rows only
     add(grads[p].data.get() + o + in_row, g + i, len);
     mark(p, o + in_row, len);
@@ -295,42 +236,45 @@ const float* ReverseMode::kept_value(int b, const analysis::StaticBlock& s, size
   return rows(kp.buffer_slot[o] >= 0 ? kp.buffer_slot[o] : o);
 }
 
-// The adjoint of op k = X W on stacked rows X by W[K, N], a matrix of a param, when it is one:
-// dX += dY W^T now, the rows of X and dY kept for dW. X's adjoint is allocated here when it has
-// none yet (then written rather than added to).
+// The adjoint of op k = X W on stacked rows X by W[K, N], a matrix of a param, when it is one.
 bool ReverseMode::weight_product(Batch& batch, size_t k) {
   const analysis::BlockOp& op = batch.s->ops[k];
-  const analysis::BlockOperand& xo = op.operands[0];
-  const BatchValue& x = batch.operand(xo);
+  const BatchValue& x = batch.operand(op.operands[0]);
   const BatchValue& w = batch.operand(op.operands[1]);
-  const float* dy = batch.dval[k];
-  float*& dx = batch.adjoint(xo);
-  const int64_t B = batch.B;
-  if (op.rhs->op != OpId::MatMul || x.shared || !w.shared || w.shape.size() != 2) return false;
-  const auto [param, offset] = ranges_->find_param(w.data);
-  const int K = static_cast<int>(w.shape[0]), N = static_cast<int>(w.shape[1]);
-  if (param < 0 || offset + int64_t(K) * N > (*grads_)[param].size() || x.shape.back() != K) return false;
-  const int64_t rows = B * (x.size / K);
+  if (op.rhs->op != OpId::MatMul || x.shared || !w.shared) return false;
+  return product_by_weights(w.data, w.shape, x.data, x.shape.back(), batch.dval[k],
+                            batch.adjoint(op.operands[0]), batch.B * x.size, false);
+}
+
+bool ReverseMode::product_by_weights(const float* w, const std::vector<int64_t>& w_shape, const float* x,
+                                     int64_t x_columns, const float* dy, float*& dx, int64_t x_elements,
+                                     bool dw_now) {
+  if (w_shape.size() != 2) return false;
+  const auto [param, offset] = ranges_->find_param(w);
+  const int K = static_cast<int>(w_shape[0]), N = static_cast<int>(w_shape[1]);
+  if (param < 0 || offset + int64_t(K) * N > (*grads_)[param].size() || x_columns != K) return false;
+  const int64_t rows = x_elements / K;
   // Into fresh memory, then added to an adjoint X already has: a GEMM accumulating onto it
   // would round each partial sum to the adjoint's magnitude.
   float* const prior = dx;
   dx = alloc(rows * K);
   stats_->weight_products++;
-  products_.input_adjoint(w.data, K, N, dy, dx, rows, pool_);
+  products_.input_adjoint(w, K, N, dy, dx, rows, pool_);
   if (prior) {
     kernels::binary(kernels::BinaryOp::Add, prior, dx, prior, static_cast<size_t>(rows * K));
     dx = prior;
   }
-  products_.keep_rows(param, offset, K, N, x.data, dy, rows);
+  if (dw_now) {
+    products_.weight_gradient(*grads_, param, offset, K, N, x, dy, rows, pool_);
+    mark(param, offset, int64_t(K) * N);
+  } else {
+    products_.keep_rows(param, offset, K, N, x, dy, rows);
+  }
   return true;
 }
 
 void ReverseMode::differentiate_batch(int b, const std::vector<int>& ids, Batch& batch) {
   const analysis::StaticBlock& s = plan_->blocks[forward_->block(b)];
-  if (s.ragged()) {
-    differentiate_ragged(b, s, ids, batch);
-    return;
-  }
   // A matrix of an indexed param that the nodes pick (per-layer or per-child weights): each run of
   // nodes picking the same matrix (the forward ordered the batch so) is differentiated on its own,
   // the matrix shared by its nodes, so that its products take the weights' path (dX by one GEMM,
@@ -341,44 +285,22 @@ void ReverseMode::differentiate_batch(int b, const std::vector<int>& ids, Batch&
     if (r1 < ids.size() && (e < 0 || forward_->data(forward_->arg(ids[r1], size_t(e))) ==
                                           forward_->data(forward_->arg(ids[r0], size_t(e)))))
       continue;
-    batch.b = b;
-    batch.s = &s;
-    batch.ids = ids.data() + r0;
-    batch.B = static_cast<int64_t>(r1 - r0);
-    batch.ragged = false;
-    differentiate(batch);
-    r0 = r1;
-  }
-}
-
-void ReverseMode::differentiate_ragged(int b, const analysis::StaticBlock& s, const std::vector<int>& ids,
-                                       Batch& batch) {
-  const size_t S = s.sizes.size();
-  std::vector<int64_t> sizes;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int64_t* values = forward_->sizes(ids[i]);
-    sizes.assign(values, values + S);
-    analysis::StaticBlock bound = s;
-    bound.sizes.clear();
-    batch.bound_attrs.clear();
-    for (analysis::BlockOp& op : bound.ops) {
-      op.shape = bind_sizes(op.shape, s.sizes.data(), sizes.data(), S);
-      op.size = num_elements(op.shape);
-      batch.bound_attrs.push_back(bind_attr_sizes(op.rhs->attrs, s.sizes.data(), sizes.data(), S));
+    if (s.ragged()) {
+      differentiate_ragged(b, s, ids.data() + r0, static_cast<int64_t>(r1 - r0));
+    } else {
+      batch.b = b;
+      batch.s = &s;
+      batch.ids = ids.data() + r0;
+      batch.B = static_cast<int64_t>(r1 - r0);
+      differentiate(batch);
     }
-    for (analysis::BlockArg& a : bound.args) a.shape = bind_sizes(a.shape, s.sizes.data(), sizes.data(), S);
-    batch.b = b;
-    batch.s = &bound;
-    batch.ids = &ids[i];
-    batch.B = 1;
-    batch.ragged = true;
-    differentiate(batch);
+    r0 = r1;
   }
 }
 
 void ReverseMode::differentiate(Batch& batch) {
   // The batch rows of a static batch's instances are consecutive from row0 (all of it, or a run).
-  batch.row0 = batch.ragged ? 0 : forward_->row(batch.ids[0]);
+  batch.row0 = forward_->row(batch.ids[0]);
   batch.kp = &plan_->kernels[batch.s->id];
   grad_values_.reset();
   share_arguments(batch);
@@ -401,10 +323,9 @@ void ReverseMode::share_arguments(Batch& batch) {
     a.shape = s.args[e].shape;
     a.size = num_elements(a.shape);
     const float* first = forward_->data(forward_->arg(ids[0], e));
-    // One instance (a ragged batch's, or a batch of one node): a param's tensor is shared,
-    // anything else its own, so that a product by weights takes the weights' path (and a batch
-    // of one reads the values its forward kernels kept).
-    a.shared = (!batch.ragged && B > 1) || ranges_->find_param(first).first >= 0;
+    // A batch of one node: a param's tensor is shared, anything else its own, so that a product
+    // by weights takes the weights' path and the values its forward kernels kept are read.
+    a.shared = B > 1 || ranges_->find_param(first).first >= 0;
     for (int64_t i = 1; i < B && a.shared; ++i) a.shared = forward_->data(forward_->arg(ids[i], e)) == first;
     if (a.shared) a.data = const_cast<float*>(first);
   }
@@ -417,7 +338,7 @@ void ReverseMode::choose_compiled(Batch& batch) {
   const analysis::KernelPlan& kp = *batch.kp;
   batch.compiled.assign(s.ops.size(), -1);
   batch.in_place.assign(s.ops.size(), -1);
-  if (!executor_ || batch.ragged) return;
+  if (!executor_) return;
   std::vector<uint8_t> shared(s.ops.size(), 0);
   for (size_t k = 0; k < s.ops.size(); ++k) {
     bool all = true;
@@ -485,7 +406,7 @@ void ReverseMode::find_direct(Batch& batch) {
   direct.assign(s.args.size(), 0);
   batch.direct_rows.assign(s.args.size(), {});
   batch.direct_adjoints.assign(s.args.size(), {});
-  if (!executor_ || batch.ragged) return;
+  if (!executor_) return;
   for (size_t e = 0; e < s.args.size(); ++e) {
     bool ok = !batch.args[e].shared;
     for (int64_t i = 0; i < batch.B && ok; ++i) ok = forward_->arg(batch.ids[i], e).node >= 0;
@@ -553,14 +474,14 @@ void ReverseMode::compute_values(Batch& batch) {
     if (batch.compiled[k] >= 0 && !kp.stored[k]) continue;  // recomputed in the compiled adjoint's registers
     if (batch.in_place[k] >= 0) continue;                    // read in place by compiled adjoints
     if (!v.shared) {
-      if (const float* kept = batch.ragged ? nullptr : kept_value(batch.b, s, k, batch.row0)) {
+      if (const float* kept = kept_value(batch.b, s, k, batch.row0)) {
         // As the forward run computed it (only read, as a shared argument's tensor is).
-        batch.stacked_op[k] = stackable(op, attrs, in) ? 1 : 0;
+        batch.stacked_op[k] = stackable(op.rhs->op, op.shape, attrs, in) ? 1 : 0;
         v.data = const_cast<float*>(kept);
         continue;
       }
     }
-    if (v.shared || stackable(op, attrs, in)) {
+    if (v.shared || stackable(op.rhs->op, op.shape, attrs, in)) {
       batch.stacked_op[k] = 1;
       v.data = alloc(v.shared ? v.size : B * v.size);
       in_t.clear();
@@ -595,7 +516,7 @@ void ReverseMode::seed_outputs(Batch& batch) {
   for (size_t k = 0; k < s.ops.size(); ++k) {
     if (!s.ops[k].escapes || !adjoints_[b][k]) continue;
     const BatchValue& v = batch.vals[k];
-    if (!v.shared && !batch.ragged) {
+    if (!v.shared) {
       // The batch output's adjoint as it lies (rows in node order): no batch adds to it any more
       // (its readers ran later, so were differentiated before).
       batch.dval[k] = adjoints_[b][k] + batch.row0 * v.size;

@@ -43,6 +43,7 @@ class ReverseMode {
 
  private:
   struct Batch;
+  class Ragged;  // a ragged batch's steps (ragged_reverse.cpp)
 
   // Starts a call: no output has an adjoint yet, no product by weights has kept rows yet.
   void begin(const ForwardRecord& forward, const ParamStore& params, std::span<const InputLeaf> inputs,
@@ -50,8 +51,9 @@ class ReverseMode {
              const BlockExecutor* executor);
   // Batch `b` (its nodes `ids` by row): run by run of an indexed param's matrix.
   void differentiate_batch(int b, const std::vector<int>& ids, Batch& batch);
-  // A ragged batch: instance by instance, each on the block with its sizes bound.
-  void differentiate_ragged(int b, const analysis::StaticBlock& s, const std::vector<int>& ids, Batch& batch);
+  // Nodes ids[0, B) of ragged batch `b` of block `s`, their values laid one after another
+  // (ragged_reverse.cpp).
+  void differentiate_ragged(int b, const analysis::StaticBlock& s, const int* ids, int64_t B);
   // Steps 1 to 4 of the algorithm note (reverse_mode.cpp) on the instances `batch` holds.
   void differentiate(Batch& batch);
   // Step 1: which arguments every instance reads as one tensor.
@@ -87,6 +89,10 @@ class ReverseMode {
   // row's adjoint, a param's or an input leaf's gradient, or the param rows a gather stacked; else
   // nowhere.
   void send(const aot::Val& v, const float* g, int64_t n);
+  // Whether send(v, ...) sends anywhere: not for a constant or an input not asked for.
+  bool receives(const aot::Val& v) const;
+  // The gather whose rows hold `p`, or null.
+  const Gather* gather_of(const float* p) const;
   // The gradient of leaf `leaf` (LeafRanges: a param, then the input leaves).
   float* leaf_gradient(int leaf) const;
   // The adjoint of output `slot` of batch `batch`, zeroed when first reached.
@@ -103,6 +109,11 @@ class ReverseMode {
   // Operator k = X W on stacked rows X by a param's matrix W, when it is one (else false): dX now,
   // the rows of X and dY kept for dW.
   bool weight_product(Batch& batch, size_t k);
+  // The same for X (x_elements floats, rows of x_columns) by the matrix of shape w_shape at w, the
+  // product's adjoint at dy and X's at dx (allocated here when null, then written, else added to);
+  // dW added now (`dw_now`: rows enough for one GEMM to pay) or deferred.
+  bool product_by_weights(const float* w, const std::vector<int64_t>& w_shape, const float* x, int64_t x_columns,
+                          const float* dy, float*& dx, int64_t x_elements, bool dw_now);
   // The call's peak memory into stats.peak_bytes.
   void count_memory();
 

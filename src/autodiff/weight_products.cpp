@@ -60,11 +60,33 @@ size_t WeightProducts::bytes() const {
   return held;
 }
 
-// One GEMM per matrix, cut into blocks of kColumns columns (always, so that a block is the same
-// GEMM on one thread or many).
+namespace {
+
+// The columns [begin, end) of dW += X^T dY, X [rows, K] and dY [rows, N], into dw (row stride N).
+void weight_gradient_columns(const float* x, const float* dy, int64_t rows, int K, int N, int begin, int end,
+                             float* dw) {
+  kernels::gemm_strided(true, false, K, end - begin, static_cast<int>(rows), x, K, dy + begin, N, dw + begin, N, true);
+}
+
+// dW is cut into blocks of kColumns columns (always, so that a block is the same GEMM on one thread
+// or many).
+constexpr int kColumns = 512;
+
+}  // namespace
+
+void WeightProducts::weight_gradient(std::vector<Tensor>& grads, int param, int64_t offset, int K, int N,
+                                     const float* x, const float* dy, int64_t rows, ThreadPool* pool) const {
+  float* dw = grads[param].data.get() + offset;
+  const int64_t pieces = (N + kColumns - 1) / kColumns;
+  for_each_piece(pool, pieces, [&](int64_t i, int) {
+    const int c = static_cast<int>(i) * kColumns;
+    weight_gradient_columns(x, dy, rows, K, N, c, std::min(N, c + kColumns), dw);
+  });
+}
+
+// One GEMM per matrix over every batch's rows.
 void WeightProducts::weight_gradients(std::vector<Tensor>& grads, ThreadPool* pool,
                                       FunctionRef<void(int, int64_t, int64_t)> mark) const {
-  constexpr int kColumns = 512;
   struct Piece {
     const WeightRows* r;
     int begin, end;
@@ -75,12 +97,12 @@ void WeightProducts::weight_gradients(std::vector<Tensor>& grads, ThreadPool* po
     mark(r.param, r.offset, int64_t(r.K) * r.N);
     for (int c = 0; c < r.N; c += kColumns) pieces.push_back({&r, c, std::min(r.N, c + kColumns)});
   }
-  auto dw = [&](const Piece& p) {
+  for_each_piece(pool, static_cast<int64_t>(pieces.size()), [&](int64_t i, int) {
+    const Piece& p = pieces[size_t(i)];
     const WeightRows& r = *p.r;
-    kernels::gemm_strided(true, false, r.K, p.end - p.begin, static_cast<int>(r.rows), r.x.data(), r.K,
-                          r.dy.data() + p.begin, r.N, grads[r.param].data.get() + r.offset + p.begin, r.N, true);
-  };
-  for_each_piece(pool, static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { dw(pieces[size_t(i)]); });
+    weight_gradient_columns(r.x.data(), r.dy.data(), r.rows, r.K, r.N, p.begin, p.end,
+                            grads[r.param].data.get() + r.offset);
+  });
 }
 
 }  // namespace acrobat

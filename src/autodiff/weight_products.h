@@ -24,6 +24,10 @@ class WeightProducts {
   void input_adjoint(const float* w, int K, int N, const float* dy, float* dx, int64_t rows, ThreadPool* pool);
   // Keeps x[rows, K] and dy[rows, N] of a product by W (param `param` at `offset`) for dW.
   void keep_rows(int param, int64_t offset, int K, int N, const float* x, const float* dy, int64_t rows);
+  // grads[param] at W += X^T dY for x[rows, K] and dy[rows, N] now, cut as weight_gradients cuts
+  // (for rows enough to make one GEMM pay: a ragged batch's).
+  void weight_gradient(std::vector<Tensor>& grads, int param, int64_t offset, int K, int N, const float* x,
+                       const float* dy, int64_t rows, ThreadPool* pool) const;
   // The memory of the kept rows and the packed W^T.
   size_t bytes() const;
   // grads[param] at W += X^T dY over every row kept this call; mark(param, offset, n) for each W.

@@ -326,23 +326,36 @@ TEST(Gradients, ALoopSlicedByTheViewsAfterItRunsCompiled) {
 // threads (the weight-gradient GEMMs by blocks of columns). The engines differ in their last bits
 // (the AOT engine's fused loops have compiled adjoints, the interpreter's run operator by
 // operator), within the 1e-4 of batched_equals_reference.
-TEST(Gradients, SameBitsOnAnyThreadsOnEachBatchedEngine) {
-  Loaded s = setup(kWideTree, 300, true);  // batches of over 256 rows: dX in blocks too
-  auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
+// The gradients of `s` on the interpreter and the AOT engine, each with 1 and 2 threads.
+struct OnThreads {
   std::vector<GradResult> batched, aot;
+};
+OnThreads gradients_on_threads(const Loaded& s, const std::shared_ptr<ParamStore>& params) {
+  OnThreads r;
   for (int threads : {1, 2}) {
-    batched.push_back(BatchedEngine(s.module, params, Scheduler::InlineDepth, threads).gradients(s.inputs));
+    r.batched.push_back(BatchedEngine(s.module, params, Scheduler::InlineDepth, threads).gradients(s.inputs));
     AotOptions o;
     o.cache_dir = kCache;
     o.threads = threads;
-    aot.push_back(AotEngine(s.module, params, o).gradients(s.inputs));
+    r.aot.push_back(AotEngine(s.module, params, o).gradients(s.inputs));
   }
-  for (const auto* got : {&batched, &aot})
+  return r;
+}
+
+// Each engine's gradients the same bits with 1 thread and 2.
+void expect_same_bits(const OnThreads& r) {
+  for (const auto* got : {&r.batched, &r.aot})
     for (size_t k = 0; k < (*got)[0].grads.size(); ++k)
       for (int64_t j = 0; j < (*got)[0].grads[k].size(); ++j)
         ASSERT_EQ((*got)[1].grads[k].data[j], (*got)[0].grads[k].data[j])
-            << (got == &aot ? "aot" : "batched") << ", param " << k << ", entry " << j;
-  expect_same_grads(aot[0], batched[0], "aot against batched");
+            << (got == &r.aot ? "aot" : "batched") << ", param " << k << ", entry " << j;
+}
+
+TEST(Gradients, SameBitsOnAnyThreadsOnEachBatchedEngine) {
+  Loaded s = setup(kWideTree, 300, true);  // batches of over 256 rows: dX in blocks too
+  const OnThreads r = gradients_on_threads(s, std::make_shared<ParamStore>(init_params(*s.module, 5)));
+  expect_same_bits(r);
+  expect_same_grads(r.aot[0], r.batched[0], "aot against batched");
 }
 
 // The reference gradient against central differences of the summed loss, entry by entry of every
@@ -377,7 +390,8 @@ TEST(Gradients, ReferenceMatchesFiniteDifferences) {
 // Blocks with size variables (ragged: each instance its own n): a gather of n embedding rows, a
 // slice of a param to n rows, heads, a transpose, attention over n x n scores, a residual and a
 // layer norm, reductions over the n rows; the instances' lengths 1 to 5 (setup). The batched
-// engines differentiate them instance by instance and must equal the reference engine's tape.
+// engines differentiate a ragged batch at once, its instances' values one after another, and must
+// equal the reference engine's tape.
 const char* kRagged = R"(dim D = 8
 param emb[12]: f32[1, D]
 param pos: f32[6, D]
@@ -399,6 +413,19 @@ def loss(ws: List[int]) -> f32[1, 1] { score(emb[ws]) }
 )";
 
 TEST(Gradients, BatchedEqualsReferenceOnRaggedBlocks) { batched_equals_reference(kRagged, false); }
+
+// A ragged batch's products by a param's matrix take the weights' path over all its instances'
+// rows: dX one GEMM per product and batch (Wqkv and Wo in each batch of attend, out in score's),
+// not one per instance; the same bits on 1 and 2 threads on each batched engine.
+TEST(Gradients, RaggedBatchesTakeTheWeightsPathOverAllRows) {
+  Loaded s = setup(kRagged, 40, false);
+  const OnThreads r = gradients_on_threads(s, std::make_shared<ParamStore>(init_params(*s.module, 5)));
+  for (const GradResult& g : {r.batched[0], r.aot[0]}) {
+    EXPECT_GE(g.stats.weight_products, 5);
+    EXPECT_LE(g.stats.weight_products, 12) << "a product per instance (at least 160) or per batch";
+  }
+  expect_same_bits(r);
+}
 
 // The reference gradient of a loss over token lists against central differences (as above).
 void reference_matches_finite_differences(const char* text) {

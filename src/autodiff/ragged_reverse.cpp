@@ -1,0 +1,305 @@
+// Reverse mode on a ragged batch (steps 1 to 4 of the algorithm note in reverse_mode.cpp): every
+// value keeps its instances one after another, each packed in its own shape, as the forward's
+// ragged blocks lay them out (runtime/ragged_blocks.cpp). So an operator that acts on rows along
+// axes every instance has alike runs once over all of the batch's rows, as in the forward: a
+// product by a param's matrix is one GEMM for dX over every instance's rows, its rows of X and dY
+// kept for the deferred dW as a static batch's are, and an elementwise or row-wise operator (a
+// layer norm, a residual, a bias) is one call over the rows, the adjoint of a shared operand summed
+// over them by the broadcast rule. The others (attention's products of two of an instance's values,
+// a softmax over its rows, anything along a ragged axis) run instance by instance on each
+// instance's shapes. Values are computed again from the arguments, on the same layout.
+#include <algorithm>
+#include <cstring>
+
+#include "autodiff/adjoints.h"
+#include "autodiff/batch_values.h"
+#include "autodiff/leaf_ranges.h"
+#include "autodiff/reverse_mode.h"
+#include "runtime/reference_kernels.h"
+
+namespace acrobat {
+
+namespace {
+
+// A value of a ragged batch: one tensor for all instances (shared), or each instance's, packed, one
+// after another from `data`.
+struct RaggedValue {
+  bool shared = false;
+  float* data = nullptr;
+  std::vector<std::vector<int64_t>> shapes;  // per instance (shared: one)
+  std::vector<int64_t> begin;                // where each instance's elements begin, then the end
+  // The instances' values one after another as one tensor [rows, ...]: rank >= 2 and every axis but
+  // the first alike for all (else empty).
+  std::vector<int64_t> stacked;
+
+  int64_t total() const { return begin.back(); }
+  int64_t offset(int64_t i) const { return shared ? 0 : begin[size_t(i)]; }
+  int64_t elements(int64_t i) const { return shared ? begin[1] : begin[size_t(i) + 1] - begin[size_t(i)]; }
+  const std::vector<int64_t>& shape(int64_t i) const { return shapes[shared ? 0 : size_t(i)]; }
+};
+
+// A ragged batch's product by weights of at least this many rows adds its dW at once, one GEMM
+// over its rows (none kept); fewer rows are kept for the deferred GEMM, as a static batch's.
+constexpr int64_t kRowsForDwNow = 256;
+
+std::vector<int64_t> one_row(std::vector<int64_t> shape) {
+  shape[0] = 1;
+  return shape;
+}
+
+}  // namespace
+
+class ReverseMode::Ragged {
+ public:
+  Ragged(ReverseMode& m, int b, const analysis::StaticBlock& s, const int* ids, int64_t B)
+      : m_(m), f_(*m.forward_), b_(b), s_(s), ids_(ids), B_(B) {}
+
+  void run() {
+    bind_attrs();
+    arguments();
+    values();
+    seed();
+    for (size_t k = s_.ops.size(); k-- > 0;) adjoint(k);
+    send();
+  }
+
+ private:
+  // The attributes of operators whose attributes name sizes, per instance.
+  void bind_attrs() {
+    const size_t S = s_.sizes.size();
+    bound_.assign(s_.ops.size(), {});
+    for (size_t k = 0; k < s_.ops.size(); ++k) {
+      const OpAttrs& a = s_.ops[k].rhs->attrs;
+      if (a.sizes == 0) continue;
+      for (int64_t i = 0; i < B_; ++i) bound_[k].push_back(bind_attr_sizes(a, s_.sizes.data(), sizes(i), S));
+    }
+  }
+  const int64_t* sizes(int64_t i) const { return f_.sizes(ids_[i]); }
+  const OpAttrs& attrs(size_t k, int64_t i) const {
+    return bound_[k].empty() ? s_.ops[k].rhs->attrs : bound_[k][size_t(i)];
+  }
+
+  // v's shapes per instance (one when shared) and where each instance's elements begin.
+  void lay_out(RaggedValue& v, const std::vector<int64_t>& shape, bool shared) const {
+    const size_t S = s_.sizes.size();
+    v.shared = shared;
+    v.shapes.clear();
+    v.begin.assign(1, 0);
+    for (int64_t i = 0; i < (shared ? 1 : B_); ++i) {
+      v.shapes.push_back(bind_sizes(shape, s_.sizes.data(), sizes(i), S));
+      v.begin.push_back(v.begin.back() + num_elements(v.shapes.back()));
+    }
+    v.stacked.clear();
+    if (shared || shape.size() < 2) return;
+    int64_t rows = 0;
+    for (const std::vector<int64_t>& d : v.shapes) {
+      if (!std::equal(d.begin() + 1, d.end(), v.shapes[0].begin() + 1)) return;
+      rows += d[0];
+    }
+    v.stacked = v.shapes[0];
+    v.stacked[0] = rows;
+  }
+
+  RaggedValue& operand(const analysis::BlockOperand& o) { return o.local ? vals_[o.index] : args_[o.index]; }
+  float*& adjoint_slot(const analysis::BlockOperand& o) { return o.local ? dval_[o.index] : darg_[o.index]; }
+  // The adjoint of operand `o`, zeroed when first reached.
+  float* adjoint_of(const analysis::BlockOperand& o) {
+    float*& d = adjoint_slot(o);
+    if (!d) d = m_.alloc(operand(o).total(), true);
+    return d;
+  }
+
+  // Step 1: a param's matrix that every instance reads is shared, any other argument stacked; an
+  // argument none of whose instances' adjoints goes anywhere (a constant) gets none.
+  void arguments() {
+    args_.assign(s_.args.size(), RaggedValue{});
+    receives_.assign(s_.args.size(), 0);
+    for (size_t e = 0; e < s_.args.size(); ++e) {
+      RaggedValue& a = args_[e];
+      for (int64_t i = 0; i < B_ && !receives_[e]; ++i) receives_[e] = m_.receives(f_.arg(ids_[i], e)) ? 1 : 0;
+      const float* first = f_.data(f_.arg(ids_[0], e));
+      bool shared = !is_ragged(s_.args[e].shape) && m_.ranges_->find_param(first).first >= 0;
+      for (int64_t i = 1; i < B_ && shared; ++i) shared = f_.data(f_.arg(ids_[i], e)) == first;
+      lay_out(a, s_.args[e].shape, shared);
+      if (shared) {
+        a.data = const_cast<float*>(first);
+        continue;
+      }
+      a.data = m_.alloc(a.total());
+      for (int64_t i = 0; i < B_; ++i)
+        std::memcpy(a.data + a.begin[size_t(i)], f_.data(f_.arg(ids_[i], e)),
+                    static_cast<size_t>(a.elements(i)) * sizeof(float));
+    }
+  }
+
+  // Whether operator k runs once over the stacked rows: its value and every stacked operand stack
+  // ([rows, ...]), each instance's operands have its result's rows, and the operator acts along the
+  // other axes (stackable, on one row of each), with attributes alike for all instances.
+  bool on_rows(size_t k) {
+    const analysis::BlockOp& op = s_.ops[k];
+    const RaggedValue& v = vals_[k];
+    if (v.shared || v.stacked.empty() || !bound_[k].empty()) return false;
+    std::vector<BatchValue> rows;
+    rows.reserve(op.operands.size());
+    for (const analysis::BlockOperand& o : op.operands) {
+      const RaggedValue& x = operand(o);
+      if (x.shared) {
+        rows.push_back(BatchValue{true, x.shapes[0], nullptr, 0});
+        continue;
+      }
+      if (x.stacked.empty() || x.stacked[0] != v.stacked[0]) return false;
+      for (int64_t i = 0; i < B_; ++i)
+        if (x.shapes[size_t(i)][0] != v.shapes[size_t(i)][0]) return false;
+      rows.push_back(BatchValue{false, one_row(x.shapes[0]), nullptr, 0});
+    }
+    std::vector<const BatchValue*> in;
+    for (const BatchValue& r : rows) in.push_back(&r);
+    return stackable(op.rhs->op, one_row(v.shapes[0]), op.rhs->attrs, in);
+  }
+
+  // Step 2: every operator's value, once for a shared one, over the rows where on_rows, else
+  // instance by instance.
+  void values() {
+    const PackedIndex& packed = f_.packed();
+    vals_.assign(s_.ops.size(), RaggedValue{});
+    rows_.assign(s_.ops.size(), 0);
+    std::vector<Tensor> in_t;
+    std::vector<const Tensor*> in_p;
+    for (size_t k = 0; k < s_.ops.size(); ++k) {
+      const analysis::BlockOp& op = s_.ops[k];
+      bool shared = !is_ragged(op.shape) && bound_[k].empty();
+      for (const analysis::BlockOperand& o : op.operands) shared = shared && operand(o).shared;
+      RaggedValue& v = vals_[k];
+      lay_out(v, op.shape, shared);
+      v.data = m_.alloc(v.total());
+      rows_[k] = on_rows(k) ? 1 : 0;
+      const ReferenceKernel kernel = reference_kernel(op.rhs->op);
+      auto call = [&](int64_t i, bool stacked) {
+        in_t.clear();
+        for (const analysis::BlockOperand& o : op.operands) {
+          const RaggedValue& x = operand(o);
+          in_t.push_back(view(packed, stacked && !x.shared ? x.stacked : x.shape(i), x.data + x.offset(i)));
+        }
+        in_p.clear();
+        for (const Tensor& t : in_t) in_p.push_back(&t);
+        Tensor out = view(packed, stacked ? v.stacked : v.shape(i), v.data + v.offset(i));
+        kernel(attrs(k, i), in_p, out);
+      };
+      if (v.shared || rows_[k]) {
+        call(0, rows_[k] != 0);
+        continue;
+      }
+      for (int64_t i = 0; i < B_; ++i) call(i, false);
+    }
+  }
+
+  // Step 3, first: the adjoints of the block's outputs, read where they lie when the instances'
+  // lie one after another as here.
+  void seed() {
+    dval_.assign(s_.ops.size(), nullptr);
+    darg_.assign(s_.args.size(), nullptr);
+    for (size_t k = 0; k < s_.ops.size(); ++k) {
+      float* g = s_.ops[k].escapes ? m_.adjoints_[b_][k] : nullptr;
+      if (!g) continue;
+      const RaggedValue& v = vals_[k];
+      auto at = [&](int64_t i) { return f_.output_offset(b_, int(k), f_.row(ids_[i])); };
+      if (v.shared) {
+        float* d = dval_[k] = m_.alloc(v.total(), true);
+        for (int64_t i = 0; i < B_; ++i) add(d, g + at(i), v.total());
+        continue;
+      }
+      bool in_place = true;
+      for (int64_t i = 1; i < B_ && in_place; ++i) in_place = at(i) - at(0) == v.begin[size_t(i)];
+      if (in_place) {
+        dval_[k] = g + at(0);  // no batch adds to it any more: its readers were differentiated before
+        continue;
+      }
+      float* d = dval_[k] = m_.alloc(v.total());
+      for (int64_t i = 0; i < B_; ++i) std::copy_n(g + at(i), v.elements(i), d + v.begin[size_t(i)]);
+    }
+  }
+
+  // Step 3, then: operator k's adjoint. A product by a param's matrix takes the weights' path over
+  // every instance's rows; an add passes its adjoint on to an operand of its shape that has none.
+  void adjoint(size_t k) {
+    const analysis::BlockOp& op = s_.ops[k];
+    const RaggedValue& v = vals_[k];
+    if (!dval_[k] || !differentiable(op.rhs->op)) return;
+    if (op.rhs->op == OpId::MatMul && !v.shared) {
+      const RaggedValue& x = operand(op.operands[0]);
+      const RaggedValue& w = operand(op.operands[1]);
+      if (!x.shared && w.shared &&
+          m_.product_by_weights(w.data, w.shapes[0], x.data, x.shapes[0].back(), dval_[k],
+                                adjoint_slot(op.operands[0]), x.total(),
+                                x.total() >= kRowsForDwNow * x.shapes[0].back()))
+        return;
+    }
+    const int taken = take_over_add(k);
+    std::vector<float*> din;
+    for (size_t j = 0; j < op.operands.size(); ++j) {
+      const analysis::BlockOperand& o = op.operands[j];
+      din.push_back(int(j) == taken || (!o.local && !receives_[o.index]) ? nullptr : adjoint_of(o));
+    }
+    std::vector<TensorArg<float>> targs;
+    std::vector<float*> dins;
+    const bool stacked = rows_[k] != 0;
+    for (int64_t i = 0; i < (v.shared || stacked ? 1 : B_); ++i) {
+      targs.clear();
+      dins.clear();
+      for (size_t j = 0; j < op.operands.size(); ++j) {
+        const RaggedValue& x = operand(op.operands[j]);
+        targs.push_back({stacked && !x.shared ? x.stacked : x.shape(i), x.data + x.offset(i)});
+        dins.push_back(din[j] ? din[j] + x.offset(i) : nullptr);
+      }
+      const std::vector<int64_t>& out_shape = stacked ? v.stacked : v.shape(i);
+      acrobat::adjoint<float>(op.rhs->op, attrs(k, i), targs, out_shape, v.data + v.offset(i),
+                              dval_[k] + v.offset(i), dins);
+    }
+  }
+
+  // y = a + b over the rows where a has y's shapes and no adjoint yet: a's adjoint is y's (y's is
+  // not read again; a's other readers, differentiated later, add to it). The operand, or -1.
+  int take_over_add(size_t k) {
+    const analysis::BlockOp& op = s_.ops[k];
+    if (op.rhs->op != OpId::Add || !rows_[k]) return -1;
+    const analysis::BlockOperand &o0 = op.operands[0], &o1 = op.operands[1];
+    if (o0.local == o1.local && o0.index == o1.index) return -1;
+    for (int j = 0; j < 2; ++j) {
+      const analysis::BlockOperand& o = op.operands[size_t(j)];
+      const RaggedValue& x = operand(o);
+      if (adjoint_slot(o) || x.shared || x.shapes != vals_[k].shapes) continue;
+      adjoint_slot(o) = dval_[k];
+      return j;
+    }
+    return -1;
+  }
+
+  // Step 4: each argument's adjoint to where it came from, instance by instance.
+  void send() {
+    for (size_t e = 0; e < s_.args.size(); ++e) {
+      if (!darg_[e]) continue;
+      const RaggedValue& a = args_[e];
+      for (int64_t i = 0; i < (a.shared ? 1 : B_); ++i)
+        m_.send(f_.arg(ids_[i], e), darg_[e] + a.offset(i), a.elements(i));
+    }
+  }
+
+  ReverseMode& m_;
+  const ForwardRecord& f_;
+  const int b_;
+  const analysis::StaticBlock& s_;
+  const int* const ids_;
+  const int64_t B_;
+  std::vector<std::vector<OpAttrs>> bound_;  // per operator: per instance when its attributes name sizes
+  std::vector<RaggedValue> vals_, args_;
+  std::vector<uint8_t> rows_;       // per operator: on_rows
+  std::vector<uint8_t> receives_;   // per argument: some instance's adjoint goes somewhere (not a constant)
+  std::vector<float*> dval_, darg_;  // the adjoints of the operators and of the arguments
+};
+
+void ReverseMode::differentiate_ragged(int b, const analysis::StaticBlock& s, const int* ids, int64_t B) {
+  grad_values_.reset();
+  Ragged(*this, b, s, ids, B).run();
+}
+
+}  // namespace acrobat
