@@ -226,11 +226,12 @@ class ReverseMode::Ragged {
     const RaggedValue& v = vals_[k];
     if (!dval_[k] || !differentiable(op.rhs->op)) return;
     if (op.rhs->op == OpId::MatMul && !v.shared) {
-      const RaggedValue& x = operand(op.operands[0]);
+      const analysis::BlockOperand& xo = op.operands[0];
+      const RaggedValue& x = operand(xo);
       const RaggedValue& w = operand(op.operands[1]);
       if (!x.shared && w.shared &&
           m_.product_by_weights(w.data, w.shapes[0], x.data, x.shapes[0].back(), dval_[k],
-                                adjoint_slot(op.operands[0]), x.total(),
+                                xo.local || receives_[xo.index] ? &adjoint_slot(xo) : nullptr, x.total(),
                                 x.total() >= kRowsForDwNow * x.shapes[0].back()))
         return;
     }

@@ -56,7 +56,6 @@
 
 namespace acrobat {
 
-
 // What differentiate() works on: instances ids[0, B) of batch b of block s, and what steps 1 to 4
 // find for them. One per call, reused from batch to batch.
 struct ReverseMode::Batch {
@@ -243,26 +242,28 @@ bool ReverseMode::weight_product(Batch& batch, size_t k) {
   const BatchValue& w = batch.operand(op.operands[1]);
   if (op.rhs->op != OpId::MatMul || x.shared || !w.shared) return false;
   return product_by_weights(w.data, w.shape, x.data, x.shape.back(), batch.dval[k],
-                            batch.adjoint(op.operands[0]), batch.B * x.size, false);
+                            &batch.adjoint(op.operands[0]), batch.B * x.size, false);
 }
 
 bool ReverseMode::product_by_weights(const float* w, const std::vector<int64_t>& w_shape, const float* x,
-                                     int64_t x_columns, const float* dy, float*& dx, int64_t x_elements,
+                                     int64_t x_columns, const float* dy, float** dx, int64_t x_elements,
                                      bool dw_now) {
   if (w_shape.size() != 2) return false;
   const auto [param, offset] = ranges_->find_param(w);
   const int K = static_cast<int>(w_shape[0]), N = static_cast<int>(w_shape[1]);
   if (param < 0 || offset + int64_t(K) * N > (*grads_)[param].size() || x_columns != K) return false;
   const int64_t rows = x_elements / K;
-  // Into fresh memory, then added to an adjoint X already has: a GEMM accumulating onto it
-  // would round each partial sum to the adjoint's magnitude.
-  float* const prior = dx;
-  dx = alloc(rows * K);
   stats_->weight_products++;
-  products_.input_adjoint(w, K, N, dy, dx, rows, pool_);
-  if (prior) {
-    kernels::binary(kernels::BinaryOp::Add, prior, dx, prior, static_cast<size_t>(rows * K));
-    dx = prior;
+  if (dx) {
+    // Into fresh memory, then added to an adjoint X already has: a GEMM accumulating onto it
+    // would round each partial sum to the adjoint's magnitude.
+    float* const prior = *dx;
+    *dx = alloc(rows * K);
+    products_.input_adjoint(w, K, N, dy, *dx, rows, pool_);
+    if (prior) {
+      kernels::binary(kernels::BinaryOp::Add, prior, *dx, prior, static_cast<size_t>(rows * K));
+      *dx = prior;
+    }
   }
   if (dw_now) {
     products_.weight_gradient(*grads_, param, offset, K, N, x, dy, rows, pool_);

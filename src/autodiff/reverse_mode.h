@@ -110,10 +110,11 @@ class ReverseMode {
   // the rows of X and dY kept for dW.
   bool weight_product(Batch& batch, size_t k);
   // The same for X (x_elements floats, rows of x_columns) by the matrix of shape w_shape at w, the
-  // product's adjoint at dy and X's at dx (allocated here when null, then written, else added to);
-  // dW added now (`dw_now`: rows enough for one GEMM to pay) or deferred.
+  // product's adjoint at dy and X's at *dx (allocated here when null, then written, else added
+  // to; no dX when dx is null: X is a constant); dW added now (`dw_now`: rows enough for one GEMM
+  // to pay) or deferred.
   bool product_by_weights(const float* w, const std::vector<int64_t>& w_shape, const float* x, int64_t x_columns,
-                          const float* dy, float*& dx, int64_t x_elements, bool dw_now);
+                          const float* dy, float** dx, int64_t x_elements, bool dw_now);
   // The call's peak memory into stats.peak_bytes.
   void count_memory();
 
