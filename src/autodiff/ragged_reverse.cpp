@@ -2,10 +2,11 @@
 // value keeps its instances one after another, each packed in its own shape, as the forward's
 // ragged blocks lay them out (runtime/ragged_blocks.cpp). So an operator that acts on rows along
 // axes every instance has alike runs once over all of the batch's rows, as in the forward: a
-// product by a param's matrix is one GEMM for dX over every instance's rows, its rows of X and dY
-// kept for the deferred dW as a static batch's are, and an elementwise or row-wise operator (a
-// layer norm, a residual, a bias) is one call over the rows, the adjoint of a shared operand summed
-// over them by the broadcast rule. The others (attention's products of two of an instance's values,
+// product by a param's matrix is one GEMM for dX over every instance's rows and, from
+// kRowsForDwNow rows, one GEMM for dW added at once (fewer rows are kept for the deferred dW, as a
+// static batch's are), and an elementwise or row-wise operator (a layer norm, a residual, a bias)
+// is one call over the rows, the adjoint of a shared operand summed over them by the broadcast
+// rule. The others (attention's products of two of an instance's values,
 // a softmax over its rows, anything along a ragged axis) run instance by instance on each
 // instance's shapes. Values are computed again from the arguments, on the same layout.
 #include <algorithm>
