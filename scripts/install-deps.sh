@@ -16,7 +16,7 @@ packages=(
   python3-distributed                             # acrobat.dask
   python3-mypy                                    # the package's type information, checked by its tests
   python3-matplotlib                              # bench --all's plot
-  clang libclang-rt-14-dev                        # scripts/fuzz.sh: libFuzzer, ASan, UBSan
+  clang libclang-rt-14-dev                        # scripts/fuzz.sh, sanitize.sh: libFuzzer, ASan, UBSan, TSan
 )
 missing=()
 for p in "${packages[@]}"; do

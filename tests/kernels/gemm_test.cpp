@@ -82,7 +82,9 @@ testing::AssertionResult matches(const std::vector<float>& C, int ldc, const std
 class GemmShapes : public testing::TestWithParam<std::tuple<int, int, int>> {};
 
 TEST_P(GemmShapes, EveryPathMatchesDoubleReference) {
-  const auto [M, N, K] = GetParam();
+  // Named copies, not a structured binding: the lambdas below capture them (clang before 16
+  // cannot capture a binding).
+  const int M = std::get<0>(GetParam()), N = std::get<1>(GetParam()), K = std::get<2>(GetParam());
   // Strides wider than the rows; NaN in the padding of A and B poisons any result that reads it.
   const int lda = K + 3;
   const int ldb = N + 2;

@@ -2,7 +2,7 @@
 """End-to-end gradient test: acrobat's gradient of a model's loss against PyTorch autograd.
 
   check_grad.py --acrobat BIN --model NAME [--set H=64 ...] [--data FILE] [--limit 20]
-                [--engine reference] [--rtol 1e-4] --workdir DIR
+                [--engine reference] [--rtol 1e-4] [--oracle-only | --oracle DIR] --workdir DIR
 
 Writes the oracle's weights (the model's init_params, seed 0) to DIR/params.safetensors, runs
 `acrobat grad models/NAME.acr` on the first --limit instances of --data (by default synthetic
@@ -12,9 +12,15 @@ float64 rounding). Every param's gradient must agree element-wise:
   |acrobat - torch| <= rtol * (|torch| + scale),  scale = the largest |torch| of that param / 100,
 so an entry that is a sum of terms of either sign is held to the precision of its terms, not of its
 (possibly tiny) sum; and the summed loss to rtol. Exit status 0 when everything agrees, 1 otherwise.
+
+The oracle's part (weights, data, float64 gradients: DIR/expected.pt) does not depend on
+the engine: --oracle-only writes it alone, and --oracle DIR reads it from DIR, where --oracle-only
+wrote it for the same model, dims, data and instances (checked; 2 otherwise). The CTest suite
+computes it once per model and batch for the three engines (tests/models/CMakeLists.txt).
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -25,6 +31,30 @@ import torch  # noqa: E402
 import registry  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def write_oracle(args, sets, workdir):
+    """The oracle's files in workdir: params.safetensors, the generated data where the model makes
+    it, and expected.pt: the float64 gradient of each param (zero where the loss does not reach it:
+    a param read only by a decision, argmax), the loss sum, the instances' count and the data's
+    path."""
+    spec = registry.get(args.model)
+    data = args.data
+    if data is None and spec.make_loss_data:
+        os.makedirs(workdir, exist_ok=True)
+        data = os.path.join(workdir, "loss_data.json")
+        spec.make_loss_data(data, args.limit, 1, dict(registry.resolve_dims(spec, sets, args.vocab)))
+    elif data is None:
+        data = os.path.join(ROOT, "data", "sst", "test.txt")
+    _, _, instances, model, _ = registry.setup_run(args.model, sets, data, args.vocab, args.limit, workdir, loss=True)
+    model = model.double()
+    rows = model.tables()
+    total = sum(model.loss(inst, rows) for inst in instances)
+    total.backward()
+    grads = {name: getattr(model, name).grad if getattr(model, name).grad is not None
+             else torch.zeros_like(getattr(model, name)) for name in model.PARAM_ORDER}
+    torch.save({"grads": grads, "loss_sum": float(total), "instances": len(instances), "data": data},
+               os.path.join(workdir, "expected.pt"))
 
 
 def main(argv=None):
@@ -39,25 +69,48 @@ def main(argv=None):
     ap.add_argument("--engine", default="reference")
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--workdir", required=True)
+    oracle = ap.add_mutually_exclusive_group()
+    oracle.add_argument("--oracle-only", action="store_true", help="the oracle's files only, into --workdir")
+    oracle.add_argument("--oracle", metavar="DIR", help="the oracle's files from DIR (written by --oracle-only)")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)
     sets = registry.parse_sets(args.set)
     spec = registry.get(args.model)
-    if args.data is None and spec.make_loss_data:
-        os.makedirs(args.workdir, exist_ok=True)
-        args.data = os.path.join(args.workdir, "loss_data.json")
-        spec.make_loss_data(args.data, args.limit, 1, dict(registry.resolve_dims(spec, sets, args.vocab)))
-    elif args.data is None:
-        args.data = os.path.join(ROOT, "data", "sst", "test.txt")
-    spec, dims, instances, model, params_path = registry.setup_run(args.model, sets, args.data, args.vocab,
-                                                                   args.limit, args.workdir, loss=True)
-    model = model.double()
+    made_for = {"model": args.model, "sets": sorted(sets.items()), "data": args.data, "vocab": args.vocab,
+                "limit": args.limit}
+    oracle_dir = os.path.abspath(args.oracle or args.workdir)
+    made_with = os.path.join(oracle_dir, "oracle.json")
+    if args.oracle:
+        try:
+            with open(made_with) as f:
+                same = json.load(f) == json.loads(json.dumps(made_for))
+        except (OSError, ValueError) as e:
+            print("check_grad.py: no oracle in %s (%s): run check_grad.py --oracle-only there first"
+                  % (oracle_dir, e), file=sys.stderr)
+            return 2
+        if not same:
+            print("check_grad.py: the oracle in %s was made for other arguments (%s)" % (oracle_dir, made_with),
+                  file=sys.stderr)
+            return 2
+    else:
+        os.makedirs(oracle_dir, exist_ok=True)
+        if os.path.exists(made_with):
+            os.remove(made_with)  # files of an earlier oracle are not this one's until it is written
+        write_oracle(args, sets, oracle_dir)
+        with open(made_with, "w") as f:
+            json.dump(made_for, f)
+        if args.oracle_only:
+            return 0
+    expected = torch.load(os.path.join(oracle_dir, "expected.pt"))
+    grads, data, instances, total = expected["grads"], expected["data"], expected["instances"], expected["loss_sum"]
+    dims = dict(registry.resolve_dims(spec, sets, args.vocab))
 
+    os.makedirs(args.workdir, exist_ok=True)
     grads_path = os.path.join(args.workdir, "grads.safetensors")
-    cmd = [args.acrobat, "grad", os.path.join(ROOT, "models", args.model + ".acr"), "--params", params_path,
-           "--input", "%s:%s" % (spec.LOSS_INPUT_KIND, args.data), "--vocab", args.vocab, "--limit", str(args.limit),
-           "--out", grads_path, "--engine", args.engine]
+    cmd = [args.acrobat, "grad", os.path.join(ROOT, "models", args.model + ".acr"), "--params",
+           os.path.join(oracle_dir, "params.safetensors"), "--input", "%s:%s" % (spec.LOSS_INPUT_KIND, data),
+           "--vocab", args.vocab, "--limit", str(args.limit), "--out", grads_path, "--engine", args.engine]
     for k, v in sets.items():
         cmd += ["--set", "%s=%d" % (k, v)]
     result = registry.acrobat_tensors(cmd, grads_path, "check_grad.py")
@@ -65,24 +118,18 @@ def main(argv=None):
         return 1
     got, meta = result
 
-    rows = model.tables()
-    total = sum(model.loss(inst, rows) for inst in instances)
-    total.backward()
     problems = []
     loss_sum = float(meta["loss_sum"])
-    if abs(loss_sum - float(total)) > args.rtol * abs(float(total)):
-        problems.append("loss sum %.9g, expected %.9g" % (loss_sum, float(total)))
-    if int(meta["instances"]) != len(instances):
-        problems.append("%s instances, expected %d" % (meta["instances"], len(instances)))
-    # A param the loss does not reach (one read only by a decision, argmax) has no .grad: zero.
-    grads = {name: getattr(model, name).grad if getattr(model, name).grad is not None
-             else torch.zeros_like(getattr(model, name)) for name in model.PARAM_ORDER}
-    found, worst = registry.compare_params(model.PARAM_ORDER, grads, got, args.rtol, 1 / 100)
+    if abs(loss_sum - total) > args.rtol * abs(total):
+        problems.append("loss sum %.9g, expected %.9g" % (loss_sum, total))
+    if int(meta["instances"]) != instances:
+        problems.append("%s instances, expected %d" % (meta["instances"], instances))
+    found, worst = registry.compare_params(list(grads), grads, got, args.rtol, 1 / 100)  # in PARAM_ORDER
     problems += found
     for p in problems:
         print("check_grad.py: MISMATCH " + p, file=sys.stderr)
     print("check_grad.py: %s %s, %d instances, loss sum %.6g: %s (worst scaled error %.2g, rtol %g)"
-          % (args.model, dims, len(instances), float(total), "FAIL" if problems else "ok", worst, args.rtol),
+          % (args.model, dims, instances, total, "FAIL" if problems else "ok", worst, args.rtol),
           file=sys.stderr)
     return 1 if problems else 0
 

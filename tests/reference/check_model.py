@@ -4,7 +4,8 @@
   check_model.py --acrobat PATH/TO/acrobat --model NAME [--set H=512 ...]
                  [--limit 200] [--seed 0] [--data FILE] [--data-seed 1] [--workdir DIR] [--keep]
                  [--rtol 1e-4] [--atol 1e-5] [--margin-eps 1e-4] [--max-near-ties 0.05]
-                 [--timeout SECONDS] [--extra-args="ARGS"]... [-- MORE ACROBAT ARGS]
+                 [--timeout SECONDS] [--extra-args="ARGS"]... [--oracle-only | --oracle DIR]
+                 [-- MORE ACROBAT ARGS]
 
 NAME: treelstm, mvrnn, birnn or any tests/reference/model_NAME.py (registry.py).
 Steps (each command is printed before it runs; its output goes straight through):
@@ -18,6 +19,10 @@ Steps (each command is printed before it runs; its output goes straight through)
      with KIND the model's INPUT_KIND (--vocab for sst and sst-tokens); the default data is
      <repo>/data/sst/test.txt for models without make_data
   3. compare.py EXPECTED.json ACTUAL.json --rtol --atol --margin-eps --max-near-ties
+--oracle-only runs step 1 alone, into --workdir; --oracle DIR skips it and takes its files from DIR,
+where --oracle-only wrote them with the same model, dims, data and limit (checked: a difference is
+a usage error). The CTest suite computes each model's oracle once for its three engines so
+(tests/models/CMakeLists.txt: a fixture).
 
 The repository root is derived from this script's location (<repo>/tests/reference/).
 Exit status: 0 pass; otherwise the exit status of the first failing step (compare: 1 mismatch,
@@ -27,6 +32,7 @@ kept (and printed) on failure; an explicit --workdir is never removed.
 """
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -95,7 +101,13 @@ def main(argv):
     ap.add_argument("--timeout", type=float, default=None, help="seconds allowed for the acrobat run")
     ap.add_argument("--extra-args", action="append", default=[], metavar="ARGS",
                     help='extra acrobat arguments, shell-split (use --extra-args="--x 1")')
+    oracle = ap.add_mutually_exclusive_group()
+    oracle.add_argument("--oracle-only", action="store_true", help="step 1 only, into --workdir")
+    oracle.add_argument("--oracle", metavar="DIR", help="step 1's files from DIR (written by --oracle-only)")
     args = ap.parse_args(argv)
+    if args.oracle_only and not args.workdir:
+        say("error: --oracle-only writes into --workdir: give it")
+        return 2
 
     try:
         sets = registry.parse_sets(args.set)
@@ -137,20 +149,42 @@ def main(argv):
     else:
         workdir, temporary = tempfile.mkdtemp(prefix="acrobat-check-%s-" % args.model), True
     tag = args.model + "".join("_%s%d" % kv for kv in sorted(sets.items()))
-    params = os.path.join(workdir, tag + ".params.safetensors")
-    expected = os.path.join(workdir, tag + ".expected.json")
+    oracle_dir = os.path.abspath(args.oracle) if args.oracle else workdir
+    params = os.path.join(oracle_dir, tag + ".params.safetensors")
+    expected = os.path.join(oracle_dir, tag + ".expected.json")
     actual = os.path.join(workdir, tag + ".actual.json")
     set_args = [a for k, v in sorted(sets.items()) for a in ("--set", "%s=%d" % (k, v))]
     vocab_args = ["--vocab", args.vocab] if spec.reads_vocab else []
     data_args = ["--data", args.data]
     if make_data:
-        args.data = os.path.join(workdir, tag + ".data." + ("json" if spec.INPUT_KIND == "json" else "txt"))
+        args.data = os.path.join(oracle_dir, tag + ".data." + ("json" if spec.INPUT_KIND == "json" else "txt"))
         data_args = ["--data", args.data, "--make-data", "--data-seed", str(args.data_seed)]
 
-    rc = run_step("oracle", [sys.executable, os.path.join(HERE, "generate.py"), "--model", args.model,
-                             *set_args, *data_args, *vocab_args,
-                             "--limit", str(args.limit), "--seed", str(args.seed),
-                             "--params", params, "--expected", expected])
+    oracle_cmd = [sys.executable, os.path.join(HERE, "generate.py"), "--model", args.model,
+                  *set_args, *data_args, *vocab_args, "--limit", str(args.limit), "--seed", str(args.seed),
+                  "--params", params, "--expected", expected]
+    made_with = os.path.join(oracle_dir, tag + ".oracle.json")  # the command that wrote the oracle's files
+    if args.oracle:
+        try:
+            with open(made_with) as f:
+                same = json.load(f) == oracle_cmd
+        except (OSError, ValueError) as e:
+            say("error: no oracle in %s (%s): run check_model.py --oracle-only there first" % (oracle_dir, e))
+            return 2
+        if not same:
+            say("error: the oracle in %s was made for other arguments (%s)" % (oracle_dir, made_with))
+            return 2
+        rc = 0
+    else:
+        if os.path.exists(made_with):
+            os.remove(made_with)  # files of an earlier oracle are not this one's until it succeeds
+        rc = run_step("oracle", oracle_cmd)
+        if rc == 0:
+            with open(made_with, "w") as f:
+                json.dump(oracle_cmd, f)
+        if args.oracle_only:
+            say("%s oracle %s (exit %d) in %s" % ("made" if rc == 0 else "FAILED", tag, rc, workdir))
+            return rc
     if rc == 0:
         if os.path.exists(actual):
             os.remove(actual)  # never compare against a stale result

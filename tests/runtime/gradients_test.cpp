@@ -529,37 +529,42 @@ TEST(Gradients, MadeSizesReferenceMatchesFiniteDifferences) { reference_matches_
 // param, an instance's value or itself. The backward splits the batch into runs by matrix and
 // rows of the fused loops' values lie from each run's first row, including values the forward
 // held in registers only (a run after the first once read memory at a null output plus its row).
-// Every unary operator followed by every binary one, on both batched engines.
+// Every unary operator, followed by a binary one, and every binary one on both routes and both
+// batched engines: route r pairs unary i with binary (i + 3r) mod 7, so each unary meets two binaries
+// and each binary two unaries (the full product compiled 98 models for the same rules).
 TEST(Gradients, BatchedEqualsReferenceOnPerInstanceChoicesOfIndexedParams) {
   const std::vector<std::string> unaries = {"tanh(z)",     "sigmoid(z)", "relu(z)", "exp(z)",
                                             "log(exp(z))", "-z",         "z"};
   const std::vector<std::string> binaries = {"y + b", "y - b", "b - y", "y * b", "y / exp(b)", "y * y", "y * s"};
-  for (const char* route : {"k", "argmax(s @ G)"}) {
-    for (const std::string& u : unaries) {
-      for (const std::string& f : binaries) {
-        const std::string what = std::string("route ") + route + ", " + u + ", " + f;
-        SCOPED_TRACE(what);
-        const std::string text = "dim H = 4\nparam W[3]: f32[H, H]\nparam b: f32[1, H]\nparam G: f32[H, 3]\n"
-                                 "def loss(x: (int, f32[1, H])) -> f32[1, 1] {\n  let (k, s) = x;\n  let z = s @ W[" +
-                                 std::string(route) + "];\n  let y = " + u + ";\n  sum(" + f + ", axis=-1)\n}\n";
-        auto module = compile_checked(parse_model_text("moe.acr", text, {}), CompileOptions{});
-        const ir::Function& fn = module->functions[module->find_function("loss")];
-        std::mt19937_64 rng(7);
-        std::uniform_real_distribution<float> x(-1, 1);
-        std::vector<Value> inputs;
-        for (int i = 0; i < 9; ++i) {
-          const nlohmann::json j = {static_cast<int>(rng() % 3), {{x(rng), x(rng), x(rng), x(rng)}}};
-          inputs.push_back(value_from_json(j, fn.vars[fn.params[0]].type, SourceLoc{"gen", 1, 1}));
-        }
-        auto params = std::make_shared<ParamStore>(init_params(*module, 5));
-        const GradResult expected = ReferenceEngine(module, params).gradients(inputs);
-        expect_same_grads(BatchedEngine(module, params, Scheduler::InlineDepth, 1).gradients(inputs), expected,
-                          "batched");
-        AotOptions o;
-        o.cache_dir = kCache;
-        o.threads = 1;
-        expect_same_grads(AotEngine(module, params, o).gradients(inputs), expected, "aot");
+  ASSERT_EQ(unaries.size(), binaries.size());
+  const std::vector<std::string> routes = {"k", "argmax(s @ G)"};
+  for (size_t r = 0; r < routes.size(); ++r) {
+    const char* route = routes[r].c_str();
+    for (size_t i = 0; i < unaries.size(); ++i) {
+      const std::string& u = unaries[i];
+      const std::string& f = binaries[(i + 3 * r) % binaries.size()];
+      const std::string what = std::string("route ") + route + ", " + u + ", " + f;
+      SCOPED_TRACE(what);
+      const std::string text = "dim H = 4\nparam W[3]: f32[H, H]\nparam b: f32[1, H]\nparam G: f32[H, 3]\n"
+                               "def loss(x: (int, f32[1, H])) -> f32[1, 1] {\n  let (k, s) = x;\n  let z = s @ W[" +
+                               std::string(route) + "];\n  let y = " + u + ";\n  sum(" + f + ", axis=-1)\n}\n";
+      auto module = compile_checked(parse_model_text("moe.acr", text, {}), CompileOptions{});
+      const ir::Function& fn = module->functions[module->find_function("loss")];
+      std::mt19937_64 rng(7);
+      std::uniform_real_distribution<float> x(-1, 1);
+      std::vector<Value> inputs;
+      for (int n = 0; n < 9; ++n) {
+        const nlohmann::json j = {static_cast<int>(rng() % 3), {{x(rng), x(rng), x(rng), x(rng)}}};
+        inputs.push_back(value_from_json(j, fn.vars[fn.params[0]].type, SourceLoc{"gen", 1, 1}));
       }
+      auto params = std::make_shared<ParamStore>(init_params(*module, 5));
+      const GradResult expected = ReferenceEngine(module, params).gradients(inputs);
+      expect_same_grads(BatchedEngine(module, params, Scheduler::InlineDepth, 1).gradients(inputs), expected,
+                        "batched");
+      AotOptions o;
+      o.cache_dir = kCache;
+      o.threads = 1;
+      expect_same_grads(AotEngine(module, params, o).gradients(inputs), expected, "aot");
     }
   }
 }
