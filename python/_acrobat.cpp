@@ -37,7 +37,7 @@ using namespace acrobat::python;
 namespace {
 
 // Instances read by acrobat's readers (Model.read_inputs) or a part of them: the CLI's instances
-// exactly, and for sst: trees the labels of their roots.
+// exactly, and for sst: trees and sst-tokens: sentences the labels of their roots.
 struct Instances {
   std::vector<Value> values;
   std::string entry;
@@ -158,7 +158,7 @@ class Model {
     SizeNamesScope names(module_->plan->size_names);
     const InputSpec input = parse_input_spec(spec);
     Instances out{load_inputs(input, input_type(entry), vocab_path(input, vocab), limit), entry, std::nullopt};
-    if (input.kind == InputKind::Sst) out.labels = sst_root_labels(input, out.values.size());
+    if (has_root_labels(input)) out.labels = sst_root_labels(input, out.values.size());
     return out;
   }
 
@@ -242,7 +242,7 @@ class Model {
   }
 
   // The share of `items` whose `entry` output has its largest score at its label (`labels`, or
-  // the labels of Instances read from sst: trees).
+  // the labels of Instances read from sst: trees or sst-tokens: sentences).
   double accuracy(const py::handle& items, const std::optional<std::vector<int>>& labels, const std::string& entry,
                   size_t batch) {
     std::vector<Value> inputs = instances(items, entry);

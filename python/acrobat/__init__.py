@@ -143,7 +143,7 @@ class Model:
         with KIND sst, sst-tokens, tokens, json or lengths (``vocab``: for sst, the vocabulary;
         default: vocab.txt beside the file). ``limit``: at most that many (0: all). The result
         indexes, slices and iterates as a list (each instance as a Python value); for sst trees
-        ``labels`` holds each root's label."""
+        and sst-tokens sentences ``labels`` holds each root's label."""
         return self._m.read_inputs(_text("--input", spec), _text("--entry", entry), _vocab(vocab),
                                    _integer("--limit", limit, 0, _acrobat.MAX_COUNT))
 
@@ -211,7 +211,7 @@ class Model:
     def accuracy(self, instances: InstanceList, labels: Optional[Sequence[int]] = None, entry: str = "main",
                  batch: int = 64) -> float:
         """The share of instances whose ``entry`` output (a tensor of scores) is largest at its label:
-        ``labels``, or for Instances read from sst trees their ``labels``. A label that is not one of
+        ``labels``, or for Instances read from sst trees or sentences their ``labels``. A label that is not one of
         the output's classes, or a count that differs, is an acrobat.Error."""
         if labels is not None:
             labels = [_integer("--labels", label, -2 ** 31, 2 ** 31 - 1) for label in labels]

@@ -180,6 +180,12 @@ def test_instances_are_a_sequence_with_labels():
     right = sum(int(np.argmax(s)) == label for s, label in zip(scores, roots)) / 12
     assert m.accuracy(trees) == pytest.approx(right) and m.accuracy(part) == m.accuracy(part, roots[2:9:3])
     assert m.read_inputs("json:" + os.path.join(ROOT, "examples", "first", "input.jsonl")).labels is None
+    # The same trees' sentences (sst-tokens:) carry the same labels, and score by them.
+    birnn = acrobat.load(os.path.join(ROOT, "models", "birnn.acr"), dims={"H": 8}, threads=1)
+    sentences = birnn.read_inputs("sst-tokens:" + TEST, limit=12)
+    assert sentences.labels == roots
+    right = sum(int(np.argmax(s)) == label for s, label in zip(birnn.run(sentences)[0], roots)) / 12
+    assert birnn.accuracy(sentences) == pytest.approx(right)
     with pytest.raises(acrobat.Error, match="instance 3: label 99 is not one of the 5 classes of 'main'"):
         m.accuracy(trees[:5], [0, 1, 2, 99, 4])
     with pytest.raises(acrobat.Error, match="12 instances but 11 labels"):

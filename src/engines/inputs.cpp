@@ -132,8 +132,12 @@ InputSpec parse_input_spec(const std::string& spec) {
                   known_kinds() + ")");
 }
 
+bool has_root_labels(const InputSpec& spec) {
+  return spec.kind == InputKind::Sst || spec.kind == InputKind::SstTokens;
+}
+
 std::vector<int> sst_root_labels(const InputSpec& spec, size_t count) {
-  ACROBAT_ASSERT(spec.kind == InputKind::Sst, "root labels of sst: trees");
+  ACROBAT_ASSERT(has_root_labels(spec), "root labels of sst trees");
   std::vector<int> labels;
   for (const io::PtbTree& tree : io::read_ptb_file(spec.path)) {
     if (labels.size() == count) break;

@@ -41,8 +41,12 @@ std::string vocab_path(const InputSpec& spec, const std::string& given);
 std::vector<Value> load_inputs(const InputSpec& spec, const Type& type, const std::string& vocab_path,
                                size_t limit);
 
-// The labels of the roots of the first `count` trees of an `sst:` file: what the accuracy of a
-// model's prediction for each tree is measured against (held-out sets, Instances.labels in Python).
+// Whether instances of `spec` come with labels: the roots' of SST trees, for `sst:` (trees) and
+// `sst-tokens:` (their sentences).
+bool has_root_labels(const InputSpec& spec);
+// The labels of the roots of the first `count` trees of such a file: what the accuracy of a model's
+// prediction for each tree or sentence is measured against (held-out sets, Instances.labels in
+// Python).
 std::vector<int> sst_root_labels(const InputSpec& spec, size_t count);
 
 // Whether `type` is what the `lengths:` input makes: f32[n, ...], n a size variable, the rest fixed.

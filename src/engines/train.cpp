@@ -266,7 +266,7 @@ HeldOut read_held_out(const ir::Module& module, const std::string& name, const s
   auto input_type = [](const ir::Function& f) { return f.vars[f.params[0]].type; };
   SizeNamesScope names(module.plan->size_names);
   h.loss = load_inputs(spec, input_type(function(loss_entry)), words, limit);
-  if (spec.kind == InputKind::Sst) {
+  if (has_root_labels(spec)) {
     const ir::Function& f = function(predict_entry);
     if (f.ret->kind != TypeKind::Tensor || is_ragged(f.ret->shape))
       throw UserError(f.span.begin, given("--predict", predict_entry) + " returns " + type_str(f.ret) +

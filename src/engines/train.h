@@ -139,15 +139,15 @@ double accuracy(Engine& engine, const std::vector<Value>& inputs, const std::vec
                 const std::string& entry, size_t batch);
 
 // A held-out set (dev or test) as a training evaluates it: the loss entry's instances, for the
-// mean loss, and for SST trees also the predicting entry's instances with their roots' labels, for
-// the accuracy.
+// mean loss, and for SST (trees or their sentences) also the predicting entry's instances with
+// their roots' labels, for the accuracy.
 struct HeldOut {
   std::string name;  // "dev", "test": the prefix of its figures
   std::vector<Value> loss, predict;
   std::vector<int> labels;
 };
 // Reads at most `limit` instances (0: all) of the input `spec` ("KIND:FILE") for `loss_entry` and,
-// when it holds SST trees, for `predict_entry` (which must return a tensor of scores, one per
+// when it holds SST trees or sentences, for `predict_entry` (which must return a tensor of scores, one per
 // class: a positioned UserError otherwise). `vocab`: as inputs.h's vocab_path takes it.
 HeldOut read_held_out(const ir::Module& module, const std::string& name, const std::string& spec,
                       const std::string& vocab, const std::string& loss_entry, const std::string& predict_entry,

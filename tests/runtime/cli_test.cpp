@@ -283,6 +283,44 @@ TEST(Cli, SentenceModelsTrainOnLabelledWords) {
       << wrong.out;
 }
 
+// Held-out sentences (sst-tokens:) are scored by their roots' labels as trees are: the ragged
+// BERxiT at small dims trains on SST's five classes through its sst_loss entry, and the dev
+// accuracy in the log is the share of the first 200 dev sentences whose `predict` scores, run from
+// the checkpoint, are largest at the root's label (read here from the file).
+TEST(Cli, SentencesHaveTheirRootsAccuracy) {
+  const std::string data = std::string(ACROBAT_SOURCE_DIR) + "/data/sst/";
+  const std::string model = std::string(ACROBAT_SOURCE_DIR) + "/models/berxit.acr";
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string log = (dir / "acrobat_cli_berxit_sst.json").string();
+  const std::string ckpt = (dir / "acrobat_cli_berxit_sst.safetensors").string();
+  const std::string out = (dir / "acrobat_cli_berxit_sst_out.json").string();
+  const std::string sets = " --set D=64,NH=1,FF=128,L=2,C=5";
+  Result r = run("train " + model + sets + " --loss sst_loss --predict predict --input sst-tokens:" + data +
+                 "train.txt --limit 60 --dev sst-tokens:" + data + "dev.txt --dev-limit 200 --epochs 1 --batch 20 " +
+                 "--engine aot --quiet --out " + ckpt + " --log " + log);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("dev accuracy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(200 instances)"), std::string::npos) << r.out;
+  const double logged = nlohmann::json::parse(read(log))["epochs"][0]["dev_accuracy"].get<double>();
+  ASSERT_EQ(run("run " + model + sets + " --entry predict --params " + ckpt + " --input sst-tokens:" + data +
+                "dev.txt --limit 200 --batch 20 --engine aot --output " + out).exit_code,
+            0);
+  const nlohmann::json outputs = nlohmann::json::parse(read(out))["outputs"];
+  ASSERT_EQ(outputs.size(), 200u);
+  std::ifstream trees(data + "dev.txt");
+  std::string line;
+  size_t right = 0;
+  for (size_t i = 0; i < 200 && std::getline(trees, line); ++i) {
+    const int label = line.at(1) - '0';  // "(3 (2 ...": the root's label
+    const auto& scores = outputs[i]["data"];
+    size_t best = 0;
+    for (size_t j = 1; j < scores.size(); ++j)
+      if (scores[j].get<double>() > scores[best].get<double>()) best = j;
+    right += int(best) == label;
+  }
+  EXPECT_DOUBLE_EQ(logged, double(right) / 200);
+}
+
 // A frozen param: `train` leaves it as it is while the others move, and `grad` writes no gradient
 // for it; `frozen` before a param's name only (a param may be named frozen).
 TEST(Cli, TrainingLeavesFrozenParamsAsTheyAre) {

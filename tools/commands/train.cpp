@@ -37,7 +37,7 @@ std::string evaluate_into(Engine& engine, const HeldOut& h, const TrainOptions& 
   std::string out = fmt::format("{} loss {:.4f}", h.name, e.loss);
   if (e.has_accuracy) {
     row[h.name + "_accuracy"] = e.accuracy;
-    out += fmt::format(", {} accuracy {:.2f}% ({} trees)", h.name, 100 * e.accuracy, e.instances);
+    out += fmt::format(", {} accuracy {:.2f}% ({} instances)", h.name, 100 * e.accuracy, e.instances);
   }
   return out;
 }
@@ -167,7 +167,7 @@ Command add_train(CLI::App& app) {
                "after each epoch, a checkpoint, the test set at the end");
   cmd->add_option("model", t->run.model, "Model file (.acr)")->required();
   cmd->add_option("--input", t->run.input, "KIND:FILE, the training set (sst gives LabelledTree values)");
-  cmd->add_option("--dev", t->dev, "KIND:FILE evaluated after each epoch (sst: accuracy of the root)");
+  cmd->add_option("--dev", t->dev, "KIND:FILE evaluated after each epoch (sst, sst-tokens: accuracy of the root's label)");
   cmd->add_option("--test", t->test, "KIND:FILE evaluated at the end");
   cmd->add_option("--vocab", t->run.vocab, "Vocabulary for sst inputs (default: vocab.txt beside the data)");
   cmd->add_option("--params", t->run.params, "Initial parameters (safetensors); default: random from --seed");
