@@ -211,8 +211,8 @@ class Model:
     def accuracy(self, instances: InstanceList, labels: Optional[Sequence[int]] = None, entry: str = "main",
                  batch: int = 64) -> float:
         """The share of instances whose ``entry`` output (a tensor of scores) is largest at its label:
-        ``labels``, or for Instances read from sst trees or sentences their ``labels``. A label that is not one of
-        the output's classes, or a count that differs, is an acrobat.Error."""
+        ``labels``, or for Instances read from sst trees or sentences their ``labels``. A label that is
+        not one of the output's classes, or a count that differs, is an acrobat.Error."""
         if labels is not None:
             labels = [_integer("--labels", label, -2 ** 31, 2 ** 31 - 1) for label in labels]
         return self._m.accuracy(self._instances(instances), labels, _text("--entry", entry),

@@ -147,8 +147,8 @@ struct HeldOut {
   std::vector<int> labels;
 };
 // Reads at most `limit` instances (0: all) of the input `spec` ("KIND:FILE") for `loss_entry` and,
-// when it holds SST trees or sentences, for `predict_entry` (which must return a tensor of scores, one per
-// class: a positioned UserError otherwise). `vocab`: as inputs.h's vocab_path takes it.
+// when it holds SST trees or sentences, for `predict_entry` (which must return a tensor of scores,
+// one per class: a positioned UserError otherwise). `vocab`: as inputs.h's vocab_path takes it.
 HeldOut read_held_out(const ir::Module& module, const std::string& name, const std::string& spec,
                       const std::string& vocab, const std::string& loss_entry, const std::string& predict_entry,
                       size_t limit);

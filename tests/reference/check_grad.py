@@ -20,7 +20,6 @@ computes it once per model and batch for the three engines (tests/models/CMakeLi
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -80,26 +79,17 @@ def main(argv=None):
     made_for = {"model": args.model, "sets": sorted(sets.items()), "data": args.data, "vocab": args.vocab,
                 "limit": args.limit}
     oracle_dir = os.path.abspath(args.oracle or args.workdir)
-    made_with = os.path.join(oracle_dir, "oracle.json")
+    stamp = registry.OracleStamp(os.path.join(oracle_dir, "oracle.json"), made_for)
     if args.oracle:
-        try:
-            with open(made_with) as f:
-                same = json.load(f) == json.loads(json.dumps(made_for))
-        except (OSError, ValueError) as e:
-            print("check_grad.py: no oracle in %s (%s): run check_grad.py --oracle-only there first"
-                  % (oracle_dir, e), file=sys.stderr)
-            return 2
-        if not same:
-            print("check_grad.py: the oracle in %s was made for other arguments (%s)" % (oracle_dir, made_with),
-                  file=sys.stderr)
+        problem = stamp.problem("check_grad.py")
+        if problem:
+            print("check_grad.py: " + problem, file=sys.stderr)
             return 2
     else:
         os.makedirs(oracle_dir, exist_ok=True)
-        if os.path.exists(made_with):
-            os.remove(made_with)  # files of an earlier oracle are not this one's until it is written
+        stamp.clear()
         write_oracle(args, sets, oracle_dir)
-        with open(made_with, "w") as f:
-            json.dump(made_for, f)
+        stamp.write()
         if args.oracle_only:
             return 0
     expected = torch.load(os.path.join(oracle_dir, "expected.pt"))

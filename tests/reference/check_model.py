@@ -32,7 +32,6 @@ kept (and printed) on failure; an explicit --workdir is never removed.
 """
 
 import argparse
-import json
 import os
 import shlex
 import shutil
@@ -163,25 +162,19 @@ def main(argv):
     oracle_cmd = [sys.executable, os.path.join(HERE, "generate.py"), "--model", args.model,
                   *set_args, *data_args, *vocab_args, "--limit", str(args.limit), "--seed", str(args.seed),
                   "--params", params, "--expected", expected]
-    made_with = os.path.join(oracle_dir, tag + ".oracle.json")  # the command that wrote the oracle's files
+    # Made for the command that writes the oracle's files.
+    stamp = registry.OracleStamp(os.path.join(oracle_dir, tag + ".oracle.json"), oracle_cmd)
     if args.oracle:
-        try:
-            with open(made_with) as f:
-                same = json.load(f) == oracle_cmd
-        except (OSError, ValueError) as e:
-            say("error: no oracle in %s (%s): run check_model.py --oracle-only there first" % (oracle_dir, e))
-            return 2
-        if not same:
-            say("error: the oracle in %s was made for other arguments (%s)" % (oracle_dir, made_with))
+        problem = stamp.problem("check_model.py")
+        if problem:
+            say("error: " + problem)
             return 2
         rc = 0
     else:
-        if os.path.exists(made_with):
-            os.remove(made_with)  # files of an earlier oracle are not this one's until it succeeds
+        stamp.clear()
         rc = run_step("oracle", oracle_cmd)
         if rc == 0:
-            with open(made_with, "w") as f:
-                json.dump(oracle_cmd, f)
+            stamp.write()
         if args.oracle_only:
             say("%s oracle %s (exit %d) in %s" % ("made" if rc == 0 else "FAILED", tag, rc, workdir))
             return rc

@@ -32,6 +32,7 @@ get(name) returns a Spec with those attributes (make_data None when absent) for 
 
 import glob
 import importlib
+import json
 import os
 import sys
 
@@ -183,6 +184,36 @@ def setup_run(model_name, sets, data, vocab, limit, workdir, seed=0, loss=False)
                              {"model": model_name})
     tensors, _ = safetensors_io.load_file(path)
     return spec, dims, instances, models.load_tensors(spec.Model(**dims), tensors), path
+
+
+class OracleStamp:
+    """What the oracle's files in a directory were made for (a JSON file beside them): check_model.py
+    and check_grad.py --oracle-only write the files once, and --oracle DIR reads them for each
+    engine's test only when they were made for the same arguments (ctest's pytorch.oracle.*
+    fixtures, tests/models/CMakeLists.txt)."""
+
+    def __init__(self, path, made_for):
+        self.path, self.made_for = path, json.loads(json.dumps(made_for))  # as JSON reads it back
+
+    def clear(self):
+        """Before the oracle writes: an earlier oracle's files are not this one's until it is done."""
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+    def write(self):
+        with open(self.path, "w") as f:
+            json.dump(self.made_for, f)
+
+    def problem(self, script):
+        """None when the files were made for these arguments, else what is wrong."""
+        try:
+            with open(self.path) as f:
+                made = json.load(f)
+        except (OSError, ValueError) as e:
+            return "no oracle in %s (%s): run %s --oracle-only there first" % (os.path.dirname(self.path), e, script)
+        if made != self.made_for:
+            return "the oracle in %s was made for other arguments (%s)" % (os.path.dirname(self.path), self.path)
+        return None
 
 
 def acrobat_tensors(cmd, path, who):
