@@ -222,19 +222,33 @@ def test_dask_two_workers_give_the_cli_outputs(treelstm_params, tmp_path):
 TRAIN = os.path.join(ROOT, "data", "sst", "train.txt")
 
 
+# Models trained from Python and by `acrobat train`: (model, dims, training input, loss entry). The
+# ragged ones (BERxiT on SST's sentences with their roots' labels, the encoder layer under its pooled
+# classifier on sequences of MNLI's lengths) take the batched backward of ragged blocks.
+TRAINED = {
+    "treelstm": (TREELSTM, {"H": 16}, "sst:" + TRAIN, "loss"),
+    "berxit": (BERXIT, {"D": 128, "NH": 2, "FF": 256, "L": 2, "C": 5}, "sst-tokens:" + TRAIN, "sst_loss"),
+    "encoder": (os.path.join(ROOT, "models", "encoder.acr"), {"D": 128, "NH": 2, "FF": 256},
+                "lengths:" + os.path.join(ROOT, "data", "lengths", "mnli.txt"), "loss"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRAINED))
 @pytest.mark.parametrize("engine", ["batched", "aot"])
-def test_training_gives_the_weights_acrobat_train_gives(engine, tmp_path):
+def test_training_gives_the_weights_acrobat_train_gives(name, engine, tmp_path):
     """Two epochs from Python (seeded params, Adam, clipping, weight decay) end on exactly the weights
     `acrobat train` writes with the same seed and settings, and the training loss falls."""
+    model, dims, spec, entry = TRAINED[name]
     cli = os.path.join(str(tmp_path), "cli.safetensors")
-    subprocess.run([BIN, "train", TREELSTM, "--set", "H=16", "--input", "sst:" + TRAIN, "--limit", "60",
+    sets = [a for k, v in dims.items() for a in ("--set", "%s=%d" % (k, v))]
+    subprocess.run([BIN, "train", model] + sets + ["--input", spec, "--loss", entry, "--limit", "60",
                     "--batch", "16", "--epochs", "2", "--seed", "5", "--lr", "0.01", "--clip", "1",
                     "--weight-decay", "0.001", "--engine", engine, "--threads", "1", "--out", cli, "--quiet"],
                    check=True, capture_output=True)
-    m = acrobat.load(TREELSTM, dims={"H": 16}, engine=engine, threads=1, seed=5)
+    m = acrobat.load(model, dims=dims, engine=engine, threads=1, seed=5)
     before = {k: v.copy() for k, v in m.params.items()}
-    trainer = m.trainer(lr=0.01, clip=1.0, weight_decay=0.001, seed=5)
-    train = m.read_inputs("sst:" + TRAIN, entry="loss", limit=60)
+    trainer = m.trainer(lr=0.01, clip=1.0, weight_decay=0.001, seed=5, entry=entry)
+    train = m.read_inputs(spec, entry=entry, limit=60)
     seen = []
     first = trainer.epoch(train, batch=16, progress=lambda done, loss, seconds: seen.append(done))
     second = trainer.epoch(train, batch=16)
@@ -246,7 +260,7 @@ def test_training_gives_the_weights_acrobat_train_gives(engine, tmp_path):
         np.testing.assert_array_equal(got.reshape(-1), np.asarray(want[name], dtype=np.float32).reshape(-1))
     out = os.path.join(str(tmp_path), "py.safetensors")
     m.save(out)
-    again = acrobat.load(TREELSTM, dims={"H": 16}, engine=engine, threads=1, params=out)
+    again = acrobat.load(model, dims=dims, engine=engine, threads=1, params=out)
     for name, got in again.params.items():
         np.testing.assert_array_equal(got, m.params[name])
 

@@ -186,8 +186,11 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
       break;
     }
     case InputKind::Lengths: {
-      if (!is_rows_type(type)) type_mismatch(spec, type, "tensors f32[n, ...] with n from the file and the rest fixed");
-      const std::vector<int64_t> rest(type->shape.begin() + 1, type->shape.end());
+      if (!is_rows_type(type))
+        type_mismatch(spec, type, "tensors f32[n, ...] with n from the file and the rest fixed, or pairs "
+                                  "(f32[1, C], f32[n, ...]) of a label and such rows");
+      const Type& rows = type->kind == TypeKind::Tuple ? type->args[1] : type;
+      const std::vector<int64_t> rest(rows->shape.begin() + 1, rows->shape.end());
       const int64_t row = num_elements(rest);
       const auto lines = io::read_token_lines(spec.path);
       for (size_t i = 0; i < lines.size() && !full(); ++i) {
@@ -222,20 +225,40 @@ std::vector<Value> load_inputs(const InputSpec& spec, const Type& type,
   return out;
 }
 
-bool is_rows_type(const Type& type) {
+namespace {
+bool is_plain_rows_type(const Type& type) {
   bool fits = type->kind == TypeKind::Tensor && !type->shape.empty() && is_size_var(type->shape[0]);
   for (size_t d = 1; fits && d < type->shape.size(); ++d) fits = !is_size_var(type->shape[d]);
   return fits;
 }
 
+// f32[1, C], C fixed: a one-hot label.
+bool is_label_type(const Type& type) {
+  return type->kind == TypeKind::Tensor && type->shape.size() == 2 && type->shape[0] == 1 && !is_size_var(type->shape[1]) &&
+         type->shape[1] >= 1;
+}
+}  // namespace
+
+bool is_rows_type(const Type& type) {
+  if (type->kind == TypeKind::Tuple)
+    return type->args.size() == 2 && is_label_type(type->args[0]) && is_plain_rows_type(type->args[1]);
+  return is_plain_rows_type(type);
+}
+
 Value random_rows(const Type& type, int64_t n, uint64_t seed) {
-  std::vector<int64_t> shape = type->shape;
+  const bool labelled = type->kind == TypeKind::Tuple;
+  std::vector<int64_t> shape = labelled ? type->args[1]->shape : type->shape;
   shape[0] = n;
   Tensor t = Tensor::allocate(shape);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (int64_t k = 0; k < t.size(); ++k) t.data[k] = uniform(rng);
-  return Value::of_tensor(std::move(t));
+  if (!labelled) return Value::of_tensor(std::move(t));
+  const int64_t classes = type->args[0]->shape[1];
+  Tensor y = Tensor::allocate({1, classes});
+  std::fill_n(y.data.get(), classes, 0.0f);
+  y.data[static_cast<int64_t>(rng() % static_cast<uint64_t>(classes))] = 1.0f;
+  return Value::tuple({Value::of_tensor(std::move(y)), Value::of_tensor(std::move(t))});
 }
 
 // ---- JSON ----

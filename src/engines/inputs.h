@@ -49,10 +49,12 @@ bool has_root_labels(const InputSpec& spec);
 // Python).
 std::vector<int> sst_root_labels(const InputSpec& spec, size_t count);
 
-// Whether `type` is what the `lengths:` input makes: f32[n, ...], n a size variable, the rest fixed.
+// Whether `type` is what the `lengths:` input makes: f32[n, ...], n a size variable, the rest fixed;
+// or a pair (f32[1, C], f32[n, ...]) of a one-hot label and such rows (a loss entry's instance).
 bool is_rows_type(const Type& type);
 // The instance the `lengths:` input makes of length n for an entry parameter of such a type:
-// numbers uniform in [-1, 1] seeded by `seed`.
+// numbers uniform in [-1, 1] from a generator seeded by `seed`; of a pair, the label's class is the
+// same generator's next draw modulo C (the rows are those of the unlabelled type).
 Value random_rows(const Type& type, int64_t n, uint64_t seed);
 
 // JSON encoding of values, shared by inputs and outputs: int/float/bool as JSON scalars; a tensor as

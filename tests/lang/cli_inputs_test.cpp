@@ -1,7 +1,10 @@
 // What a run is given and what it writes, end to end through the command line: empty and missing
 // input files, comma-separated --set, the entry function, honest messages about JSON inputs,
 // non-finite outputs, inputs nested as deep as the engines recurse, and ragged inputs.
+#include <nlohmann/json.hpp>
+
 #include "cli_util.h"
+#include "io/files.h"
 
 namespace acrobat::test {
 namespace {
@@ -174,6 +177,26 @@ TEST(CliInputs, RaggedInputs) {
   r = run_cli({"run", scalar, "--input", "lengths:" + lengths});
   EXPECT_EQ(r.status, 1);
   EXPECT_TRUE(contains(r.err, "produces tensors f32[n, ...] with n from the file and the rest fixed")) << r.err;
+  // For a pair (f32[1, C], f32[n, ...]) (a loss entry's instance): the same rows, with a one-hot label.
+  std::string rows = dir.write("rows.acr", "def main(x: f32[n, 4]) -> f32[n, 4] { x }\n");
+  std::string labelled = dir.write("l.acr", "def main(p: (f32[1, 3], f32[n, 4])) -> (f32[1, 1], f32[1, 1], f32[n, 4]) "
+                                            "{ let (y, x) = p; (sum(y), sum(y * (y - 1.0)), x) }\n");
+  r = run_cli({"run", rows, "--input", "lengths:" + lengths, "--output", dir.path("rows.json")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_cli({"run", labelled, "--input", "lengths:" + lengths, "--output", dir.path("labelled.json")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto unlabelled = nlohmann::json::parse(io::read_file(dir.path("rows.json")))["outputs"];
+  const auto pairs = nlohmann::json::parse(io::read_file(dir.path("labelled.json")))["outputs"];
+  ASSERT_EQ(pairs.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(pairs[i][0]["data"][0], 1.0) << i;  // the label sums to 1 with every entry 0 or 1
+    EXPECT_EQ(pairs[i][1]["data"][0], 0.0) << i;
+    EXPECT_EQ(pairs[i][2], unlabelled[i]) << i;
+  }
+  std::string two_rows = dir.write("t.acr", "def main(p: (f32[2, 3], f32[n, 4])) -> f32[n, 4] { let (y, x) = p; x }\n");
+  r = run_cli({"run", two_rows, "--input", "lengths:" + lengths});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, "or pairs (f32[1, C], f32[n, ...]) of a label and such rows")) << r.err;
 
   std::string pair = dir.write("p.acr", "def main(p: (f32[n, 2], f32[n, 2])) -> f32[n, 2] { p.0 + p.1 }\n");
   std::string in = dir.write("in.jsonl", "[[[1, 2]], [[3, 4]]]\n[[[1, 2], [3, 4]], [[1, 2]]]\n");

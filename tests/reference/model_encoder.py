@@ -11,6 +11,12 @@ float32:
   h1  = LayerNorm(x + a; ln1_g, ln1_b)           (eps 1e-5)
   out = LayerNorm(h1 + relu(h1 @ W1 + b1) @ W2 + b2; ln2_g, ln2_b)
 
+The pooled classifier (`classify`) and its loss (`loss`, on pairs (y, x) of a one-hot label and a
+sequence):
+
+  classify(x) = log_softmax(mean over rows of out @ Wc + bc)      ([1, C])
+  loss(y, x)  = -classify(x)[label]
+
 The same layer is torch.nn.TransformerEncoderLayer(D, NH, FF, dropout=0, batch_first=True) with
 in_proj_weight = Wqkv^T, out_proj.weight = Wo^T, linear1.weight = W1^T, linear2.weight = W2^T;
 `self_check` compares the two.
@@ -28,11 +34,12 @@ import models
 import transformer_parts
 
 NAME = "encoder"
-DIMS = {"D": 512, "NH": 8, "FF": 2048}
+DIMS = {"D": 512, "NH": 8, "FF": 2048, "C": 3}
 INPUT_KIND = "json"
+LOSS_INPUT_KIND = "json"  # the loss entry reads lines [y, x] (make_loss_data)
 
 PARAM_ORDER = ["Wqkv", "bqkv", "Wo", "bo", "ln1_g", "ln1_b", "W1", "b1", "W2", "b2",
-               "ln2_g", "ln2_b"]
+               "ln2_g", "ln2_b", "Wc", "bc"]
 
 # Lengths of the synthetic instances: the extremes first (1 and 512 tokens, two length-1
 # instances side by side), then lengths drawn from 1..512 favouring short ones.
@@ -49,7 +56,7 @@ class Model(nn.Module):
     def __init__(self, **dims):
         super().__init__()
         d = _dims(dims)
-        self.D, self.NH, self.FF = d["D"], d["NH"], d["FF"]
+        self.D, self.NH, self.FF, self.C = d["D"], d["NH"], d["FF"], d["C"]
         self.DH = self.D // self.NH
         D, FF = self.D, self.FF
         self.Wqkv = nn.Parameter(torch.empty(D, 3 * D))
@@ -64,6 +71,8 @@ class Model(nn.Module):
         self.b2 = nn.Parameter(torch.empty(D))
         self.ln2_g = nn.Parameter(torch.empty(D))
         self.ln2_b = nn.Parameter(torch.empty(D))
+        self.Wc = nn.Parameter(torch.empty(D, self.C))
+        self.bc = nn.Parameter(torch.empty(self.C))
 
     def forward(self, x):
         n, D, NH, DH = x.shape[0], self.D, self.NH, self.DH
@@ -76,6 +85,16 @@ class Model(nn.Module):
         h = F.layer_norm(x + a, (D,), self.ln1_g, self.ln1_b, eps=1e-5)
         f = torch.relu(h @ self.W1 + self.b1) @ self.W2 + self.b2
         return F.layer_norm(h + f, (D,), self.ln2_g, self.ln2_b, eps=1e-5)
+
+    def classify(self, x):
+        return F.log_softmax(self.forward(x).mean(dim=0, keepdim=True) @ self.Wc + self.bc, dim=-1)
+
+    def loss(self, inst, rows=None):
+        """acrobat's `loss` entry: the classifier's cross-entropy against inst.label."""
+        return -self.classify(inst.x.to(self.Wc.dtype))[0, inst.label]
+
+    def tables(self):
+        return None
 
     def as_torch_layer(self):
         """The same weights in torch.nn.TransformerEncoderLayer (eval mode, no dropout)."""
@@ -158,3 +177,37 @@ def self_check(seed=0):
             b = layer(x.unsqueeze(0)).squeeze(0)
             assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), (n, float((a - b).abs().max()))
     return True
+
+
+class LabelledRows:
+    """A loss instance: the rows x [n, D] and the index of its one-hot label."""
+
+    def __init__(self, x, label):
+        self.x, self.label = x, label
+
+
+def make_loss_data(path, count, seed, dims):
+    """`count` lines [y, x] for the loss entry: x as make_data writes it (lengths from `lengths`),
+    y a one-hot [[...]] of a label drawn uniformly from the C classes."""
+    d = _dims(dims)
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for n in lengths(count, seed):
+            y = [0.0] * d["C"]
+            y[rng.randrange(d["C"])] = 1.0
+            x = [round(rng.gauss(0.0, 1.0), 4) for _ in range(n * d["D"])]
+            f.write(json.dumps([[y], {"shape": [n, d["D"]], "data": x}]) + "\n")
+
+
+def load_loss_instances(path, vocab_path, limit, dims):
+    D = _dims(dims)["D"]
+    out = []
+    for lineno, line in models.json_lines(path, limit):
+        if not (isinstance(line, list) and len(line) == 2 and isinstance(line[1], dict)):
+            raise ValueError("%s:%d: expected [y, x]" % (path, lineno))
+        y, xs = line
+        shape = xs["shape"]
+        if len(shape) != 2 or shape[1] != D or shape[0] < 1:
+            raise ValueError("%s:%d: expected a shape [n, %d] with n >= 1, found %s" % (path, lineno, D, shape))
+        out.append(LabelledRows(torch.tensor(xs["data"], dtype=torch.float32).view(shape[0], D), y[0].index(1.0)))
+    return out
