@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Draws ragged.png from `acrobat bench --ragged`'s ragged.json: acrobat's useful GFLOP/s as a ratio
 to PyTorch's best strategy in the cell (padded, sorted micro-batches or nested), for the AOT engine
-and the interpreter. One panel per data set (and thread count), its batch sizes along the x axis;
+and the interpreter; of the forward, or (`--train`'s JSON) of training steps. One panel per data set (and thread count), its batch sizes along the x axis;
 the dense control of the data set (as many instances of its mean length) beside each ragged cell,
 in lighter colours.
 
@@ -37,7 +37,9 @@ def ratio(rows, dataset, dense, batch, threads, engine):
 
 def main(src, dst):
     with open(src) as f:
-        rows = json.load(f)["results"]
+        doc = json.load(f)
+    rows = doc["results"]
+    training = doc.get("benchmark") == "ragged-encoder-training"
     threads = sorted({r["threads"] for r in rows})
     datasets, batches = [], sorted({r["batch"] for r in rows})
     for r in rows:
@@ -45,6 +47,8 @@ def main(src, dst):
             datasets.append(base(r))
     has_dense = any(r.get("dense") for r in rows)
     panels = [(d, t) for t in threads for d in datasets]
+    if not panels:
+        sys.exit("plot_ragged.py: %s holds no results" % src)
     cols = min(4, len(panels))
     nrows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(max(9.0, 3.4 * cols), 2.9 * nrows + 0.9), squeeze=False,
@@ -80,7 +84,8 @@ def main(src, dst):
     axes[0][0].set_ylim(0, max(1.2, math.ceil(top * 10 + 0.5) / 10))
     handles = [Patch(color=COLOURS[(e, dense)], label="acrobat %s%s" % (label, ", dense control" if dense else ""))
                for dense in kinds for e, label in ENGINES]
-    title = "Encoder layer on ragged batches: acrobat against PyTorch's best strategy per cell (above 1: faster)"
+    title = ("Encoder layer %s on ragged batches: acrobat against PyTorch's best strategy per cell (above 1: faster)"
+             % ("training steps" if training else "forward"))
     if len(threads) == 1:
         title += ", %d thread%s" % (threads[0], "" if threads[0] == 1 else "s")
     fig.suptitle(title, fontsize=11)

@@ -13,7 +13,7 @@ three ways:
 
     /usr/bin/python3 bench/ragged_pytorch.py [--lengths mnli,race,...] [--batch 32,64,128]
         [--threads 1,2] [--batches 2] [--reps 3] [--strategies padded,sorted,nested] [--dense]
-        [--json OUT] [--seed 0]
+        [--train] [--json OUT] [--seed 0]
     /usr/bin/python3 bench/ragged_pytorch.py --check     # correctness and path self-test, seconds
 
 Which code path each strategy takes in PyTorch 1.13 (torch/nn/modules/transformer.py; the script
@@ -36,6 +36,26 @@ checks it from the profiler's operator names in every warm-up pass and reports i
            (`to_padded_tensor`), so the attention scores and attention times V run as dense `bmm`
            over [B * heads, T_max, T_max] (softmax per instance). The executed-FLOP count below
            follows that.
+
+Training (`--train`, `acrobat bench --ragged --train`): the training step of the same layer under a
+pooled classifier, as models/encoder.acr's `loss` entry computes it: the mean of the layer's output
+rows (the valid ones), a linear map to 3 classes, the cross-entropy against the instance's label,
+the batch's mean loss, its backward and one Adam step (lr 1e-4; dropout 0, train mode). Labels are
+seeded per batch. Two strategies:
+
+  padded   the batch padded to its longest with `src_key_padding_mask`, the padded rows left out
+           of the mean; one backward.
+  sorted   sorted by length and split into micro-batches of m, each padded to its own longest, the
+           gradients accumulated (each micro-batch's summed loss over B, one backward each) before
+           the one Adam step; every m in 1, 2, 4, ..., B is tried once and the fastest is timed.
+
+With grad enabled and the layer in train mode, PyTorch 1.13 takes the layer's composite path (no
+fused kernel), over the padded rows. Nested tensors do not train in 1.13 on the CPU: the layer in
+train mode refuses a nested input ("MultiheadAttention does not support NestedTensor outside of its
+fast path"), and `layer_norm` has no NestedTensorCPU kernel; the script checks this each run and
+reports it (`nested_training` in the JSON). Useful FLOPs of a step (`train_flops`): the forward's
+and, for every product, its two gradients (each as many FLOPs as the product), less the gradient of
+the input x that nobody needs (the QKV projection's dX).
 
 Timing: a batch is a run of B consecutive lines of a length file, batches k = 0 .. N-1 from the start
 of the file; each instance's input is a seeded random `[n_i, 512]` fp32 block (views into one seeded
@@ -103,17 +123,24 @@ def layer_flops(n, attn_len=None, d=D_MODEL, ff=FFN):
     return projections + attention
 
 
-def useful_flops(lengths):
-    return sum(layer_flops(n) for n in lengths)
+def train_flops(n, d=D_MODEL):
+    """FLOPs of a training step on one sequence of n rows (see the docstring): three times the
+    forward's products, less the input's gradient through the QKV projection (3 * 2*n*d*d)."""
+    return 3 * layer_flops(n) - 3 * 2 * n * d * d
 
 
-def executed_flops(strategy, lengths, micro=None):
-    """FLOPs PyTorch executes for one batch, on the shapes it really uses (see the docstring)."""
+def useful_flops(lengths, per=layer_flops):
+    return sum(per(n) for n in lengths)
+
+
+def executed_flops(strategy, lengths, micro=None, per=layer_flops):
+    """FLOPs PyTorch executes for one batch, on the shapes it really uses (see the docstring);
+    `per`: of one sequence (layer_flops, or train_flops for a training step)."""
     if strategy == "padded":
-        return len(lengths) * layer_flops(max(lengths))
+        return len(lengths) * per(max(lengths))
     if strategy == "sorted":
         s = sorted(lengths)
-        return sum(len(s[i:i + micro]) * layer_flops(max(s[i:i + micro]))
+        return sum(len(s[i:i + micro]) * per(max(s[i:i + micro]))
                    for i in range(0, len(s), micro))
     if strategy == "nested":
         t = max(lengths)
@@ -173,6 +200,73 @@ def run_nested(model, xs, micro=None):
 RUN = {"padded": run_padded, "sorted": run_sorted, "nested": run_nested}
 
 
+# ---------------------------------------------------------------------------------------------
+# Training: the layer under a pooled classifier
+
+CLASSES = 3
+LEARNING_RATE = 1e-4
+
+
+def make_training(seed):
+    """(layer, classifier, Adam over both): the layer in train mode without dropout."""
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(d_model=D_MODEL, nhead=HEADS, dim_feedforward=FFN,
+                                       dropout=0.0, batch_first=True, norm_first=False).train()
+    head = nn.Linear(D_MODEL, CLASSES)
+    opt = torch.optim.Adam(list(layer.parameters()) + list(head.parameters()), lr=LEARNING_RATE)
+    return layer, head, opt
+
+
+def pooled_loss(model, xs, labels, scale):
+    """scale times the summed cross-entropy of the classifier on the mean of each instance's rows."""
+    layer, head, _ = model
+    src, mask = pad(xs)
+    out = layer(src, src_key_padding_mask=mask)
+    if mask is not None:
+        out = out.masked_fill(mask[:, :, None], 0.0)
+    lens = torch.tensor([x.shape[0] for x in xs], dtype=out.dtype)
+    pooled = out.sum(dim=1) / lens[:, None]
+    return nn.functional.cross_entropy(head(pooled), labels, reduction="sum") * scale
+
+
+def accumulate(strategy, model, xs, labels, micro=None):
+    """The gradient of the batch's mean loss in the params' .grad (padded: one backward; sorted:
+    one per micro-batch of m, accumulated)."""
+    model[2].zero_grad(set_to_none=True)
+    scale = 1.0 / len(xs)
+    if strategy == "padded":
+        pooled_loss(model, xs, labels, scale).backward()
+        return
+    order = sorted(range(len(xs)), key=lambda i: xs[i].shape[0])
+    for i in range(0, len(order), micro):
+        idx = order[i:i + micro]
+        pooled_loss(model, [xs[j] for j in idx], labels[idx], scale).backward()
+
+
+def train_step(strategy, model, batch, micro=None):
+    xs, labels = batch
+    accumulate(strategy, model, xs, labels, micro)
+    model[2].step()
+
+
+def nested_training_refusal():
+    """Why 1.13 does not train on nested tensors here: the errors of the two ways in (None if one
+    works)."""
+    layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.0,
+                                       batch_first=True).train()
+    xs = [torch.randn(n, 16, requires_grad=True) for n in (3, 5)]
+    reasons = []
+    try:
+        layer(torch.nested.nested_tensor(xs))
+    except (RuntimeError, AssertionError, NotImplementedError) as e:
+        reasons.append("the layer in train mode: " + str(e).split("\n")[0].split(". ")[0])
+    try:
+        nn.functional.layer_norm(torch.nested.nested_tensor(xs), (16,))
+    except (RuntimeError, NotImplementedError) as e:
+        reasons.append("layer_norm: " + str(e).split("\n")[0].split(". ")[0])
+    return "; ".join(reasons) if len(reasons) == 2 else None
+
+
 def per_instance(strategy, out, lengths):
     """Each instance's [n_i, d] output, in the batch's order, padded rows dropped."""
     if strategy == "sorted":
@@ -211,19 +305,23 @@ def make_inputs(lengths, seed):
     return [pool[s:s + n] for s, n in zip(starts, lengths)]
 
 
-def timed_pass(strategy, model, batches, micro):
-    run = RUN[strategy]
+def timed_pass(strategy, model, batches, micro, train=False):
+    """One pass over the batches: the layer's forward, or with `train` (batches of (xs, labels)) a
+    training step each."""
     t0 = time.perf_counter()
-    for xs in batches:
-        out = run(model, xs, micro)
-        del out
+    for b in batches:
+        if train:
+            train_step(strategy, model, b, micro)
+        else:
+            out = RUN[strategy](model, b, micro)
+            del out
     return time.perf_counter() - t0
 
 
-def profiled_pass(strategy, model, batches, micro):
+def profiled_pass(strategy, model, batches, micro, train=False):
     """The warm-up pass under the profiler: the path taken and the allocator's peak above start."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        timed_pass(strategy, model, batches, micro)
+        timed_pass(strategy, model, batches, micro, train)
     events = list(prof.profiler.kineto_results.events())
     names = {e.name() for e in events}
     mem = sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_us())
@@ -252,27 +350,32 @@ def bench_cell(model, name, lengths_all, batch, threads, args, dense_len=None):
         lens = [dense_len] * len(lens)
     batch_lens = [lens[k * batch:(k + 1) * batch] for k in range(nb)]
     batches = [make_inputs(bl, args.seed + k) for k, bl in enumerate(batch_lens)]
-    useful = sum(useful_flops(bl) for bl in batch_lens)
+    train = args.train
+    per = train_flops if train else layer_flops
+    if train:
+        batches = [(xs, torch.randint(0, CLASSES, (len(xs),), generator=torch.Generator().manual_seed(args.seed + k)))
+                   for k, xs in enumerate(batches)]
+    useful = sum(useful_flops(bl, per) for bl in batch_lens)
 
     # The sorted strategy's micro-batch size: one pass each (after one warm-up at m = B / 2).
     micro = {}
     search = {}
     if "sorted" in args.strategies:
-        timed_pass("sorted", model, batches, max(1, batch // 2))
+        timed_pass("sorted", model, batches, max(1, batch // 2), train)
         for m in micro_sizes(batch):
-            search[m] = timed_pass("sorted", model, batches, m)
+            search[m] = timed_pass("sorted", model, batches, m, train)
         micro["sorted"] = min(search, key=search.get)
 
-    info = {s: profiled_pass(s, model, batches, micro.get(s)) for s in args.strategies}
+    info = {s: profiled_pass(s, model, batches, micro.get(s), train) for s in args.strategies}
     times = {s: [] for s in args.strategies}
     for _ in range(args.reps):
         for s in args.strategies:
-            times[s].append(timed_pass(s, model, batches, micro.get(s)))
+            times[s].append(timed_pass(s, model, batches, micro.get(s), train))
 
     rows = []
     for s in args.strategies:
         secs = statistics.median(times[s])
-        executed = sum(executed_flops(s, bl, micro.get(s)) for bl in batch_lens)
+        executed = sum(executed_flops(s, bl, micro.get(s), per) for bl in batch_lens)
         path, peak = info[s]
         row = {
             "engine": ENGINE[s],
@@ -293,7 +396,7 @@ def bench_cell(model, name, lengths_all, batch, threads, args, dense_len=None):
             "instances_per_s": len(lens) / secs,
             "peak_bytes": peak,
             "path": path,
-            "path_expected": path == EXPECTED_PATH[s],
+            "path_expected": path == ("dense-composite" if train else EXPECTED_PATH[s]),
         }
         if s == "sorted":
             row["micro_batch"] = micro[s]
@@ -391,6 +494,32 @@ def check(args):
             if path != EXPECTED_PATH[s]:
                 failures.append(f"{s}: took path {path}, expected {EXPECTED_PATH[s]}")
 
+    # Training: the gradient of the batch's mean loss, padded and sorted at every m, equals the sum of
+    # the instances' run alone (relative to each param's largest entry).
+    tmodel = make_training(args.seed)
+    labels = torch.randint(0, CLASSES, (len(xs),), generator=torch.Generator().manual_seed(args.seed))
+    params = list(tmodel[0].parameters()) + list(tmodel[1].parameters())
+    tmodel[2].zero_grad(set_to_none=True)
+    for i, x in enumerate(xs):
+        pooled_loss(tmodel, [x], labels[i:i + 1], 1.0 / len(xs)).backward()
+    alone = [p.grad.detach().clone() for p in params]
+
+    def compare_grads(what):
+        for k, (p, r) in enumerate(zip(params, alone)):
+            err = ((p.grad - r).abs().max() / r.abs().max().clamp_min(1e-12)).item()
+            if not err <= 1e-4:
+                failures.append(f"{what}: gradient of param {k} differs, {err:.2e}")
+
+    accumulate("padded", tmodel, xs, labels)
+    compare_grads("training, padded")
+    for m in micro_sizes(len(xs)):
+        accumulate("sorted", tmodel, xs, labels, m)
+        compare_grads(f"training, sorted m={m}")
+    refusal = nested_training_refusal()
+    print(f"check: nested tensors do not train: {refusal}")
+    if refusal is None:
+        failures.append("nested tensors train in this PyTorch: the training sweep needs a nested strategy")
+
     # FLOP accounting: no padding when all lengths are equal; sorted at m = 1 executes the useful work.
     eq = [9] * 4
     for s in STRATEGIES:
@@ -405,21 +534,31 @@ def check(args):
         with open(lf, "w") as f:
             f.write("\n".join(str(n) for n in lengths * 2) + "\n")
         out = os.path.join(tmp, "out.json")
-        sub = parse_args(["--lengths", lf, "--batch", "4", "--threads", "1", "--batches", "2",
-                          "--reps", "1", "--dense", "--json", out, "--seed", str(args.seed)])
-        sweep(sub, quiet=True)
-        with open(out) as f:
-            rows = json.load(f)["results"]
+
+        def tiny_sweep(mode):  # the sweep on the tiny file, forward (with dense cells) or training
+            sweep(parse_args(["--lengths", lf, "--batch", "4", "--threads", "1", "--batches", "2", "--reps", "1",
+                              mode, "--json", out, "--seed", str(args.seed)]), quiet=True)
+            with open(out) as f:
+                return json.load(f)
+
+        rows = tiny_sweep("--dense")["results"]
         if len(rows) != 6 or any(r["useful_gflops"] <= 0 for r in rows):
             failures.append(f"pipeline: {len(rows)} rows, expected 6 with positive GFLOP/s")
         if any(not r["path_expected"] for r in rows):
             failures.append("pipeline: a strategy took an unexpected path")
+        doc = tiny_sweep("--train")
+        rows = doc["results"]
+        if len(rows) != 2 or any(r["useful_gflops"] <= 0 or not r["path_expected"] for r in rows):
+            failures.append(f"training pipeline: {len(rows)} rows, expected 2 on the composite path")
+        if doc["benchmark"] != "ragged-encoder-training" or not doc["nested_training"]:
+            failures.append("training pipeline: the JSON does not say what it measured")
 
     for f in failures:
         print("check FAILED:", f, file=sys.stderr)
     if not failures:
-        print(f"check passed: {len(STRATEGIES)} strategies, sorted at m = "
-              f"{','.join(map(str, micro_sizes(len(xs))))}, lengths {lengths}, agree to 1e-4")
+        print(f"check passed: {len(STRATEGIES)} strategies and the training step's gradient (padded, "
+              f"sorted), sorted at m = {','.join(map(str, micro_sizes(len(xs))))}, lengths {lengths}, "
+              "agree to 1e-4")
     return 1 if failures else 0
 
 
@@ -427,14 +566,19 @@ def check(args):
 
 def sweep(args, quiet=False):
     files = resolve_lengths(args.lengths)
-    model = make_model(args.seed)
+    model = make_training(args.seed) if args.train else make_model(args.seed)
+    refusal = nested_training_refusal() if args.train else None
     results = []
     if not quiet:
         print(f"PyTorch {torch.__version__}, {cpu_name()}; encoder layer d_model {D_MODEL}, "
-              f"{HEADS} heads, feed-forward {FFN}, fp32; {args.batches} batch(es) per cell, "
-              f"median of {args.reps}; malloc {args.malloc}", flush=True)
+              f"{HEADS} heads, feed-forward {FFN}, fp32; "
+              f"{'training step (pooled classifier, Adam); ' if args.train else ''}"
+              f"{args.batches} batch(es) per cell, median of {args.reps}; malloc {args.malloc}", flush=True)
+        if args.train:
+            print("nested tensors do not train here: " + (refusal or "(they do: the script needs a nested "
+                                                                     "training strategy)"), flush=True)
         print_header()
-    with torch.inference_mode():
+    with torch.inference_mode(not args.train):
         for threads in args.threads:
             set_threads(threads)
             for path in files:
@@ -456,13 +600,15 @@ def sweep(args, quiet=False):
                   file=sys.stderr)
     if args.json:
         doc = {
-            "benchmark": "ragged-encoder-layer",
+            "benchmark": "ragged-encoder-training" if args.train else "ragged-encoder-layer",
             "torch_version": torch.__version__,
             "cpu": cpu_name(),
             "model": {"d_model": D_MODEL, "heads": HEADS, "ffn": FFN, "dtype": "float32",
                       "norm": "post", "activation": "relu"},
             "flops": "per instance of length n: QKV 3*2*n*d*d + QK^T 2*n*n*d + AV 2*n*n*d + "
-                     "out 2*n*d*d + FFN 2*2*n*d*ff (softmax, norms, biases not counted)",
+                     "out 2*n*d*d + FFN 2*2*n*d*ff (softmax, norms, biases not counted)" +
+                     ("; a training step: 3 times that, less QKV's input gradient 3*2*n*d*d" if args.train else ""),
+            "nested_training": refusal,
             "peak_bytes": "PyTorch CPU allocator live peak above the pass's start, warm-up pass, "
                           "profiler memory events",
             "batches": args.batches,
@@ -490,6 +636,9 @@ def parse_args(argv=None):
     p.add_argument("--strategies", default=",".join(STRATEGIES))
     p.add_argument("--dense", action="store_true",
                    help="add a control row per cell: every instance the file's mean length")
+    p.add_argument("--train", action="store_true",
+                   help="the training step under a pooled classifier (padded and sorted; nested "
+                        "tensors do not train in 1.13)")
     p.add_argument("--json", default="")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--malloc", choices=("retain", "default"), default="retain",
@@ -497,7 +646,7 @@ def parse_args(argv=None):
     p.add_argument("--check", action="store_true",
                    help="correctness and path self-test on tiny sizes, then exit")
     args = p.parse_args(argv)
-    args.strategies = [s for s in args.strategies.split(",") if s]
+    args.strategies = [s for s in args.strategies.split(",") if s and not (args.train and s == "nested")]
     for s in args.strategies:
         if s not in STRATEGIES:
             p.error(f"unknown strategy {s!r} (padded, sorted, nested)")

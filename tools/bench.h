@@ -67,7 +67,9 @@ int bench_all_command(const BenchAllOptions& options);
 
 // `acrobat bench --ragged`: the encoder layer on the length files of data/lengths, acrobat's
 // engines beside PyTorch's three strategies (tools/bench_ragged.cpp); ragged.json, ragged.md and
-// ragged.png in `out_dir` (the JSON at `json_path` when given).
+// ragged.png in `out_dir` (the JSON at `json_path` when given). With `train`, the training step of
+// the layer under its pooled classifier (the model's `loss_entry`) beside PyTorch's padded and
+// sorted training.
 struct BenchRaggedOptions {
   std::string source_dir;
   std::string model;                  // default: <source_dir>/models/encoder.acr
@@ -82,6 +84,10 @@ struct BenchRaggedOptions {
   int batches_per_cell = 2;
   bool dense = true;    // a control cell of equal lengths per cell
   bool pytorch = true;  // the PyTorch rows (and their FLOP count)
+  std::string pytorch_json;  // the PyTorch rows from this file (an earlier run's pytorch.json) instead
+  bool train = false;   // training steps (forward, backward, Adam) instead of the forward
+  std::string loss_entry = "loss";
+  double lr = 1e-4;     // Adam's, as bench/ragged_pytorch.py's LEARNING_RATE
   uint64_t seed = 0;
 };
 int bench_ragged_command(const BenchRaggedOptions& options);

@@ -11,11 +11,15 @@
 // ratio to PyTorch's best that a run at that peak on every thread would reach. The linear layers
 // (matmuls by weights) are timed inside the run and compared with a packed GEMM. Writes ragged.json,
 // ragged.md (with the one-thread summary) and ragged.png to the output directory.
+// With --train the same cells time training steps (forward, backward and an Adam update per batch)
+// of the layer under its pooled classifier, beside PyTorch's padded and sorted training; useful
+// FLOPs are those of the forward and of the gradients of its products (the script's train_flops).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -32,6 +36,7 @@
 #include "compiler/pipeline.h"
 #include "engines/make_engine.h"
 #include "engines/inputs.h"
+#include "engines/train.h"
 
 namespace acrobat {
 
@@ -95,6 +100,15 @@ std::string summary(const json& rows, const std::vector<Cell>& cells, double pea
                        key.first, key.second, key.second == 1 ? "" : "s", std::exp(log_sum / static_cast<double>(v.size())),
                        *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()), above, v.size());
   }
+  // The share of the FMA peak (of every thread), per engine and thread count.
+  std::map<std::pair<std::string, int>, std::vector<double>> shares;
+  for (const auto& r : rows)
+    if ((r["engine"] == "aot" || r["engine"] == "interpreter") && !r["dense"].get<bool>() && r["useful_gflop"].get<double>() > 0)
+      shares[{r["engine"].get<std::string>(), r["threads"].get<int>()}].push_back(r["share_of_fma_peak"].get<double>());
+  for (const auto& [key, v] : shares)
+    out += fmt::format("- {}, {} thread{}: {:.0f}% of the FMA peak (median; min {:.0f}%, max {:.0f}%)\n", key.first,
+                       key.second, key.second == 1 ? "" : "s", 100 * median(v), 100 * *std::min_element(v.begin(), v.end()),
+                       100 * *std::max_element(v.begin(), v.end()));
   // The linear layers' share of the packed-GEMM yardstick, per engine and thread count.
   std::map<std::pair<std::string, int>, std::vector<double>> linear;
   for (const auto& r : rows)
@@ -108,19 +122,37 @@ std::string summary(const json& rows, const std::vector<Cell>& cells, double pea
   return out;
 }
 
-// 1. PyTorch, every cell, first (its table goes straight through): its rows.
-json pytorch_rows(const BenchRaggedOptions& o, const std::vector<std::string>& files) {
-  if (!o.pytorch) return json::array();
-  const std::string out = o.out_dir + "/pytorch.json";
-  const std::string cmd = fmt::format(
-      "/usr/bin/python3 {} --lengths {} --batch {} --threads {} --batches {} --reps {} --seed {}{} --json {}",
-      io::shell_quote(o.source_dir + "/bench/ragged_pytorch.py"), io::shell_quote(fmt::format("{}", fmt::join(files, ","))),
-      fmt::join(o.batches, ","), fmt::join(o.threads, ","), o.batches_per_cell, o.reps, o.seed,
-      o.dense ? " --dense" : "", io::shell_quote(out));
-  std::cout << "bench: PyTorch side: " << cmd << "\n" << std::flush;
-  if (std::system(cmd.c_str()) != 0)
-    throw UserError("bench --ragged: the PyTorch side failed (" + cmd + ")");
-  return json::parse(io::read_file(out))["results"];
+// 1. PyTorch, every cell, first (its table goes straight through): its rows, and with --train why its
+// nested tensors do not train (the script's check), for the report.
+struct TorchSide {
+  json rows = json::array();
+  std::string nested_refusal;
+};
+
+TorchSide pytorch_side(const BenchRaggedOptions& o, const std::vector<std::string>& files) {
+  if (!o.pytorch) return {};
+  std::string path = o.pytorch_json;
+  if (path.empty()) {
+    path = o.out_dir + "/pytorch.json";
+    const std::string cmd = fmt::format(
+        "/usr/bin/python3 {} --lengths {} --batch {} --threads {} --batches {} --reps {} --seed {}{}{} --json {}",
+        io::shell_quote(o.source_dir + "/bench/ragged_pytorch.py"), io::shell_quote(fmt::format("{}", fmt::join(files, ","))),
+        fmt::join(o.batches, ","), fmt::join(o.threads, ","), o.batches_per_cell, o.reps, o.seed,
+        o.dense ? " --dense" : "", o.train ? " --train" : "", io::shell_quote(path));
+    std::cout << "bench: PyTorch side: " << cmd << "\n" << std::flush;
+    if (std::system(cmd.c_str()) != 0) throw UserError("bench --ragged: the PyTorch side failed (" + cmd + ")");
+  } else {
+    std::cout << "bench: PyTorch's rows from " << path << "\n";
+  }
+  json doc = json::parse(io::read_file(path), nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("results") || !doc["results"].is_array() ||
+      (doc.value("benchmark", "") == "ragged-encoder-training") != o.train)
+    throw UserError(path + ": not the PyTorch rows of a" + (o.train ? " --train" : " forward") +
+                    " ragged benchmark (bench/ragged_pytorch.py's JSON)");
+  TorchSide side{doc["results"], ""};
+  if (o.train && doc.contains("nested_training") && doc["nested_training"].is_string())
+    side.nested_refusal = doc["nested_training"].get<std::string>();
+  return side;
 }
 
 // 2. The cells, with the PyTorch figures they need.
@@ -159,66 +191,91 @@ struct Yardsticks {
   double peak, packed_gemm;
 };
 
-// 3. One engine on one cell: a warm-up run (libxsmm compiles its kernels for new sizes), then
-// --reps runs; the median, printed as a row of the table and returned as a JSON row.
-json measure(const BenchRaggedOptions& o, Engine& engine, const std::string& kind, const Cell& c,
-             const std::vector<Value>& inputs, const Yardsticks& y) {
-  engine.run_batches(inputs, c.batch);  // warm-up
+// What one pass over a cell's batches reports besides its time.
+struct PassFigures {
+  int64_t peak_bytes = 0;
+  int64_t flops = 0;          // acrobat's count of the useful FLOPs (0: none; the PyTorch script's count is used)
+  double linear_gflops = -1;  // the linear layers' GFLOP/s per thread; < 0: not measured
+};
+
+// 3. One engine on one cell: a warm-up pass (libxsmm compiles its kernels for new sizes), then
+// --reps passes; the median, printed as a row of the table and returned as a JSON row.
+json measure(const BenchRaggedOptions& o, const std::string& kind, const Cell& c, const Yardsticks& y,
+             const std::function<PassFigures()>& pass) {
+  pass();  // warm-up
   std::vector<double> secs;
-  RunStats stats;
+  PassFigures f;
   for (int r = 0; r < o.reps; ++r) {
     const auto t0 = Clock::now();
-    RunResult res = engine.run_batches(inputs, c.batch);
+    f = pass();
     secs.push_back(seconds_since(t0));
-    stats = res.stats;
   }
   const double s = median(secs);
-  const double useful = c.useful_gflop > 0 ? c.useful_gflop : static_cast<double>(stats.flops) * 1e-9;
+  const double useful = c.useful_gflop > 0 ? c.useful_gflop : static_cast<double>(f.flops) * 1e-9;
   const double gflops = useful / s;
   const std::string name = kind == "aot" ? "aot" : "interpreter";
   const double ratio = c.best_pytorch > 0 ? gflops / c.best_pytorch : 0;
   const double ceiling = c.ceiling(y.peak);
   // The linear layers (matmuls by the weights) per thread, as a share of the packed GEMM.
-  const double linear = stats.weight_gemm_gflops() / y.packed_gemm;
-  std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14.1f} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8} {:>8} {:>7.1f}%\n",
-                           c.dataset, c.batch, c.threads, name, gflops, 0.0,
-                           static_cast<double>(stats.peak_bytes) / (1 << 20), s,
+  const double linear = f.linear_gflops / y.packed_gemm;
+  std::cout << fmt::format("{:<14} {:>5} {:>3}  {:<15} {:>14} {:>7.1f}% {:>9.1f} {:>8.3f} {:>8} {:>8} {:>8}\n",
+                           c.dataset, c.batch, c.threads, name, useful > 0 ? fmt::format("{:.1f}", gflops) : "-", 0.0,
+                           static_cast<double>(f.peak_bytes) / (1 << 20), s,
                            ratio > 0 ? fmt::format("{:.2f}x", ratio) : "-",
-                           ceiling > 0 ? fmt::format("{:.2f}x", ceiling) : "-", 100 * linear)
+                           ceiling > 0 ? fmt::format("{:.2f}x", ceiling) : "-",
+                           f.linear_gflops >= 0 ? fmt::format("{:.1f}%", 100 * linear) : "-")
             << std::flush;
   int64_t tokens = 0;
   for (int64_t n : c.lengths) tokens += n;
-  return json{{"engine", name},
-              {"dataset", c.dataset},
-              {"dense", c.dense},
-              {"batch", c.batch},
-              {"threads", c.threads},
-              {"instances", c.lengths.size()},
-              {"tokens", tokens},
-              {"max_length", *std::max_element(c.lengths.begin(), c.lengths.end())},
-              {"useful_gflop", useful},
-              {"useful_gflops", gflops},
-              {"padding_share", 0.0},
-              {"seconds", s},
-              {"seconds_reps", secs},
-              {"instances_per_s", static_cast<double>(c.lengths.size()) / s},
-              {"peak_bytes", stats.peak_bytes},
-              {"ratio_to_best_pytorch", ratio},
-              {"share_of_fma_peak", gflops / (y.peak * c.threads)},
-              {"linear_gflops_per_thread", stats.weight_gemm_gflops()},
-              {"linear_share_of_packed_gemm", linear}};
+  json row{{"engine", name},
+           {"dataset", c.dataset},
+           {"dense", c.dense},
+           {"batch", c.batch},
+           {"threads", c.threads},
+           {"instances", c.lengths.size()},
+           {"tokens", tokens},
+           {"max_length", *std::max_element(c.lengths.begin(), c.lengths.end())},
+           {"useful_gflop", useful},
+           {"useful_gflops", gflops},
+           {"padding_share", 0.0},
+           {"seconds", s},
+           {"seconds_reps", secs},
+           {"instances_per_s", static_cast<double>(c.lengths.size()) / s},
+           {"peak_bytes", f.peak_bytes},
+           {"ratio_to_best_pytorch", ratio},
+           {"share_of_fma_peak", gflops / (y.peak * c.threads)}};
+  if (f.linear_gflops >= 0) {
+    row["linear_gflops_per_thread"] = f.linear_gflops;
+    row["linear_share_of_packed_gemm"] = linear;
+  }
+  return row;
 }
 
 // 4. JSON, a Markdown table of the ratios, and the plot.
-void write_report(const BenchRaggedOptions& o, const json& rows, const std::vector<Cell>& cells, const Yardsticks& y) {
+void write_report(const BenchRaggedOptions& o, const json& rows, const std::vector<Cell>& cells, const Yardsticks& y,
+                  const std::string& nested_refusal) {
   const double peak = y.peak;
-  json doc{{"benchmark", "ragged-encoder-layer"}, {"model", o.model}, {"batches_per_cell", o.batches_per_cell},
-           {"reps", o.reps}, {"fma_peak_gflops_per_core", peak}, {"packed_gemm_gflops", y.packed_gemm},
-           {"results", rows}};
+  json doc{{"benchmark", o.train ? "ragged-encoder-training" : "ragged-encoder-layer"}, {"model", o.model},
+           {"batches_per_cell", o.batches_per_cell}, {"reps", o.reps}, {"fma_peak_gflops_per_core", peak},
+           {"packed_gemm_gflops", y.packed_gemm}, {"results", rows}};
+  if (o.train) {
+    doc["loss_entry"] = o.loss_entry;
+    doc["optimizer"] = fmt::format("adam, lr {}", o.lr);
+    doc["nested_training"] = nested_refusal.empty() ? json() : json(nested_refusal);
+  }
   const std::string json_path = o.json_path.empty() ? o.out_dir + "/ragged.json" : o.json_path;
   io::write_file(json_path, doc.dump(1) + "\n");
   std::ostringstream md;
-  md << "# Encoder layer on ragged batches\n\n`acrobat bench --ragged`: useful GFLOP/s (the unpadded "
+  if (o.train)
+    md << "# Encoder layer training on ragged batches\n\n`acrobat bench --ragged --train`: training steps "
+          "(forward, backward and one Adam update per batch) of the layer under its pooled classifier "
+          "(models/encoder.acr's `" << o.loss_entry << "`; PyTorch: padded with a key-padding mask, or sorted "
+          "micro-batches with accumulated gradients at the best micro-batch size). Useful FLOPs: the forward's "
+          "products and their gradients on the unpadded rows. PyTorch's nested tensors do not train: "
+       << (nested_refusal.empty() ? "(not checked)" : nested_refusal) << ".\n\nFigures: ";
+  else
+    md << "# Encoder layer on ragged batches\n\n`acrobat bench --ragged`: ";
+  md << "useful GFLOP/s (the unpadded "
         "work only) and, in brackets, the ratio to PyTorch's best strategy in the cell; medians of "
      << o.reps << " repetitions of " << o.batches_per_cell << " batches. This core's fp32 FMA peak: "
      << fmt::format("{:.1f}", peak)
@@ -260,36 +317,69 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
   const Yardsticks y{kernels::fma_peak_gflops(), gemm_gflops(9, true)};
   std::cout << fmt::format("bench: this core's fp32 FMA peak: {:.1f} GFLOP/s; packed GEMM 1024^3, one thread: "
                            "{:.1f} GFLOP/s (the linear layers' yardstick)\n", y.peak, y.packed_gemm);
-  const json torch_rows = pytorch_rows(o, files);
+  const TorchSide torch = pytorch_side(o, files);
+  const json& torch_rows = torch.rows;
   const std::vector<Cell> cells = make_cells(o, files, names, torch_rows);
 
-  // 3. acrobat, every cell: one engine per kind and thread count.
+  // 3. acrobat, every cell: one engine per kind and thread count (training: each with its own copy of
+  // the params and its optimiser).
   auto module = compile_model(o.model, CompileOptions{});
-  auto params = std::make_shared<ParamStore>(o.params.empty() ? init_params(*module, o.seed)
-                                                              : load_params(*module, o.params));
-  const ir::Function& entry = module->functions[entry_function(*module, "main")];
+  const ParamStore initial = o.params.empty() ? init_params(*module, o.seed) : load_params(*module, o.params);
+  auto shared = std::make_shared<ParamStore>(initial);
+  const std::string entry_name = o.train ? o.loss_entry : "main";
+  const ir::Function& entry = module->functions[entry_function(*module, entry_name)];
   const Type& in_type = entry.vars[entry.params[0]].type;
   if (!is_rows_type(in_type)) {
     SizeNamesScope names(module->plan->size_names);
-    throw UserError(o.model + ": bench --ragged needs a model whose main takes f32[n, ...] (n per instance, "
-                    "the rest fixed), found " + type_str(in_type));
+    throw UserError(o.model + ": bench --ragged needs a model whose " + entry_name + " takes f32[n, ...] (n per " +
+                    "instance, the rest fixed)" + (o.train ? " or a pair (f32[1, C], f32[n, ...])" : "") + ", found " +
+                    type_str(in_type));
   }
   json rows = json::array();
   for (const auto& r : torch_rows) rows.push_back(r);
+  if (o.train && !torch.nested_refusal.empty())
+    std::cout << "bench: PyTorch's nested tensors do not train: " << torch.nested_refusal << "\n";
   std::cout << fmt::format("\n{:<14} {:>5} {:>3}  {:<15} {:>14} {:>8} {:>9} {:>8} {:>9} {:>8} {:>8}\n", "dataset", "batch",
                            "thr", "engine", "useful GFLOP/s", "padding", "peak MiB", "seconds",
                            "vs best", "ceiling", "linear");
-  std::map<std::pair<std::string, int>, std::unique_ptr<Engine>> engines;
+  struct Runner {
+    std::shared_ptr<ParamStore> params;
+    std::unique_ptr<Engine> engine;
+    std::unique_ptr<Optimizer> optimizer;  // training only
+  };
+  std::map<std::pair<std::string, int>, Runner> runners;
   for (const Cell& c : cells) {
     std::vector<Value> inputs;
     for (size_t i = 0; i < c.lengths.size(); ++i) inputs.push_back(random_rows(in_type, c.lengths[i], o.seed + i));
     for (const std::string& kind : o.engines) {
-      auto& engine = engines[{kind, c.threads}];
-      if (!engine) engine = make_engine({.engine = kind, .threads = c.threads}, module, params);
-      rows.push_back(measure(o, *engine, kind, c, inputs, y));
+      Runner& r = runners[{kind, c.threads}];
+      if (!r.params) {
+        r.params = o.train ? std::make_shared<ParamStore>(make_params(*module, copy_tensors(initial), initial.source))
+                           : shared;
+        if (o.train) r.optimizer = std::make_unique<Optimizer>(OptimizerOptions{.lr = o.lr}, *r.params, c.threads);
+      }
+      if (!r.engine) r.engine = make_engine({.engine = kind, .threads = c.threads}, module, r.params);
+      std::function<PassFigures()> pass = [&] {
+        const RunStats stats = r.engine->run_batches(inputs, c.batch).stats;
+        return PassFigures{stats.peak_bytes, stats.flops, stats.weight_gemm_gflops()};
+      };
+      if (o.train)
+        pass = [&] {
+          PassFigures f;
+          for (size_t b = 0; b < inputs.size(); b += c.batch) {
+            const std::vector<Value> part(inputs.begin() + static_cast<std::ptrdiff_t>(b),
+                                          inputs.begin() + static_cast<std::ptrdiff_t>(std::min(inputs.size(), b + c.batch)));
+            f.peak_bytes = std::max(f.peak_bytes, train_step(*r.engine, *r.optimizer, *r.params, part, o.loss_entry).peak_bytes);
+          }
+          return f;
+        };
+      rows.push_back(measure(o, kind, c, y, pass));
+      // A training engine keeps its buffers for the kept values and adjoints of the largest step it
+      // ran (gigabytes on RACE's batches of 64): it is made again for the next cell.
+      if (o.train) r.engine.reset();
     }
   }
-  write_report(o, rows, cells, y);
+  write_report(o, rows, cells, y, torch.nested_refusal);
   return 0;
 }
 

@@ -76,6 +76,26 @@ TEST(CliLimits, FileSystemErrorIsAMessage) {
                    "[/dev/null/results]\n");
 }
 
+// The ragged training benchmark's arguments: --train belongs to --ragged, and PyTorch's rows from a
+// file must be the script's JSON of the same kind of benchmark.
+TEST(CliLimits, RaggedTrainingBenchmarkArguments) {
+  TempDir dir;
+  CliResult r = run_cli({"bench", "--train"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "error: bench: --train is a kind of --ragged benchmark (the encoder layer's training step)\n");
+  const std::string lengths = source_path("tests/models/tiny_lengths.txt");
+  for (const auto& [content, kind] : {std::pair<std::string, std::string>{"{\"results\": [", " --train"},
+                                      {"{\"benchmark\": \"ragged-encoder-layer\", \"results\": []}", " --train"}}) {
+    const std::string rows = dir.write("pytorch.json", content);
+    r = run_cli({"bench", "--ragged", "--train", "--lengths", lengths, "--batch", "4", "--threads", "1",
+                 "--pytorch-json", rows, "--out", dir.path("out")});
+    EXPECT_EQ(r.status, 1) << content;
+    EXPECT_TRUE(contains(r.err, "error: " + rows + ": not the PyTorch rows of a" + kind +
+                                    " ragged benchmark (bench/ragged_pytorch.py's JSON)\n"))
+        << r.err;
+  }
+}
+
 using OptionCases = std::vector<std::pair<std::vector<std::string>, std::string>>;
 
 // Runs `command` with each case's extra options; each must fail with exactly its message.

@@ -21,7 +21,8 @@ struct BenchArgs {
   std::vector<std::string> lengths;
   std::string prompts = "mnli", budgets = "mrpc";
   bool ablation = false, all = false, quick = false, busy = false, ragged = false, generate = false,
-       no_pytorch = false, no_dense = false;
+       no_pytorch = false, no_dense = false, train = false;
+  std::string pytorch_json;
   bool given_batch = false, given_threads = false, given_engine = false, given_out = false, given_reps = false;
 };
 
@@ -112,6 +113,11 @@ int bench_ragged(const BenchArgs& a) {
   r.model = a.run.model.empty() ? r.source_dir + "/models/encoder.acr" : a.run.model;
   r.params = a.run.params;
   r.lengths = a.lengths;
+  r.train = a.train;
+  if (a.train) {
+    r.out_dir = "bench/results/ragged-train";
+    r.batches = {32, 64};
+  }
   if (a.given_batch) r.batches = batch_list(a);
   if (a.given_threads) r.threads = thread_list(a);
   if (a.given_engine) r.engines = split_engines(a.engines);
@@ -120,7 +126,8 @@ int bench_ragged(const BenchArgs& a) {
   r.reps = static_cast<int>(parse_number("--reps", a.reps, 1, kMaxReps));
   r.batches_per_cell = static_cast<int>(parse_number("--batches", a.cell_batches, 1, 1000));
   r.pytorch = !a.no_pytorch;
-  r.dense = !a.no_dense;
+  r.pytorch_json = a.pytorch_json;
+  r.dense = !a.no_dense && !a.train;
   return bench_ragged_command(r);
 }
 
@@ -163,6 +170,7 @@ int bench(BenchArgs& a) {
     return bench_all_command(all);
   }
   if (a.ragged && a.generate) throw UserError("bench: --ragged and --generate are separate benchmarks; give one");
+  if (a.train && !a.ragged) throw UserError("bench: --train is a kind of --ragged benchmark (the encoder layer's training step)");
   if (a.ragged) return bench_ragged(a);
   if (a.generate) return bench_generate(a);
   if (a.run.model.empty()) throw UserError("bench: a model file is required (or --all)");
@@ -213,6 +221,9 @@ Command add_bench(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--batches", a->cell_batches, "--ragged: batches per cell, 1 to 1000 (default 2)");
   cmd->add_flag("--no-pytorch", a->no_pytorch, "--ragged, --generate: acrobat's rows only");
+  cmd->add_option("--pytorch-json", a->pytorch_json,
+                  "--ragged: PyTorch's rows from this file (the pytorch.json of an earlier run with the same "
+                  "cells) instead of running its side again");
   cmd->add_flag("--generate", a->generate,
                 "Greedy generation with models/gpt.acr (prompt lengths from --prompts, budgets of new "
                 "tokens from --budgets) beside PyTorch's padded, drop-finished and one-at-a-time "
@@ -223,6 +234,11 @@ Command add_bench(CLI::App& app) {
                                            "(default mnli)");
   cmd->add_option("--budgets", a->budgets, "--generate: the budgets' length file, clipped to 1..256 (default mrpc)");
   cmd->add_flag("--no-dense", a->no_dense, "--ragged: no dense control cells");
+  cmd->add_flag("--train", a->train,
+                "--ragged: the training step (forward, backward, Adam update) of the layer under its "
+                "pooled classifier (the model's entry `loss`) beside PyTorch's padded and sorted "
+                "(gradient-accumulation) training; --out defaults to bench/results/ragged-train, "
+                "--batch to 32,64; no dense control cells");
   return {cmd, [a, cmd] {
             a->given_batch = cmd->count("--batch") > 0;
             a->given_threads = cmd->count("--threads") > 0;
