@@ -1,7 +1,7 @@
 // Gradients with respect to the instances' tensors (GradWrt::ParamsAndInputs): the batched
 // backward (both batched engines) equals the reference engine's tape, and the reference gradient
 // equals central finite differences of the summed loss. The models give the tensors as a ragged
-// sequence (the encoder layer of models/encoder.acr), as the leaves of a tree, and as a list of
+// sequence with its label (models/encoder.acr's loss), as the leaves of a tree, and as a list of
 // rows beside a per-instance matrix and an int choosing a param's matrix; a tensor given at
 // several places has the gradient of all its uses at each.
 #include <gtest/gtest.h>
@@ -58,13 +58,13 @@ def loss(i: (int, f32[H, H], List[f32[1, H]])) -> f32[1, 1] {
 }
 )";
 
-// The encoder layer of models/encoder.acr (small) under a classifier of the mean of its rows.
+// models/encoder.acr (small): its loss is the cross-entropy of a classifier of the mean of the
+// layer's rows against a one-hot label, on pairs (y, x).
 std::string encoder_text() {
   std::ifstream f(std::string(ACROBAT_SOURCE_DIR) + "/models/encoder.acr");
   std::stringstream text;
   text << f.rdbuf();
-  return text.str() + "\nparam out: f32[D, 3]\ndef loss(x: f32[n, D]) -> f32[1, 1] {\n"
-                      "  -sum(log_softmax(mean(main(x), axis=0) @ out))\n}\n";
+  return text.str();
 }
 
 std::shared_ptr<const ir::Module> compile(const std::string& text, const std::map<std::string, int64_t>& dims = {}) {
@@ -115,10 +115,13 @@ std::vector<Value> sequences(const ir::Module& m, size_t n) {
   });
 }
 
-std::vector<Value> sequences_of_rows(const ir::Module& m, size_t n, int64_t width) {
+// Pairs (y, x) of a one-hot label of 3 classes and 1 to 5 rows of `width`.
+std::vector<Value> labelled_rows(const ir::Module& m, size_t n, int64_t width) {
   return instances(m, n, [width](std::mt19937_64& rng, size_t i) {
-    return nlohmann::json{{"shape", {1 + int64_t(i % 5), width}},
-                          {"data", random_rows(rng, 1, (1 + int64_t(i % 5)) * width)[0]}};
+    nlohmann::json y = {{0.0, 0.0, 0.0}};
+    y[0][i % 3] = 1.0;
+    return nlohmann::json{y, {{"shape", {1 + int64_t(i % 5), width}},
+                              {"data", random_rows(rng, 1, (1 + int64_t(i % 5)) * width)[0]}}};
   });
 }
 
@@ -196,7 +199,7 @@ TEST(InputGradients, BatchedEqualsReferenceOnARaggedEncoder) {
   auto module = compile(encoder_text(), {{"D", 16}, {"NH", 2}, {"FF", 32}});
   for (size_t n : {1, 7}) {
     SCOPED_TRACE("batch of " + std::to_string(n));
-    batched_equals_reference(module, sequences_of_rows(*module, n, 16));
+    batched_equals_reference(module, labelled_rows(*module, n, 16));
   }
 }
 
@@ -237,7 +240,7 @@ TEST(InputGradients, ReferenceMatchesFiniteDifferences) {
     reference_matches_finite_differences(module, text == kVectorTree ? vtrees(*module, 6) : sequences(*module, 6));
   }
   auto encoder = compile(encoder_text(), {{"D", 16}, {"NH", 2}, {"FF", 32}});
-  reference_matches_finite_differences(encoder, sequences_of_rows(*encoder, 4, 16));
+  reference_matches_finite_differences(encoder, labelled_rows(*encoder, 4, 16));
 }
 
 // A tensor at several places: the same instance twice in the batch, and one tensor at two leaves
