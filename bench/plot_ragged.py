@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Draws ragged.png from `acrobat bench --ragged`'s ragged.json: acrobat's useful GFLOP/s as a ratio
 to PyTorch's best strategy in the cell (padded, sorted micro-batches or nested), for the AOT engine
-and the interpreter; of the forward, or (`--train`'s JSON) of training steps. One panel per data set (and thread count), its batch sizes along the x axis;
-the dense control of the data set (as many instances of its mean length) beside each ragged cell,
-in lighter colours.
+and the interpreter; of the forward, or (`--train`'s JSON) of training steps. One panel per data set
+(and thread count), its batch sizes along the x axis; the dense control of the data set (as many
+instances of its mean length) beside each ragged cell, in lighter colours.
 
     /usr/bin/python3 bench/plot_ragged.py ragged.json ragged.png
 """

@@ -65,10 +65,11 @@ Value int_list(const AdtDef* list, const std::vector<int64_t>& ids) {
   return make_list(list, items);
 }
 
-// A sentiment label (0-4, checked by the reader) as a one-hot f32[1, 5].
-Value one_hot_label(int label) {
-  Tensor t = Tensor::allocate({1, 5});
-  std::fill_n(t.data.get(), 5, 0.0f);
+// A label in [0, classes) as a one-hot f32[1, classes]; by default SST's sentiment (0-4, checked by
+// the reader).
+Value one_hot_label(int64_t label, int64_t classes = 5) {
+  Tensor t = Tensor::allocate({1, classes});
+  std::fill_n(t.data.get(), classes, 0.0f);
   t.data[label] = 1.0f;
   return Value::of_tensor(std::move(t));
 }
@@ -255,10 +256,8 @@ Value random_rows(const Type& type, int64_t n, uint64_t seed) {
   for (int64_t k = 0; k < t.size(); ++k) t.data[k] = uniform(rng);
   if (!labelled) return Value::of_tensor(std::move(t));
   const int64_t classes = type->args[0]->shape[1];
-  Tensor y = Tensor::allocate({1, classes});
-  std::fill_n(y.data.get(), classes, 0.0f);
-  y.data[static_cast<int64_t>(rng() % static_cast<uint64_t>(classes))] = 1.0f;
-  return Value::tuple({Value::of_tensor(std::move(y)), Value::of_tensor(std::move(t))});
+  const auto label = static_cast<int64_t>(rng() % static_cast<uint64_t>(classes));
+  return Value::tuple({one_hot_label(label, classes), Value::of_tensor(std::move(t))});
 }
 
 // ---- JSON ----

@@ -140,29 +140,33 @@ def lengths(count, seed):
     return out
 
 
+def random_rows(rng, n, D):
+    """x {"shape": [n, D]} as JSON, entries N(0, 1) rounded to 4 decimals."""
+    return {"shape": [n, D], "data": [round(rng.gauss(0.0, 1.0), 4) for _ in range(n * D)]}
+
+
+def rows_tensor(xs, path, lineno, D):
+    """A JSON x as a float32 [n, D] tensor, its shape checked."""
+    shape = xs["shape"]
+    if len(shape) != 2 or shape[1] != D or shape[0] < 1:
+        raise ValueError("%s:%d: expected a shape [n, %d] with n >= 1, found %s" % (path, lineno, D, shape))
+    return torch.tensor(xs["data"], dtype=torch.float32).view(shape[0], D)
+
+
 def make_data(path, count, seed, dims):
-    """`count` instances, one JSON line each: x {"shape": [n, D]} with n from `lengths`, entries
-    N(0, 1) rounded to 4 decimals."""
-    d = _dims(dims)
-    D = d["D"]
+    """`count` instances, one JSON line each: x (random_rows) with n from `lengths`."""
+    D = _dims(dims)["D"]
     rng = random.Random(seed)
     with open(path, "w") as f:
         for n in lengths(count, seed):
-            x = [round(rng.gauss(0.0, 1.0), 4) for _ in range(n * D)]
-            f.write(json.dumps({"shape": [n, D], "data": x}))
+            f.write(json.dumps(random_rows(rng, n, D)))
             f.write("\n")
 
 
 def load_instances(path, vocab_path, limit, dims):
     """x [n, D] float32 per line; vocab_path is unused. limit 0 = all."""
     D = _dims(dims)["D"]
-    out = []
-    for lineno, xs in models.json_lines(path, limit):
-        shape = xs["shape"]
-        if len(shape) != 2 or shape[1] != D or shape[0] < 1:
-            raise ValueError("%s:%d: expected a shape [n, %d] with n >= 1, found %s" % (path, lineno, D, shape))
-        out.append(torch.tensor(xs["data"], dtype=torch.float32).view(shape[0], D))
-    return out
+    return [rows_tensor(xs, path, lineno, D) for lineno, xs in models.json_lines(path, limit)]
 
 
 def self_check(seed=0):
@@ -187,16 +191,15 @@ class LabelledRows:
 
 
 def make_loss_data(path, count, seed, dims):
-    """`count` lines [y, x] for the loss entry: x as make_data writes it (lengths from `lengths`),
-    y a one-hot [[...]] of a label drawn uniformly from the C classes."""
+    """`count` lines [y, x] for the loss entry: x as make_data writes it (random_rows, lengths from
+    `lengths`), y a one-hot [[...]] of a label drawn uniformly from the C classes."""
     d = _dims(dims)
     rng = random.Random(seed)
     with open(path, "w") as f:
         for n in lengths(count, seed):
             y = [0.0] * d["C"]
             y[rng.randrange(d["C"])] = 1.0
-            x = [round(rng.gauss(0.0, 1.0), 4) for _ in range(n * d["D"])]
-            f.write(json.dumps([[y], {"shape": [n, d["D"]], "data": x}]) + "\n")
+            f.write(json.dumps([[y], random_rows(rng, n, d["D"])]) + "\n")
 
 
 def load_loss_instances(path, vocab_path, limit, dims):
@@ -206,8 +209,5 @@ def load_loss_instances(path, vocab_path, limit, dims):
         if not (isinstance(line, list) and len(line) == 2 and isinstance(line[1], dict)):
             raise ValueError("%s:%d: expected [y, x]" % (path, lineno))
         y, xs = line
-        shape = xs["shape"]
-        if len(shape) != 2 or shape[1] != D or shape[0] < 1:
-            raise ValueError("%s:%d: expected a shape [n, %d] with n >= 1, found %s" % (path, lineno, D, shape))
-        out.append(LabelledRows(torch.tensor(xs["data"], dtype=torch.float32).view(shape[0], D), y[0].index(1.0)))
+        out.append(LabelledRows(rows_tensor(xs, path, lineno, D), y[0].index(1.0)))
     return out
