@@ -102,10 +102,10 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   std::optional<InputGradients> input_grads;
   if (wrt == GradWrt::ParamsAndInputs) input_grads.emplace(*module_, *params_, inputs);
   auto t0 = Clock::now();
-  // On a lane of its own thread: pieces of a batch split across threads would change the GEMMs'
-  // row blocking, and so the rounding; this way a gradient has the same bits whatever the threads.
-  // Only the backward's products by weights, cut the same way at any thread count, use the pool.
-  if (!gradient_lane_) gradient_lane_ = make_lane(nullptr);
+  // On a lane of its own, sharing the pool: its forward cuts every batch into the pieces one thread
+  // would run (BatchRunner::run with keep_values) and the backward cuts its work the same way at
+  // any thread count, so a gradient has the same bits whatever the threads.
+  if (!gradient_lane_) gradient_lane_ = make_lane(pool_);
   Lane& l = *gradient_lane_;
   start(l, func, inputs, first_instance, result.stats, true);
   result.outputs = finish(l, inputs.size(), result.stats);

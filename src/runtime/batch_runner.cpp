@@ -135,11 +135,14 @@ void BatchRunner::run_static(BlockExecutor& exec, int block, const std::vector<i
       std::clamp<int64_t>(exec.chunk_instances(s), 1, std::max<int64_t>(1, INT32_MAX / largest));
   const bool split = pool_ && B >= 2 && double(B) * double(s.flops) >= kMinParallelFlops &&
                      split_guard_.split();
+  // A forward kept for reverse mode is cut as on one thread, whatever the threads: the same GEMMs,
+  // so a gradient has the same bits on any number of threads.
+  const bool cut_by_threads = split && !keep_values;
   const int64_t threads = split ? pool_->size() : 1;
   piece_ends_.clear();
   for (int64_t b = 0; b < B;) {
     int64_t left = B - b, n = chunk;
-    if (split)
+    if (cut_by_threads)
       n = std::min(n, std::max({(left + threads - 1) / threads, kMinPieceInstances,
                                 (B + ThreadPool::kMaxPieces - 1) / ThreadPool::kMaxPieces}));
     b += std::min(n, left);
@@ -226,8 +229,10 @@ void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, 
   piece_ends_.clear();
   int64_t left = total_rows;
   for (int64_t b = 0; b < B;) {
-    const int64_t target = split ? std::min(kRaggedPieceRows, std::max<int64_t>(1, left / threads))
-                                 : kRaggedPieceRows;
+    // Kept for reverse mode: cut as on one thread (run_static).
+    const int64_t target = split && !keep_values
+                               ? std::min(kRaggedPieceRows, std::max<int64_t>(1, left / threads))
+                               : kRaggedPieceRows;
     int64_t taken = 0, taken_floats = 0;
     do {
       taken += rows[b];
