@@ -23,6 +23,7 @@
 #include "engines/inputs.h"
 #include "engines/reference_engine.h"
 #include "expect_values.h"
+#include "loaded_model.h"
 
 namespace acrobat {
 namespace {
@@ -56,15 +57,6 @@ struct ModelCase {
 void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.model << " H=" << c.hidden; }
 
 class AotEqualsInterpreter : public ::testing::TestWithParam<ModelCase> {};
-
-// How many SST test trees OnTheSstTestSet runs (0: all 2210). Under the sanitizers the first 512:
-// every batch size, thread count and schedule as in the normal build, at a quarter of the cost
-// (the whole set took 100-154 s per model under ThreadSanitizer).
-#ifdef ACROBAT_TEST_SANITIZED
-constexpr size_t kSstTrees = 512;
-#else
-constexpr size_t kSstTrees = 0;
-#endif
 
 // The model's `main` inputs from the SST test set (limit 0: all of it).
 std::vector<Value> sst_inputs(const ir::Module& module, const ModelCase& c, size_t limit) {

@@ -25,15 +25,6 @@ struct ModelCase {
 
 void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.model << " H=" << c.hidden; }
 
-// How many SST test trees the models load (0: all 2210). Under the sanitizers the first 512: every
-// batch size and schedule as in the normal build, at a quarter of the cost (the whole set took
-// 15-32 s per model and schedule under ASan and UBSan, half of it the reference engine's run).
-#ifdef ACROBAT_TEST_SANITIZED
-constexpr size_t kSstTrees = 512;
-#else
-constexpr size_t kSstTrees = 0;
-#endif
-
 // Loads a model on the SST test set (kSstTrees of it) and runs the reference engine once.
 const LoadedModel& load(const ModelCase& c) {
   static std::map<std::string, LoadedModel> cache;

@@ -18,6 +18,7 @@
 #include "engines/batched_engine.h"
 #include "engines/inputs.h"
 #include "engines/reference_engine.h"
+#include "gradients_on_threads.h"
 
 namespace acrobat {
 namespace {
@@ -322,38 +323,13 @@ TEST(Gradients, ALoopSlicedByTheViewsAfterItRunsCompiled) {
                                            blocks.at("grad.acr:15:54").batches);
 }
 
-// The same bits with 1 and 2 threads on each batched engine, where the backward splits work across
-// threads (the weight-gradient GEMMs by blocks of columns). The engines differ in their last bits
-// (the AOT engine's fused loops have compiled adjoints, the interpreter's run operator by
-// operator), within the 1e-4 of batched_equals_reference.
-// The gradients of `s` on the interpreter and the AOT engine, each with 1 and 2 threads.
-struct OnThreads {
-  std::vector<GradResult> batched, aot;
-};
-OnThreads gradients_on_threads(const Loaded& s, const std::shared_ptr<ParamStore>& params) {
-  OnThreads r;
-  for (int threads : {1, 2}) {
-    r.batched.push_back(BatchedEngine(s.module, params, Scheduler::InlineDepth, threads).gradients(s.inputs));
-    AotOptions o;
-    o.cache_dir = kCache;
-    o.threads = threads;
-    r.aot.push_back(AotEngine(s.module, params, o).gradients(s.inputs));
-  }
-  return r;
-}
-
-// Each engine's gradients the same bits with 1 thread and 2.
-void expect_same_bits(const OnThreads& r) {
-  for (const auto* got : {&r.batched, &r.aot})
-    for (size_t k = 0; k < (*got)[0].grads.size(); ++k)
-      for (int64_t j = 0; j < (*got)[0].grads[k].size(); ++j)
-        ASSERT_EQ((*got)[1].grads[k].data[j], (*got)[0].grads[k].data[j])
-            << (got == &r.aot ? "aot" : "batched") << ", param " << k << ", entry " << j;
-}
-
+// The same bits with 1 and 2 threads on each batched engine (gradients_on_threads.h). The engines
+// differ in their last bits (the AOT engine's fused loops have compiled adjoints, the interpreter's
+// run operator by operator), within the 1e-4 of batched_equals_reference.
 TEST(Gradients, SameBitsOnAnyThreadsOnEachBatchedEngine) {
   Loaded s = setup(kWideTree, 300, true);  // batches of over 256 rows: dX in blocks too
-  const OnThreads r = gradients_on_threads(s, std::make_shared<ParamStore>(init_params(*s.module, 5)));
+  const OnThreads r =
+      gradients_on_threads(s.module, std::make_shared<ParamStore>(init_params(*s.module, 5)), s.inputs);
   expect_same_bits(r);
   expect_same_grads(r.aot[0], r.batched[0], "aot against batched");
 }
@@ -419,7 +395,8 @@ TEST(Gradients, BatchedEqualsReferenceOnRaggedBlocks) { batched_equals_reference
 // not one per instance; the same bits on 1 and 2 threads on each batched engine.
 TEST(Gradients, RaggedBatchesTakeTheWeightsPathOverAllRows) {
   Loaded s = setup(kRagged, 40, false);
-  const OnThreads r = gradients_on_threads(s, std::make_shared<ParamStore>(init_params(*s.module, 5)));
+  const OnThreads r =
+      gradients_on_threads(s.module, std::make_shared<ParamStore>(init_params(*s.module, 5)), s.inputs);
   for (const GradResult& g : {r.batched[0], r.aot[0]}) {
     EXPECT_GE(g.stats.weight_products, 5);
     EXPECT_LE(g.stats.weight_products, 12) << "a product per instance (at least 160) or per batch";

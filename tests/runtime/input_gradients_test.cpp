@@ -18,6 +18,7 @@
 #include "engines/batched_engine.h"
 #include "engines/inputs.h"
 #include "engines/reference_engine.h"
+#include "gradients_on_threads.h"
 #include "lang/frontend.h"
 
 namespace acrobat {
@@ -211,25 +212,7 @@ TEST(InputGradients, BatchedEqualsReferenceOnARaggedEncoder) {
 TEST(InputGradients, TheEncodersGradientsHaveTheSameBitsOnAnyThreads) {
   auto module = compile(encoder_text(), {{"D", 32}, {"NH", 2}, {"FF", 1024}});
   const std::vector<Value> inputs = labelled_rows(*module, 24, 32, 300, 53);
-  auto params = std::make_shared<ParamStore>(init_params(*module, 5));
-  for (const bool aot : {false, true}) {
-    std::vector<GradResult> got;
-    for (int threads : {1, 2}) {
-      if (aot) {
-        AotOptions o;
-        o.cache_dir = kCache;
-        o.threads = threads;
-        got.push_back(AotEngine(module, params, o).gradients(inputs, "loss"));
-      } else {
-        got.push_back(BatchedEngine(module, params, Scheduler::InlineDepth, threads).gradients(inputs, "loss"));
-      }
-    }
-    ASSERT_EQ(got[1].grads.size(), got[0].grads.size());
-    for (size_t k = 0; k < got[0].grads.size(); ++k)
-      for (int64_t j = 0; j < got[0].grads[k].size(); ++j)
-        ASSERT_EQ(got[1].grads[k].data[j], got[0].grads[k].data[j])
-            << (aot ? "aot" : "batched") << ", param " << k << ", entry " << j;
-  }
+  expect_same_bits(gradients_on_threads(module, std::make_shared<ParamStore>(init_params(*module, 5)), inputs));
 }
 
 // The reference gradient of the inputs against central differences of the summed loss (h = 1e-2
