@@ -23,6 +23,11 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
 // where they lie: column slices, heads and transposed views (runtime/ragged_blocks.h).
 void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
                   const float* B, int ldb, float* C, int ldc, bool accumulate, float alpha = 1.0f);
+// gemm_strided's path for C = A^T B (+ C) over many rows on the JIT kernels, which it takes when
+// OpenBLAS runs narrower vectors than the JIT (A stored [K, M]); forced, for tests and benchmarks.
+// False, with C untouched, when libxsmm cannot JIT a kernel it needs.
+bool gemm_at_jit(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                 bool accumulate);
 
 // The ways a GEMM can be carried out; the dispatcher picks one from M, N, K by rules measured on this
 // machine (bench/gemm_bench prints the table the rules come from).

@@ -9,6 +9,11 @@ namespace acrobat::kernels {
 // Idempotent and thread-safe; every entry point that calls OpenBLAS or libxsmm calls it first.
 void ensure_backend_ready();
 
+// Whether libxsmm's JIT targets AVX-512 while OpenBLAS runs a core without it (one forced through
+// OPENBLAS_CORETYPE, such as Haswell on an AVX-512 machine): its sgemm then reaches about half of
+// the FMA peak, and the products that take sgemm for speed take the JIT kernels where they can.
+bool blas_narrower_than_jit();
+
 // "OpenBLAS <core>, libxsmm <target>": what the benchmarks actually measured.
 std::string backend_description();
 

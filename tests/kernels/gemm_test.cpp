@@ -201,6 +201,40 @@ TEST(Gemm, StridedWithATransposed) {
         }
 }
 
+// The JIT path of A^T B over many rows (a weight's gradient, which gemm_strided takes when OpenBLAS
+// runs narrower vectors than the JIT), forced: around its 128-row chunks of K, 64-row blocks of M and
+// 512-column blocks of N, strided operands, C accumulating or not (not: NaN in C is overwritten).
+// Through gemm_strided as well, whichever path this machine's rule picks.
+TEST(Gemm, TransposedAOverManyRowsOnTheJitKernels) {
+  for (int M : {128, 200, 512})
+    for (int N : {9, 130, 600})
+      for (int K : {128, 129, 300, 1000})
+        for (bool accumulate : {false, true}) {
+          const int lda = M + 3, ldb = N + 5, ldc = N + 2;
+          const auto At = random_floats(size_t(K) * M, -1, 1, 31);  // A^T: [K, M]
+          const auto B = random_floats(size_t(K) * N, -1, 1, 32);
+          std::vector<float> A(size_t(M) * K);
+          for (int k = 0; k < K; ++k)
+            for (int m = 0; m < M; ++m) A[size_t(m) * K + k] = At[size_t(k) * M + m];
+          const Reference ref = reference_product(M, N, K, A, B);
+          const auto C0 = random_floats(size_t(M) * N, -1, 1, 33);
+          const auto stored_a = padded(At, K, M, lda, kNaN);
+          const auto stored_b = padded(B, K, N, ldb, kNaN);
+          std::vector<float> C = padded(C0, M, N, ldc, kSentinel);
+          if (!accumulate)
+            for (int m = 0; m < M; ++m) std::fill_n(C.begin() + size_t(m) * ldc, N, kNaN);
+          if (!gemm_at_jit(M, N, K, stored_a.data(), lda, stored_b.data(), ldb, C.data(), ldc, accumulate)) {
+            GTEST_SKIP() << "libxsmm cannot JIT kernels here";
+          }
+          EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
+              << "jit: M " << M << " N " << N << " K " << K << " accumulate " << accumulate;
+          C = padded(C0, M, N, ldc, kSentinel);
+          gemm_strided(true, false, M, N, K, stored_a.data(), lda, stored_b.data(), ldb, C.data(), ldc, accumulate);
+          EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
+              << "gemm_strided: M " << M << " N " << N << " K " << K << " accumulate " << accumulate;
+        }
+}
+
 // gemm_strided with a few rows of A (a decode step's query row) reads B where it lies: dot
 // products against B's rows when B is transposed (q k^T, up to four rows of A), row sums of B
 // scaled by A otherwise (p V: one row, B of at most 128 x 128); around the 16-float vectors, the
