@@ -106,6 +106,20 @@ struct RaggedPlan {
   std::vector<SizeCheck> checks;
 };
 
+// Whether operator k's storage holds its own value, packed, when the plan runs: a step that
+// writes its value (not a view, not a fused member held in tiles only, not a matmul whose storage
+// its fused addends finish), or the last operator fused into a matmul, whose value the storage
+// holds. A run that keeps its values for the backward pass gives these a batch output each.
+inline bool stores_own_value(const RaggedPlan& p, size_t k) {
+  const RaggedOpPlan& o = p.ops[k];
+  switch (o.step) {
+    case RaggedStep::View: return false;
+    case RaggedStep::Alias: return p.ops[static_cast<size_t>(o.alias)].store == static_cast<int>(k);
+    case RaggedStep::Fused: return o.stored;
+    default: return o.store < 0 || o.store == static_cast<int>(k);
+  }
+}
+
 // The plan of ragged block `s` (an empty plan for any other block).
 RaggedPlan plan_ragged(const StaticBlock& s);
 

@@ -124,6 +124,36 @@ bool differentiable(OpId op) {
   }
 }
 
+// As adjoint() below reads them.
+AdjointReads adjoint_reads(OpId op) {
+  switch (op) {
+    case OpId::Add:
+    case OpId::Sub:
+    case OpId::Neg:
+    case OpId::Sum:
+    case OpId::Mean:
+    case OpId::Concat:
+    case OpId::Slice:
+    case OpId::Transpose:
+    case OpId::Heads:
+    case OpId::MergeHeads:
+    case OpId::Causal: return {false, false};
+    case OpId::Sigmoid:
+    case OpId::Tanh:
+    case OpId::Exp:
+    case OpId::Softmax:
+    case OpId::LogSoftmax: return {false, true};
+    case OpId::MatMul:
+    case OpId::Mul:
+    case OpId::Div:
+    case OpId::Relu:
+    case OpId::Log:
+    case OpId::LayerNorm:
+    case OpId::Max: return {true, false};
+    default: return {};
+  }
+}
+
 template <class T>
 void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, std::span<const int64_t> out_shape,
              T* out) {
@@ -356,20 +386,23 @@ void reduce_adjoint(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>>
   const auto& s = in[0].shape;
   const size_t axis = static_cast<size_t>(normalize_axis(attrs.ints[0], s.size()));
   const int64_t outer = prod(s, 0, axis), len = s[axis], inner = prod(s, axis + 1, s.size());
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      const T g = dy[o * inner + i];
-      const int64_t base = o * len * inner + i;
-      if (op == OpId::Max) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* g = dy + o * inner;
+    T* d = din[0] + o * len * inner;
+    if (op == OpId::Max) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* x = in[0].data + o * len * inner + i;
         int64_t best = 0;  // the first maximal entry
         for (int64_t j = 1; j < len; ++j)
-          if (in[0].data[base + j * inner] > in[0].data[base + best * inner]) best = j;
-        din[0][base + best * inner] += g;
-        continue;
+          if (x[j * inner] > x[best * inner]) best = j;
+        d[best * inner + i] += g[i];
       }
-      const T share = op == OpId::Mean ? g / T(len) : g;
-      for (int64_t j = 0; j < len; ++j) din[0][base + j * inner] += share;
+      continue;
     }
+    // Row by row along the axis, each row's entries in unit steps.
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t i = 0; i < inner; ++i) d[j * inner + i] += op == OpId::Mean ? g[i] / T(len) : g[i];
+  }
 }
 
 // The operators that only move data (concat, slice, transpose, heads, merge_heads): each element's

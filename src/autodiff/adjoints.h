@@ -27,6 +27,13 @@ struct TensorArg {
 // Whether the operator passes gradients to its tensor operands.
 bool differentiable(OpId op);
 
+// What an operator's adjoint reads besides dy: its operands' values, its own value y (shapes and
+// attributes it always reads).
+struct AdjointReads {
+  bool operands = true, value = true;
+};
+AdjointReads adjoint_reads(OpId op);
+
 // out = op(in...), `out_shape` being the shape the type checker derived (sizes bound).
 template <class T>
 void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, std::span<const int64_t> out_shape,

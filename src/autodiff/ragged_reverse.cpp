@@ -8,7 +8,10 @@
 // is one call over the rows, the adjoint of a shared operand summed over them by the broadcast
 // rule. The others (attention's products of two of an instance's values,
 // a softmax over its rows, anything along a ragged axis) run instance by instance on each
-// instance's shapes. Values are computed again from the arguments, on the same layout.
+// instance's shapes. The values the adjoints read are the forward's, which a run that keeps its
+// values stores for every operator its plan stores on its own (runtime/batch_runner.cpp); the
+// others (views, members of fused loops, a matmul's product before its fused addends) are
+// computed again from the arguments on the same layout, and only where an adjoint reads them.
 #include <algorithm>
 #include <cstring>
 
@@ -158,12 +161,40 @@ class ReverseMode::Ragged {
     return stackable(op.rhs->op, one_row(v.shapes[0]), op.rhs->attrs, in);
   }
 
-  // Step 2: every operator's value, once for a shared one, over the rows where on_rows, else
-  // instance by instance.
+  // Where the forward kept operator k's value (a run that keeps its values stores every value its
+  // plan stores on its own: analysis::stores_own_value), or null.
+  const float* kept(size_t k) const {
+    const float* base = f_.output(b_, int(k));
+    return base ? base + f_.output_offset(b_, int(k), f_.row(ids_[0])) : nullptr;
+  }
+
+  // Which values the adjoints read (adjoint_reads), with the operands of those that are computed
+  // again here because the forward did not keep them.
+  std::vector<uint8_t> read_values() const {
+    std::vector<uint8_t> read(s_.ops.size(), 0);
+    for (size_t k = s_.ops.size(); k-- > 0;) {
+      const analysis::BlockOp& op = s_.ops[k];
+      bool operands = false;
+      if (differentiable(op.rhs->op)) {
+        const AdjointReads r = adjoint_reads(op.rhs->op);
+        read[k] |= r.value ? 1 : 0;
+        operands = r.operands;
+      }
+      operands = operands || (read[k] && !kept(k));
+      if (!operands) continue;
+      for (const analysis::BlockOperand& o : op.operands)
+        if (o.local) read[size_t(o.index)] = 1;
+    }
+    return read;
+  }
+
+  // Step 2: the operators' values the adjoints read: the forward's where it kept them, else
+  // computed again, once for a shared one, over the rows where on_rows, else instance by instance.
   void values() {
     const PackedIndex& packed = f_.packed();
     vals_.assign(s_.ops.size(), RaggedValue{});
     rows_.assign(s_.ops.size(), 0);
+    const std::vector<uint8_t> read = read_values();
     std::vector<Tensor> in_t;
     std::vector<const Tensor*> in_p;
     for (size_t k = 0; k < s_.ops.size(); ++k) {
@@ -172,8 +203,26 @@ class ReverseMode::Ragged {
       for (const analysis::BlockOperand& o : op.operands) shared = shared && operand(o).shared;
       RaggedValue& v = vals_[k];
       lay_out(v, op.shape, shared);
-      v.data = m_.alloc(v.total());
       rows_[k] = on_rows(k) ? 1 : 0;
+      if (const float* from = read[k] ? kept(k) : nullptr) {
+        // The instances lie one after another in the batch's order there, as here, or are copied
+        // (a shared value: the first instance's).
+        bool in_place = true;
+        for (int64_t i = 1; i < B_ && in_place && !v.shared; ++i)
+          in_place = f_.output_offset(b_, int(k), f_.row(ids_[i])) - f_.output_offset(b_, int(k), f_.row(ids_[0])) ==
+                     v.begin[size_t(i)];
+        if (in_place) {
+          v.data = const_cast<float*>(from);  // read only
+          continue;
+        }
+        v.data = m_.alloc(v.total());
+        for (int64_t i = 0; i < B_; ++i)
+          std::copy_n(f_.output(b_, int(k)) + f_.output_offset(b_, int(k), f_.row(ids_[i])), v.elements(i),
+                      v.data + v.begin[size_t(i)]);
+        continue;
+      }
+      v.data = m_.alloc(v.total());
+      if (!read[k]) continue;  // its storage is there for its adjoint's views, never read
       const ReferenceKernel kernel = reference_kernel(op.rhs->op);
       auto call = [&](int64_t i, bool stacked) {
         in_t.clear();

@@ -161,7 +161,8 @@ void BatchRunner::run_static(BlockExecutor& exec, int block, const std::vector<i
 }
 
 // A ragged block's batch (runtime/ragged_blocks.h): its instances' sizes, every escaping
-// operator's output packed instance after instance, the arguments as per-instance pointers, and
+// operator's output (keeping values: every value the plan stores) packed instance after
+// instance, the arguments as per-instance pointers, and
 // pieces of about kRaggedPieceRows rows of the block's GEMMs on weights each (fewer when the
 // values of that many rows would exceed kRaggedPieceFloats).
 void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, const NodeStore& nodes,
@@ -187,13 +188,16 @@ void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, 
     const bool stored = step != analysis::RaggedStep::View && step != analysis::RaggedStep::Alias &&
                         (step != analysis::RaggedStep::Fused || rp.ops[k].stored);
     const bool weights = step == analysis::RaggedStep::GemmShared || step == analysis::RaggedStep::GemmIndexed;
+    // An output for each escaping value, and when the backward pass follows, for every value the
+    // plan stores on its own (it reads them instead of computing them again).
+    const bool kept = s.ops[k].escapes || (keep_values && analysis::stores_own_value(rp, k));
     for (int64_t b = 0; b < B; ++b) {
       const int64_t elems = ragged_elements(s, k, sizes.data() + b * S);
       if (stored) floats[b] += elems;
       if (weights) rows[b] = std::max(rows[b], elems / ragged_dim(s, s.ops[k].shape.back(), sizes.data() + b * S));
-      off[b + 1] = off[b] + (s.ops[k].escapes ? elems : 0);
+      off[b + 1] = off[b] + (kept ? elems : 0);
     }
-    if (!s.ops[k].escapes) continue;
+    if (!kept) continue;
     if (step == analysis::RaggedStep::Append && !keep_values) {
       // Growing storage (batch_outputs.h): each instance's value placed on its own, extending
       // the store of its first operand where it can.

@@ -25,7 +25,8 @@ struct RaggedCall {
   const float* const* args;
   int64_t arg_stride;
   // Per operator: the packed values of escaping operators for these instances (instance after
-  // instance, each ragged_elements() floats), null for the others.
+  // instance, each ragged_elements() floats), and of the others a run keeps for the backward pass
+  // (analysis::stores_own_value), null for the rest.
   float* const* outputs;
   // Append operators whose values lie in growing storage (batch_outputs.h), instance by instance:
   // instance b's value of operator k at grown[k * grown_stride + b] (null: packed in `outputs` as
