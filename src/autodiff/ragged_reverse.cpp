@@ -188,6 +188,20 @@ class ReverseMode::Ragged {
     return read;
   }
 
+  // The instances of operator k's value v where `base`, a batch output of the forward (a value or an
+  // adjoint), holds them: in place when they lie one after another there in the batch's order, as v
+  // lays them out (a shared value: the first instance's), else copied into v's layout.
+  template <typename T>
+  T* in_batch_order(T* base, size_t k, const RaggedValue& v) {
+    auto at = [&](int64_t i) { return f_.output_offset(b_, int(k), f_.row(ids_[i])); };
+    bool in_place = true;
+    for (int64_t i = 1; i < B_ && in_place && !v.shared; ++i) in_place = at(i) - at(0) == v.begin[size_t(i)];
+    if (in_place) return base + at(0);
+    float* d = m_.alloc(v.total());
+    for (int64_t i = 0; i < B_; ++i) std::copy_n(base + at(i), v.elements(i), d + v.begin[size_t(i)]);
+    return d;
+  }
+
   // Step 2: the operators' values the adjoints read: the forward's where it kept them, else
   // computed again, once for a shared one, over the rows where on_rows, else instance by instance.
   void values() {
@@ -204,21 +218,8 @@ class ReverseMode::Ragged {
       RaggedValue& v = vals_[k];
       lay_out(v, op.shape, shared);
       rows_[k] = on_rows(k) ? 1 : 0;
-      if (const float* from = read[k] ? kept(k) : nullptr) {
-        // The instances lie one after another in the batch's order there, as here, or are copied
-        // (a shared value: the first instance's).
-        bool in_place = true;
-        for (int64_t i = 1; i < B_ && in_place && !v.shared; ++i)
-          in_place = f_.output_offset(b_, int(k), f_.row(ids_[i])) - f_.output_offset(b_, int(k), f_.row(ids_[0])) ==
-                     v.begin[size_t(i)];
-        if (in_place) {
-          v.data = const_cast<float*>(from);  // read only
-          continue;
-        }
-        v.data = m_.alloc(v.total());
-        for (int64_t i = 0; i < B_; ++i)
-          std::copy_n(f_.output(b_, int(k)) + f_.output_offset(b_, int(k), f_.row(ids_[i])), v.elements(i),
-                      v.data + v.begin[size_t(i)]);
+      if (read[k] && kept(k)) {
+        v.data = const_cast<float*>(in_batch_order(f_.output(b_, int(k)), k, v));  // read only
         continue;
       }
       v.data = m_.alloc(v.total());
@@ -258,14 +259,8 @@ class ReverseMode::Ragged {
         for (int64_t i = 0; i < B_; ++i) add(d, g + at(i), v.total());
         continue;
       }
-      bool in_place = true;
-      for (int64_t i = 1; i < B_ && in_place; ++i) in_place = at(i) - at(0) == v.begin[size_t(i)];
-      if (in_place) {
-        dval_[k] = g + at(0);  // no batch adds to it any more: its readers were differentiated before
-        continue;
-      }
-      float* d = dval_[k] = m_.alloc(v.total());
-      for (int64_t i = 0; i < B_; ++i) std::copy_n(g + at(i), v.elements(i), d + v.begin[size_t(i)]);
+      // Where in place, no batch adds to it any more: its readers were differentiated before.
+      dval_[k] = in_batch_order(g, k, v);
     }
   }
 
