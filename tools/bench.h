@@ -62,6 +62,7 @@ struct BenchAllOptions {
   std::string acrobat;     // this executable, for the records
   int reps = 3;
   bool quick = false;      // small sizes, few instances, one repetition (a smoke test)
+  std::string table_from;  // the all.json of an earlier run: its table and plot only, nothing measured
 };
 int bench_all_command(const BenchAllOptions& options);
 

@@ -54,11 +54,9 @@ std::vector<Case> cases() {
   };
 }
 
-}  // namespace
-
-int bench_all_command(const BenchAllOptions& o) {
+// The measurements of every case, as all.json holds them.
+nlohmann::json measure_all(const BenchAllOptions& o) {
   namespace fs = std::filesystem;
-  fs::create_directories(o.out_dir);
   const std::string src = o.source_dir;
   nlohmann::json all = {{"reps", o.quick ? 1 : o.reps}, {"quick", o.quick}, {"models", nlohmann::json::array()}};
   for (const Case& c : cases()) {
@@ -115,43 +113,104 @@ int bench_all_command(const BenchAllOptions& o) {
     j["size"] = c.size;
     all["models"].push_back(j);
   }
-  io::write_file(o.out_dir + "/all.json", all.dump(2) + "\n");
+  return all;
+}
 
-  // The table: instances/s of each row and its ratio to the reference engine.
+// The table of `all` (all.json's document): instances/s of each row and its ratio to the reference
+// engine. It is also a regression guard: a batched engine's row slower than the reference engine
+// (one instance at a time) is flagged in its cell and listed after the table, and so is an AOT row
+// slower than the interpreter's at its batch size; `flagged` counts them.
+std::string table(const nlohmann::json& all, bool quick, size_t& flagged) {
   std::ostringstream md;
-  md << "# All models\n\n`acrobat bench --all" << (o.quick ? " --quick" : "") << "`: each model on "
-     << "its data with the PyTorch oracle's weights; medians of " << all["reps"].get<int>()
+  md << "# All models\n\n`acrobat bench --all" << (quick ? " --quick" : "") << "`: each model on "
+     << "its data with the PyTorch oracle's weights; medians of " << all.at("reps").get<int>()
      << " repetitions, one thread. Cells: instances/s (speed-up over the reference engine); "
-     << "mean batch size for the batched engines.\n\n"
+     << "mean batch size for the batched engines. A batched row below the reference engine is in bold "
+     << "and listed after the table, as is an AOT row below the interpreter's.\n\n"
      << "| model | size | instances | reference | interpreter b8 | interpreter b64 | AOT b8 | AOT b64 "
         "| PyTorch eager |\n|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& m : all["models"]) {
-    const auto& rows = m["results"];
-    double ref = 0;
-    for (const auto& r : rows)
-      if (r["engine"] == "reference") ref = r["instances_per_s"];
-    auto cell = [&](const std::string& engine, int batch) -> std::string {
+  std::vector<std::string> below, aot_below;
+  for (const auto& m : all.at("models")) {
+    const auto& rows = m.at("results");
+    const std::string name = m.at("name").get<std::string>(), size = m.at("size").get<std::string>();
+    // The row of `engine` (at `batch`, unless 0), or null.
+    auto find = [&](const std::string& engine, int batch) -> const nlohmann::json* {
       for (const auto& r : rows)
-        if (r["engine"] == engine && (batch == 0 || r["batch"] == batch)) {
-          double ips = r["instances_per_s"];
-          std::string s = fmt::format("{:.0f} ({:.2f}x)", ips, ref > 0 ? ips / ref : 0.0);
-          if (engine != "reference" && engine != "pytorch")
-            s += fmt::format(", batch {:.1f}", r["mean_batch_size"].get<double>());
-          return s;
-        }
-      return "-";
+        if (r.at("engine") == engine && (batch == 0 || r.at("batch") == batch)) return &r;
+      return nullptr;
     };
-    md << "| " << m["name"].get<std::string>() << " | " << m["size"].get<std::string>() << " | "
-       << m["instances"] << " | " << cell("reference", 0) << " | " << cell("inline-depth", 8)
-       << " | " << cell("inline-depth", 64) << " | " << cell("aot", 8) << " | " << cell("aot", 64)
-       << " | " << cell("pytorch", 0) << " |\n";
+    auto rate = [](const nlohmann::json* r) { return r ? r->at("instances_per_s").get<double>() : 0.0; };
+    const double ref = rate(find("reference", 0));
+    auto cell = [&](const std::string& engine, int batch, const char* label) -> std::string {
+      const nlohmann::json* r = find(engine, batch);
+      if (!r) return "-";
+      const double ips = rate(r), ratio = ref > 0 ? ips / ref : 0.0;
+      if (!label) return fmt::format("{:.0f} ({:.2f}x)", ips, ratio);
+      const bool slower = ref > 0 && ratio < 1.0;
+      if (slower) below.push_back(fmt::format("{} {} {} {:.2f}x", name, size, label, ratio));
+      const char* bold = slower ? "**" : "";
+      return fmt::format("{:.0f} ({}{:.2f}x{}), batch {:.1f}", ips, bold, ratio, bold,
+                         r->at("mean_batch_size").get<double>());
+    };
+    md << "| " << name << " | " << size << " | " << m.at("instances") << " | " << cell("reference", 0, nullptr)
+       << " | " << cell("inline-depth", 8, "interpreter b8") << " | " << cell("inline-depth", 64, "interpreter b64")
+       << " | " << cell("aot", 8, "AOT b8") << " | " << cell("aot", 64, "AOT b64") << " | "
+       << cell("pytorch", 0, nullptr) << " |\n";
+    for (int batch : {8, 64}) {
+      const double aot = rate(find("aot", batch)), interpreter = rate(find("inline-depth", batch));
+      if (aot > 0 && interpreter > 0 && aot < interpreter)
+        aot_below.push_back(fmt::format("{} {} b{} {:.2f}x", name, size, batch, aot / interpreter));
+    }
   }
-  io::write_file(o.out_dir + "/all.md", md.str());
-  std::cout << md.str();
-  std::string plot = "/usr/bin/python3 " + io::shell_quote(src + "/bench/plot_all.py") + " " +
-                     io::shell_quote(o.out_dir + "/all.json") + " " + io::shell_quote(o.out_dir + "/all.png");
+  if (below.empty())
+    md << "\nEvery batched row is at or above the reference engine.\n";
+  else
+    md << "\n**Below the reference engine** (slower batched than one instance at a time): "
+       << fmt::format("{}", fmt::join(below, "; ")) << ".\n";
+  if (aot_below.empty())
+    md << "\nThe AOT engine is at or above the interpreter on every row.\n";
+  else
+    md << "\n**The AOT engine below the interpreter** (its rate over the interpreter's at the batch size): "
+       << fmt::format("{}", fmt::join(aot_below, "; ")) << ".\n";
+  flagged = below.size() + aot_below.size();
+  return md.str();
+}
+
+}  // namespace
+
+int bench_all_command(const BenchAllOptions& o) {
+  namespace fs = std::filesystem;
+  fs::create_directories(o.out_dir);
+  std::string json_path = o.out_dir + "/all.json";
+  nlohmann::json all;
+  if (o.table_from.empty()) {
+    all = measure_all(o);
+  } else {
+    json_path = o.table_from;
+    try {
+      all = nlohmann::json::parse(io::read_file(o.table_from));
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(o.table_from + ": not JSON (" + e.what() + ")");
+    }
+  }
+  size_t flagged = 0;
+  std::string md;
+  try {
+    md = table(all, all.value("quick", false), flagged);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError((o.table_from.empty() ? json_path : o.table_from) +
+                    ": not the JSON of `acrobat bench --all` (" + e.what() + ")");
+  }
+  if (o.table_from.empty()) io::write_file(json_path, all.dump(2) + "\n");  // the measurements only
+  io::write_file(o.out_dir + "/all.md", md);
+  std::cout << md;
+  if (flagged > 0)
+    std::cerr << "bench --all: " << flagged << " row(s) flagged: below the reference engine, or the AOT engine below "
+              << "the interpreter (all.md lists them)\n";
+  std::string plot = "/usr/bin/python3 " + io::shell_quote(o.source_dir + "/bench/plot_all.py") + " " +
+                     io::shell_quote(json_path) + " " + io::shell_quote(o.out_dir + "/all.png");
   if (std::system(plot.c_str()) != 0) throw UserError("bench --all: the plot failed: " + plot);
-  std::cout << "wrote " << o.out_dir << "/all.md, all.json, all.png\n";
+  std::cout << "wrote " << o.out_dir << "/all.md, " << (o.table_from.empty() ? "all.json, " : "") << "all.png\n";
   return 0;
 }
 

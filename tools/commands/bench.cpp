@@ -22,7 +22,7 @@ struct BenchArgs {
   std::string prompts = "mnli", budgets = "mrpc";
   bool ablation = false, all = false, quick = false, busy = false, ragged = false, generate = false,
        no_pytorch = false, no_dense = false, train = false;
-  std::string pytorch_json;
+  std::string pytorch_json, table_from;
   bool given_batch = false, given_threads = false, given_engine = false, given_out = false, given_reps = false;
 };
 
@@ -167,8 +167,10 @@ int bench(BenchArgs& a) {
     all.out_dir = a.out;
     all.reps = static_cast<int>(parse_number("--reps", a.reps, 1, kMaxReps));
     all.quick = a.quick;
+    all.table_from = a.table_from;
     return bench_all_command(all);
   }
+  if (!a.table_from.empty()) throw UserError("bench: --table-from is for --all (the all.json of an earlier run)");
   if (a.ragged && a.generate) throw UserError("bench: --ragged and --generate are separate benchmarks; give one");
   if (a.train && !a.ragged) throw UserError("bench: --train is a kind of --ragged benchmark (the encoder layer's training step)");
   if (a.ragged) return bench_ragged(a);
@@ -197,6 +199,8 @@ Command add_bench(CLI::App& app) {
   cmd->add_flag("--all", a->all,
                 "Every model of models/ at its sizes on its data with the oracle's weights "
                 "(the other options but --reps are ignored): all.md, all.json, all.png");
+  cmd->add_option("--table-from", a->table_from,
+                  "--all: write all.md and all.png from the all.json of an earlier run instead of measuring");
   cmd->add_option("--out", a->out, "--all, --ragged, --generate: output directory (default bench/results/all, "
                                     "ragged, generate)");
   cmd->add_flag("--quick", a->quick, "--all, --generate: small sizes, few instances, one repetition");
