@@ -198,8 +198,7 @@ int bench_all_command(const BenchAllOptions& o) {
   try {
     md = table(all, all.value("quick", false), flagged);
   } catch (const nlohmann::json::exception& e) {
-    throw UserError((o.table_from.empty() ? json_path : o.table_from) +
-                    ": not the JSON of `acrobat bench --all` (" + e.what() + ")");
+    throw UserError(json_path + ": not the JSON of `acrobat bench --all` (" + e.what() + ")");
   }
   if (o.table_from.empty()) io::write_file(json_path, all.dump(2) + "\n");  // the measurements only
   io::write_file(o.out_dir + "/all.md", md);
