@@ -73,6 +73,40 @@ std::vector<BlockOperand> fused_inputs(const StaticBlock& s, const KernelPlan& k
   return in;
 }
 
+// The fewest rows of every operand of a concat read in pieces: a vector's floats.
+constexpr int64_t kMinPieceRows = 16;
+
+// Concats read in pieces by the one matmul that reads them (their right operand, along rows): the
+// plan's concat_pieces and only_when_kept (see the header), once its fusion groups are known.
+void plan_concat_pieces(const StaticBlock& s, KernelPlan& k) {
+  const size_t n = s.ops.size();
+  k.concat_pieces.assign(n, -1);
+  k.only_when_kept.assign(n, false);
+  std::vector<int> readers(n, 0);
+  for (const BlockOp& op : s.ops)
+    for (const auto& o : op.operands)
+      if (o.local) ++readers[size_t(o.index)];
+  for (size_t i = 0; i < n; ++i) {
+    const BlockOp& mm = s.ops[i];
+    if (mm.rhs->op != OpId::MatMul || mm.view || mm.fused || mm.operands.size() != 2 ||
+        !mm.operands[1].local)
+      continue;
+    const size_t j = static_cast<size_t>(mm.operands[1].index);
+    const BlockOp& cat = s.ops[j];
+    if (cat.rhs->op != OpId::Concat || cat.view || cat.fused || cat.escapes || readers[j] != 1 ||
+        k.group[j] >= 0 || cat.shape.size() != 2 || normalize_axis(cat.rhs->attrs.ints[0], 2) != 0 ||
+        operand_shape(s, mm.operands[0]).size() != 2)
+      continue;
+    // Thin pieces would make thin products (K of a few rows): one concat and one GEMM serve better.
+    const bool thick = std::all_of(cat.operands.begin(), cat.operands.end(), [&](const BlockOperand& o) {
+      return operand_shape(s, o)[0] >= kMinPieceRows;
+    });
+    if (!thick) continue;
+    k.concat_pieces[i] = static_cast<int>(j);
+    k.only_when_kept[j] = true;
+  }
+}
+
 }  // namespace
 
 KernelPlan plan_kernel(const StaticBlock& s) {
@@ -170,6 +204,7 @@ KernelPlan plan_kernel(const StaticBlock& s) {
       k.loads[i].push_back(l);
     }
   }
+  plan_concat_pieces(s, k);
   // Steps.
   for (size_t i = 0; i < n;) {
     const BlockOp& op = s.ops[i];
@@ -234,6 +269,9 @@ std::string kernel_plan_str(const StaticBlock& s, const KernelPlan& k) {
     } else {
       const BlockOp& op = s.ops[st.begin];
       out += fmt::format(" {} %{} -> {}", op_info(op.rhs->op).name, st.begin, where(k.loc[st.begin]));
+      if (k.concat_pieces[st.begin] >= 0)
+        out += fmt::format(" (%{}'s operands read in place)", k.concat_pieces[st.begin]);
+      if (k.only_when_kept[st.begin]) out += " (only when kept)";
       if (st.add_bias) out += fmt::format(" + bias arg{}", op.bias_arg);
       if (op.bias_arg >= 0 && k.deferred_bias[st.begin]) out += " (bias deferred)";
     }

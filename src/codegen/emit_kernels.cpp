@@ -228,8 +228,14 @@ class Kernel {
   void host_kernel(int k, bool bias) {
     const BlockOp& op = s_.ops[k];
     std::string in;
-    for (const auto& o : op.operands) in += (in.empty() ? "" : ", ") + operand_expr(operand_src(o));
-    auto scope = w_.block("{");
+    // A matmul reading a concat in pieces gets its left operand and the concat's operands.
+    const int pieces = kp_.concat_pieces[size_t(k)];
+    for (const auto& o : pieces >= 0 ? std::vector{op.operands[0]} : op.operands)
+      in += (in.empty() ? "" : ", ") + operand_expr(operand_src(o));
+    if (pieces >= 0)
+      for (const auto& o : s_.ops[size_t(pieces)].operands) in += ", " + operand_expr(operand_src(o));
+    // A concat read in pieces is computed only when the run keeps its value.
+    auto scope = w_.block(kp_.only_when_kept[size_t(k)] ? fmt::format("if (c.outputs[{}]) {{", k) : "{");
     line(fmt::format("const Operand in[] = {{{}}};", in));
     line(fmt::format("host->op(ctx, {}, {}, B, in, o{});", s_.id, k, k));
     if (bias) add_bias(fmt::format("o{}", k), op.bias_arg, op.size / op.shape.back(), op.shape.back());

@@ -116,8 +116,10 @@ struct AotEngine::State : HostRuntime, BlockExecutor {
     KernelThread& t = thread_of(ctx);
     const Graph& g = t.state->graph_;
     // A grouped matmul launches one GEMM per matrix: the extra ones count as kernel calls.
+    const std::vector<int>& pieces = g.plan().kernels[block].concat_pieces;
     *t.kernel_calls += run_library_op(g.plan().blocks[block], static_cast<size_t>(index), B, in, out,
-                                      *t.scratch, g.packed()) - 1;
+                                      *t.scratch, g.packed(),
+                                      size_t(index) < pieces.size() ? pieces[size_t(index)] : -1) - 1;
   }
 
 };

@@ -64,8 +64,9 @@ BatchOperand library_operand(const aot::Operand& x, const std::vector<int64_t>& 
 // into the contiguous [B, size] `out`, with the registry's batched kernels: scattered rows are
 // gathered into `scratch` first (concat reads them where they lie), and a matmul whose weights
 // differ between instances runs one GEMM per matrix (batched_matmul_grouped). Returns the kernel
-// launches made.
+// launches made. `pieces` >= 0: operator k is a matmul reading concat `pieces` in pieces
+// (KernelPlan::concat_pieces), and `in` holds its left operand and then the concat's operands.
 int64_t run_library_op(const analysis::StaticBlock& s, size_t k, int64_t B, const aot::Operand* in,
-                       float* out, Arena& scratch, const PackedIndex& packed);
+                       float* out, Arena& scratch, const PackedIndex& packed, int pieces = -1);
 
 }  // namespace acrobat

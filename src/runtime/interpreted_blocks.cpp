@@ -41,10 +41,18 @@ void InterpretedBlocks::run(const BatchCall& c) {
         break;
       case analysis::StepKind::Gemm:
       case analysis::StepKind::Library: {
+        // A concat only a matmul reads, in pieces: computed only when the run keeps its value.
+        if (k.only_when_kept[i] && !c.outputs[i]) break;
         in.clear();
-        for (const analysis::BlockOperand& o : op.operands)
-          in.push_back(o.local ? values[o.index] : c.args[o.index]);
-        if (step.add_bias && c.args[op.bias_arg].data && c.args[op.bias_arg].stride == 0 &&
+        const int pieces = k.concat_pieces[i];
+        auto operand = [&](const analysis::BlockOperand& o) { return o.local ? values[o.index] : c.args[o.index]; };
+        if (pieces >= 0) {
+          in.push_back(operand(op.operands[0]));
+          for (const analysis::BlockOperand& o : s.ops[pieces].operands) in.push_back(operand(o));
+        } else {
+          for (const analysis::BlockOperand& o : op.operands) in.push_back(operand(o));
+        }
+        if (pieces < 0 && step.add_bias && c.args[op.bias_arg].data && c.args[op.bias_arg].stride == 0 &&
             step.kind == analysis::StepKind::Gemm && in[1].data && in[1].stride == 0) {
           // out = the bias broadcast to every row, then += a @ w.
           const int64_t cols = op.shape.back(), rows = B * (op.size / cols);
@@ -59,7 +67,8 @@ void InterpretedBlocks::run(const BatchCall& c) {
           break;
         }
         // A grouped matmul launches one GEMM per matrix: the extra ones count as kernel calls.
-        *c.kernel_calls += run_library_op(s, static_cast<size_t>(i), B, in.data(), out, *c.scratch, packed_) - 1;
+        *c.kernel_calls +=
+            run_library_op(s, static_cast<size_t>(i), B, in.data(), out, *c.scratch, packed_, pieces) - 1;
         if (step.add_bias) {
           const int64_t cols = op.shape.back(), rows = op.size / cols;
           for (int64_t b = 0; b < B; ++b) {

@@ -398,6 +398,65 @@ TEST(KernelPlan, TreeLstmAndStackRnnBlocks) {
   }
 }
 
+// MV-RNN's `WM @ concat(A, B, axis=0)`: the product reads A and B where they lie, and the concat's
+// own step runs only in a run that keeps its value for the backward pass (the engines' outputs and
+// gradients against the reference engine and PyTorch are the model tests'). A concat something
+// else reads too, or one of pieces thinner than a vector, is stored and multiplied whole.
+const char* kConcats = R"(dim H = 32
+param W: f32[H, 2 * H]
+param V: f32[H, 2]
+def f(a: f32[H, H], b: f32[H, H], r: f32[1, H], q: f32[1, H]) -> (f32[H, H], f32[2 * H, H], f32[H, H], f32[H, H]) {
+  let x = concat(a, b, axis=0);
+  let y = concat(r, q, axis=0);
+  (W @ x, x, V @ y, W @ concat(tanh(a), b, axis=0))
+}
+def main(n: int) -> f32[H, H] {
+  let (p, x, t, u) = f(ones(H, H), zeros(H, H), ones(1, H), zeros(1, H));
+  p + t + u
+}
+)";
+
+TEST(KernelPlan, ConcatReadInPiecesByItsMatmul) {
+  auto pieces_of = [](const ir::Module& m) {
+    std::vector<std::pair<const StaticBlock*, int>> out;  // (block, matmul)
+    for (const auto& s : m.plan->blocks) {
+      const KernelPlan& k = m.plan->kernels[s.id];
+      for (size_t i = 0; i < s.ops.size(); ++i) {
+        if (k.concat_pieces.empty() || k.concat_pieces[i] < 0) continue;
+        const int j = k.concat_pieces[i];
+        EXPECT_EQ(s.ops[i].rhs->op, OpId::MatMul);
+        EXPECT_EQ(s.ops[j].rhs->op, OpId::Concat);
+        EXPECT_TRUE(k.only_when_kept[j]);
+        out.emplace_back(&s, static_cast<int>(i));
+      }
+      for (size_t j = 0; j < s.ops.size(); ++j)
+        if (!k.only_when_kept.empty() && k.only_when_kept[j])
+          EXPECT_TRUE(std::find(k.concat_pieces.begin(), k.concat_pieces.end(), static_cast<int>(j)) !=
+                      k.concat_pieces.end());
+    }
+    return out;
+  };
+  auto mvrnn = compile_file(source("models/mvrnn.acr"));
+  std::string listing;
+  for (const auto& s : mvrnn->plan->blocks)
+    listing += fmt::format("block #{} at {}\n", s.id, s.name.substr(s.name.find_last_of('/') + 1)) +
+               kernel_plan_str(s, mvrnn->plan->kernels[s.id]);
+  expect_golden("kernel_plan/mvrnn.txt", listing);
+  auto found = pieces_of(*mvrnn);
+  ASSERT_EQ(found.size(), 1u);
+  // WM [H, 2H] by the phrase matrices A and B, [H, H] each.
+  const BlockOp& mm = found[0].first->ops[size_t(found[0].second)];
+  EXPECT_EQ(mm.shape, (std::vector<int64_t>{32, 32}));
+  // Only the product by the concat of tanh(a) and b: x escapes, and y's pieces are single rows.
+  auto m = compile(kConcats);
+  found = pieces_of(*m);
+  ASSERT_EQ(found.size(), 1u);
+  const StaticBlock& s = *found[0].first;
+  const BlockOp& cat = s.ops[size_t(m->plan->kernels[s.id].concat_pieces[size_t(found[0].second)])];
+  ASSERT_TRUE(cat.operands[0].local);
+  EXPECT_EQ(s.ops[size_t(cat.operands[0].index)].rhs->op, OpId::Tanh);
+}
+
 // `acrobat emit depth` on the Tree-LSTM (its classifier in a phase after the tree recursion) and the
 // Stack-RNN (ghost padding on a match and an if), as the pipeline prints it after its last stage.
 // The models are read under their relative names, so the listings do not depend on the checkout.
