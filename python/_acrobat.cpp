@@ -469,7 +469,8 @@ PYBIND11_MODULE(_acrobat, m) {
       .def_readwrite("beta2", &OptimizerOptions::beta2)
       .def_readwrite("eps", &OptimizerOptions::eps)
       .def_readwrite("weight_decay", &OptimizerOptions::weight_decay)
-      .def_readwrite("clip_norm", &OptimizerOptions::clip_norm);
+      .def_readwrite("clip_norm", &OptimizerOptions::clip_norm)
+      .def_readwrite("sparse_embeddings", &OptimizerOptions::sparse_embeddings);
   py::class_<Trainer>(m, "Trainer")
       .def(py::init<Model&, const OptimizerOptions&, uint64_t, const std::string&>(), py::keep_alive<1, 2>())
       .def("step", &Trainer::step)

@@ -190,11 +190,14 @@ class Model:
 
     def trainer(self, optimizer: str = "adam", lr: float = 1e-3, momentum: float = 0.9,
                 betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-                clip: float = 0.0, seed: int = 0, entry: str = "loss") -> "Trainer":
+                clip: float = 0.0, seed: int = 0, entry: str = "loss",
+                sparse_embeddings: bool = False) -> "Trainer":
         """A Trainer of this model's params on the loss ``entry``, with the optimiser ``acrobat train``
         has: ``adam`` (``betas``, ``eps``) or ``sgd`` (``momentum``; 0 for plain SGD), ``weight_decay``
         added to the gradient, the gradient clipped to the global norm ``clip`` (0: not), and ``seed``
-        for the order of each epoch's instances. Trained in place: ``params`` shows the trained values."""
+        for the order of each epoch's instances. ``sparse_embeddings``: lazy updates of tables (indexed
+        params), a row stepping only when its gradient is non-zero, as PyTorch's SparseAdam (not with
+        ``weight_decay``). Trained in place: ``params`` shows the trained values."""
         o = _acrobat.OptimizerOptions()
         o.kind = _text("--optimizer", optimizer)
         o.lr, o.momentum, o.eps = _real("--lr", lr), _real("--momentum", momentum), _real("--eps", eps)
@@ -202,6 +205,9 @@ class Model:
             raise Error("betas=%r: expected two numbers" % (betas,))
         o.beta1, o.beta2 = (_real("--betas", b) for b in betas)
         o.weight_decay, o.clip_norm = _real("--weight-decay", weight_decay), _real("--clip", clip)
+        if not isinstance(sparse_embeddings, bool):
+            raise Error("sparse_embeddings=%r: expected True or False" % (sparse_embeddings,))
+        o.sparse_embeddings = sparse_embeddings
         return Trainer(self, _acrobat.Trainer(self._m, o, _acrobat.seed_argument(seed), _text("--entry", entry)))
 
     def save(self, path: PathLike) -> None:

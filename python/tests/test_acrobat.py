@@ -289,8 +289,36 @@ def test_training_borrowed_params_trains_a_copy_and_steps_lower_the_loss():
     assert m.accuracy(trees, [(b + 1) % scores[0].size for b in best[:10]] + best[10:]) == pytest.approx(20 / 30)
 
 
+@pytest.mark.parametrize("engine", ["reference", "aot"])  # without and with the chunks a gradient wrote
+def test_sparse_embeddings_step_only_the_rows_a_batch_touches(engine):
+    first_batch = None
+    moved = {}
+    for sparse in (True, False):
+        m = acrobat.load(TREELSTM, dims={"H": 8}, engine=engine, threads=1, seed=1)
+        trainer = m.trainer(lr=0.01, sparse_embeddings=sparse)
+        values = m.read_values("sst:" + TRAIN, entry="loss", limit=20)
+        first, second = values[:10], values[10:]
+        _, grads, _ = m.gradients(first)
+        first_batch = np.any(grads["emb"].reshape(grads["emb"].shape[0], -1) != 0, axis=1)
+        trainer.step(first)
+        before = m.params["emb"].copy()
+        _, grads, _ = m.gradients(second)
+        touched = np.any(grads["emb"].reshape(before.shape[0], -1) != 0, axis=1)
+        trainer.step(second)
+        moved[sparse] = np.any((m.params["emb"] != before).reshape(before.shape[0], -1), axis=1)
+        assert touched.sum() > 0 and np.array_equal(moved[sparse] & touched, touched)
+    # Lazy: the second step moves exactly its own rows; the dense update also moves the first
+    # batch's rows again (their Adam moments are not zero).
+    assert np.array_equal(moved[True], touched)
+    assert np.any(moved[False] & first_batch & ~touched)
+
+
 def test_training_errors():
     m = acrobat.load(TREELSTM, dims={"H": 8}, threads=1)
+    with pytest.raises(acrobat.Error, match="sparse_embeddings: not with weight_decay"):
+        m.trainer(sparse_embeddings=True, weight_decay=0.01)
+    with pytest.raises(acrobat.Error, match="sparse_embeddings='yes': expected True or False"):
+        m.trainer(sparse_embeddings="yes")
     with pytest.raises(acrobat.Error, match="optimizer='rmsprop': expected adam or sgd"):
         m.trainer(optimizer="rmsprop")
     with pytest.raises(acrobat.Error, match="lr: expected a number > 0"):

@@ -31,6 +31,9 @@ void check_optimizer(const OptimizerOptions& o) {
   if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1))
     throw UserError(argument("--betas") + ": Adam's betas must lie in [0, 1)");
   positive("--eps", o.eps);
+  if (o.sparse_embeddings && o.weight_decay > 0)
+    throw UserError(argument("--sparse-embeddings") + ": not with " + argument("--weight-decay") +
+                    " (weight decay reaches every row of a table, so its update cannot be lazy)");
 }
 
 Optimizer::Optimizer(OptimizerOptions options, const ParamStore& params, int threads) : o_(std::move(options)) {
@@ -59,10 +62,17 @@ double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, flo
     size_t param;
     int64_t begin, end;
   };
+  // Per param: the elements of a row that takes lazy updates (sparse embeddings), else 0. Such a
+  // param's pieces are whole rows.
+  std::vector<int64_t> lazy_row(grads.size(), 0);
   std::vector<Piece> pieces;
-  for (size_t k = 0; k < grads.size(); ++k)
-    if (!params.params[k].frozen)  // neither stepped nor counted in the clipping norm
-      for (int64_t b = 0, n = grads[k].size(); b < n; b += kPiece) pieces.push_back({k, b, std::min(n, b + kPiece)});
+  for (size_t k = 0; k < grads.size(); ++k) {
+    const ParamValue& pv = params.params[k];
+    if (pv.frozen) continue;  // neither stepped nor counted in the clipping norm
+    if (o_.sparse_embeddings && pv.count > 0) lazy_row[k] = std::max<int64_t>(1, num_elements(pv.elem_shape));
+    const int64_t cut = lazy_row[k] ? std::max<int64_t>(1, kPiece / lazy_row[k]) * lazy_row[k] : kPiece;
+    for (int64_t b = 0, n = grads[k].size(); b < n; b += cut) pieces.push_back({k, b, std::min(n, b + cut)});
+  }
   auto for_pieces = [&](FunctionRef<void(const Piece&)> fn) {
     for_each_piece(pool_.get(), static_cast<int64_t>(pieces.size()), [&](int64_t i, int) { fn(pieces[size_t(i)]); });
   };
@@ -113,6 +123,22 @@ double Optimizer::step(const ParamStore& params, std::vector<Tensor>& grads, flo
       else
         kernels::sgd_update(sgd, p + b, g + b, m + b, size_t(e - b));
     };
+    if (const int64_t row = lazy_row[k]) {
+      // Lazy rows: consecutive rows that take the step are updated together. A row whose chunks the
+      // gradient did not write is zero without reading it.
+      int64_t run = piece.begin;
+      for (int64_t r0 = piece.begin; r0 < piece.end; r0 += row) {
+        const int64_t r1 = std::min(piece.end, r0 + row);
+        bool maybe = !wrote;
+        for (int64_t c = r0 / kGradChunk; !maybe && c <= (r1 - 1) / kGradChunk; ++c) maybe = wrote[c] != 0;
+        if (!maybe || kernels::all_zero(g + r0, size_t(r1 - r0))) {
+          update(run, r0);
+          run = r1;
+        }
+      }
+      update(run, piece.end);
+      return;
+    }
     if (!skip_idle) {
       update(piece.begin, piece.end);
       return;

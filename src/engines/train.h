@@ -8,6 +8,16 @@
 // (torch.nn.utils.clip_grad_norm_, with its 1e-6); weight decay adds weight_decay * param to the
 // gradient; SGD keeps a momentum buffer b = momentum * b + g (b = g at the first step) and steps by
 // lr * b; Adam steps by lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+//
+// Sparse embeddings (OptimizerOptions::sparse_embeddings, `acrobat train --sparse-embeddings`): the
+// rows of an indexed param (a table `p[N]: f32[...]`, one row per tensor) take lazy updates, as
+// PyTorch's SparseAdam and DyNet's sparse updates give the rows a step looked up: a row whose
+// gradient in the step is non-zero takes the step (Adam's moments or SGD's momentum buffer and its
+// value, with t counting every step for Adam's bias corrections, as SparseAdam's); any other row,
+// its state included, is left as it is. (A row looked up whose whole gradient is exactly zero takes
+// no step here, where SparseAdam would decay its moments.) The other params keep the dense update.
+// The step then costs the rows a batch touches instead of the whole table. Weight decay, which
+// reaches every row, is not lazy: asking for both is an error.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +39,7 @@ struct OptimizerOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
   double weight_decay = 0;
   double clip_norm = 0;  // 0: no clipping
+  bool sparse_embeddings = false;  // lazy updates of indexed params' rows (above)
 };
 
 // Checks the options (a UserError naming the option for an unknown kind or a value out of range).

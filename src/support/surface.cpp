@@ -35,7 +35,7 @@ constexpr Spelling kSpellings[] = {
     {"--first-index", "first_index", Shape::Number}, {"--cache-dir", "cache_dir", Shape::Text},
     {"--model", "path", Shape::Text},         {"--text", "text", Shape::Text},
     {"--name", "name", Shape::Text},          {"--on-error", "on_error", Shape::Text},
-    {"--max-steps", "max_steps", Shape::Number},
+    {"--max-steps", "max_steps", Shape::Number}, {"--sparse-embeddings", "sparse_embeddings", Shape::Number},
 };
 
 const Spelling& spelling(const std::string& flag) {

@@ -3,7 +3,7 @@
 
   check_train.py --acrobat BIN --model treelstm [--set H=16] [--limit 100] [--batch 10] [--epochs 2]
                  [--optimizer adam|sgd] [--lr 0.01] [--momentum 0.9] [--weight-decay 0] [--clip 0]
-                 [--engine batched] [--seed 0] --workdir DIR
+                 [--sparse-embeddings] [--engine batched] [--seed 0] --workdir DIR
 
 Writes the oracle's initial weights, runs `acrobat train` from them on the first --limit SST
 training trees and reads its checkpoint; trains the oracle model (tests/reference/models.py) from the
@@ -14,6 +14,14 @@ mean of the instances' summed node losses. Every trained param must agree with P
   |acrobat - torch| <= rtol * (|torch| + scale),  scale = the largest |torch| of the param,
 rtol 1e-4 for SGD; Adam divides by the root of the second moment, which turns float rounding in a
 tiny gradient into a step of up to lr, so its check is rtol 1e-3. Exit 0 when everything agrees.
+
+--sparse-embeddings: the tables (TABLES: the indexed params) take lazy updates: only their rows with
+a non-zero gradient step. With Adam, torch.optim.Adam steps every param and the other rows of a table
+get their values and moments back as they were before the step (as SparseAdam leaves them; SparseAdam
+itself adds eps to sqrt(v) before its bias correction, torch.optim.Adam and acrobat after, which
+moves the step of a tiny gradient by more than the check allows); with SGD, the rows keep momentum
+per row, b = momentum b + g, p -= lr b (DyNet's sparse updates; torch.optim.SGD keeps a sparse
+gradient's momentum for every row it ever saw, which is the dense update).
 """
 
 import argparse
@@ -28,6 +36,7 @@ import registry  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MASK = (1 << 64) - 1
+TABLES = {"treelstm": ["emb"]}  # each model's indexed params
 
 
 class MT19937_64:
@@ -100,6 +109,7 @@ def main(argv=None):
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--clip", type=float, default=0.0)
+    ap.add_argument("--sparse-embeddings", action="store_true")
     ap.add_argument("--engine", default="batched")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", required=True)
@@ -117,6 +127,8 @@ def main(argv=None):
            "--batch", str(args.batch), "--epochs", str(args.epochs), "--optimizer", args.optimizer,
            "--lr", repr(args.lr), "--momentum", repr(args.momentum), "--weight-decay", repr(args.weight_decay),
            "--clip", repr(args.clip), "--engine", args.engine, "--seed", str(args.seed), "--out", out_path, "--quiet"]
+    if args.sparse_embeddings:
+        cmd.append("--sparse-embeddings")
     for k, v in sets.items():
         cmd += ["--set", "%s=%d" % (k, v)]
     result = registry.acrobat_tensors(cmd, out_path, "check_train.py")
@@ -125,28 +137,56 @@ def main(argv=None):
     got, _ = result
 
     params = [getattr(model, n) for n in model.PARAM_ORDER]
+    tables = [getattr(model, n) for n in TABLES[args.model]] if args.sparse_embeddings else []
+    dense = [p for p in params if all(p is not t for t in tables)]
+    lazy_sgd = args.optimizer == "sgd" and tables
     if args.optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=args.lr, weight_decay=args.weight_decay)
+        opts = [torch.optim.Adam(params, lr=args.lr, weight_decay=args.weight_decay)]
     else:
-        opt = torch.optim.SGD(params, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
+        opts = [torch.optim.SGD(dense, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)]
+        buffers = [torch.zeros_like(t) for t in tables]
     for order in epoch_orders(len(trees), args.epochs, args.seed):
         for b0 in range(0, len(order), args.batch):
             part = [trees[i] for i in order[b0:b0 + args.batch]]
-            opt.zero_grad()
+            for opt in opts:
+                opt.zero_grad()
+            for t in tables:
+                t.grad = None
             rows = model.tables()
             loss = sum(model.loss(t, rows) for t in part) / len(part)
             loss.backward()
             if args.clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, args.clip)
-            opt.step()
+            # Per table: its rows with a non-zero gradient, and what the others hold before the step.
+            live = [(t.grad.reshape(t.shape[0], -1) != 0).any(dim=1) for t in tables]
+            kept = []
+            if not lazy_sgd:
+                for t, rows_live in zip(tables, live):
+                    state = opts[0].state.get(t, {})
+                    kept.append([(x, x.detach().clone()) for x in [t] + [state[k] for k in ("exp_avg", "exp_avg_sq")
+                                                                          if k in state]])
+            for opt in opts:
+                opt.step()
+            with torch.no_grad():
+                for (t, rows_live), saved in zip(zip(tables, live), kept):
+                    for x, before in saved:
+                        x.reshape(t.shape[0], -1)[~rows_live] = before.reshape(t.shape[0], -1)[~rows_live]
+            if lazy_sgd:
+                with torch.no_grad():
+                    for t, b, rows_live in zip(tables, buffers, live):
+                        g = t.grad.reshape(t.shape[0], -1)
+                        b_rows = b.reshape(t.shape[0], -1)
+                        b_rows[rows_live] = args.momentum * b_rows[rows_live] + g[rows_live]
+                        t.reshape(t.shape[0], -1)[rows_live] -= args.lr * b_rows[rows_live]
 
     rtol = 1e-3 if args.optimizer == "adam" else 1e-4
     trained = {name: getattr(model, name) for name in model.PARAM_ORDER}
     problems, worst = registry.compare_params(model.PARAM_ORDER, trained, got, rtol, 1.0)
     for p in problems:
         print("check_train.py: MISMATCH " + p, file=sys.stderr)
-    print("check_train.py: %s %s, %s lr %g, %d trees x %d epochs in batches of %d: %s (worst scaled error %.2g, "
-          "rtol %g)" % (args.model, dims, args.optimizer, args.lr, len(trees), args.epochs, args.batch,
+    print("check_train.py: %s %s, %s%s lr %g, %d trees x %d epochs in batches of %d: %s (worst scaled error %.2g, "
+          "rtol %g)" % (args.model, dims, args.optimizer, " (sparse embeddings)" if tables else "", args.lr,
+                        len(trees), args.epochs, args.batch,
                         "FAIL" if problems else "ok", worst, rtol), file=sys.stderr)
     return 1 if problems else 0
 

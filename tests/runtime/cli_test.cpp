@@ -252,6 +252,11 @@ TEST(Cli, TrainLowersTheLossAndWritesTheSameWeightsOnAnyThreads) {
   Result momentum = run(common + " --momentum=-0.5");
   EXPECT_EQ(momentum.exit_code, 1);
   EXPECT_NE(momentum.out.find("--momentum: expected a number >= 0"), std::string::npos) << momentum.out;
+  Result sparse = run(common + " --sparse-embeddings --weight-decay 0.01");
+  EXPECT_EQ(sparse.exit_code, 1);
+  EXPECT_NE(sparse.out.find("--sparse-embeddings: not with --weight-decay (weight decay reaches every row"),
+            std::string::npos)
+      << sparse.out;
   Result predict = run(common + " --predict cell");
   EXPECT_EQ(predict.exit_code, 1);
   EXPECT_NE(predict.out.find("error: --predict 'cell' returns (f32[1, 16], f32[1, 16]); the accuracy needs a tensor"),

@@ -102,7 +102,8 @@ int train(TrainOptions& t) {
                      {"batch", o.batch},
                      {"seed", o.seed},
                      {"optimizer", {{"kind", t.opt.kind}, {"lr", t.opt.lr}, {"momentum", t.opt.momentum},
-                                    {"weight_decay", t.opt.weight_decay}, {"clip", t.opt.clip_norm}}},
+                                    {"weight_decay", t.opt.weight_decay}, {"clip", t.opt.clip_norm},
+                                    {"sparse_embeddings", t.opt.sparse_embeddings}}},
                      {"epochs", nlohmann::json::array()},
                      {"batch_losses", nlohmann::json::array()}};
   const OnError on_error = parse_on_error(o.on_error);
@@ -184,6 +185,9 @@ Command add_train(CLI::App& app) {
   cmd->add_option("--momentum", t->opt.momentum, "SGD momentum (default 0.9)");
   cmd->add_option("--weight-decay", t->opt.weight_decay, "L2 weight decay added to the gradient (default 0)");
   cmd->add_option("--clip", t->opt.clip_norm, "Clip the gradient to this global norm (default 0: none)");
+  cmd->add_flag("--sparse-embeddings", t->opt.sparse_embeddings,
+                "Lazy updates of tables (indexed params): a row takes a step only when its gradient is non-zero, "
+                "as PyTorch's SparseAdam and DyNet's sparse updates (default: every row, as torch.optim.Adam and SGD)");
   add_engine_option(cmd, t->run.engine, "batched (default), aot or reference");
   cmd->add_option("--threads", numbers->threads, "Threads of the forward runs, 1 to 1024 (default: all cores)");
   cmd->add_option("--out", t->out, "Checkpoint (safetensors, the names --params reads) after each epoch");
