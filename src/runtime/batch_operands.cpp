@@ -50,25 +50,16 @@ BatchOperand library_operand(const aot::Operand& x, const std::vector<int64_t>& 
 namespace {
 
 // Matmul k's right operand is concat j along rows, read in pieces: in[0] is the left operand, in[1..]
-// the concat's operands. Each instance's product is one GEMM per piece, on the columns of the left
-// operand that meet the piece's rows, accumulating into the result: no instance's concat is written
-// and read again.
+// the concat's operands (each per instance, shared or scattered). Each instance's product is one
+// GEMM per piece, on the columns of the left operand that meet the piece's rows, accumulating into
+// the result: no instance's concat is written and read again. (Without pieces the product is one
+// GEMM per instance too: a concat's result is a matrix of each instance's own.)
 int64_t matmul_in_pieces(const analysis::StaticBlock& s, size_t k, size_t j, int64_t B,
-                         const aot::Operand* in, float* out, Arena& scratch, const PackedIndex& packed) {
+                         const aot::Operand* in, float* out) {
   const analysis::BlockOp& op = s.ops[k];
   const analysis::BlockOp& cat = s.ops[j];
   const aot::Operand* parts = in + 1;
   const size_t P = cat.operands.size();
-  for (size_t p = 0; p < P; ++p) {
-    if (B > 1 && parts[p].data && parts[p].stride == 0) {
-      // A piece the batch shares: the whole concat per instance, then the product as without pieces
-      // (one GEMM per distinct matrix over the instances that share it).
-      float* x = scratch.alloc(static_cast<size_t>(B * cat.size));
-      int64_t launches = run_library_op(s, j, B, parts, x, scratch, packed);
-      const aot::Operand both[] = {in[0], aot::Operand{x, cat.size, nullptr, nullptr}};
-      return launches + run_library_op(s, k, B, both, out, scratch, packed);
-    }
-  }
   const analysis::BlockOperand& left = op.operands[0];
   const std::vector<int64_t>& as = left.local ? s.ops[left.index].shape : s.args[left.index].shape;
   const int K = static_cast<int>(as.back()), M = static_cast<int>(as[0]), N = static_cast<int>(op.shape.back());
@@ -89,7 +80,7 @@ int64_t matmul_in_pieces(const analysis::StaticBlock& s, size_t k, size_t j, int
 
 int64_t run_library_op(const analysis::StaticBlock& s, size_t k, int64_t B, const aot::Operand* in,
                        float* out, Arena& scratch, const PackedIndex& packed, int pieces) {
-  if (pieces >= 0) return matmul_in_pieces(s, k, static_cast<size_t>(pieces), B, in, out, scratch, packed);
+  if (pieces >= 0) return matmul_in_pieces(s, k, static_cast<size_t>(pieces), B, in, out);
   const analysis::BlockOp& op = s.ops[k];
   auto shape_of = [&](size_t i) -> const std::vector<int64_t>& {
     const auto& o = op.operands[i];
