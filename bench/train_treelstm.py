@@ -12,6 +12,10 @@ every node) on SST training trees, three ways side by side in one run:
                      level-by-level batching a careful user writes), the loss of every node in one
                      product at the end
 
+With --sparse-embeddings the embedding table takes lazy updates: acrobat with `train
+--sparse-embeddings`, PyTorch by height with its lookup's gradient sparse (F.embedding(sparse=True))
+stepped by torch.optim.SparseAdam and the other params by Adam; PyTorch eager keeps the dense Adam.
+
 With --rounds R, acrobat and PyTorch by height run R times each, alternating, and each figure is
 the median over all their epochs, so that a slow phase of a shared host weighs on both sides.
 
@@ -26,7 +30,7 @@ the first batch (1e-4).
 
     /usr/bin/python3 bench/train_treelstm.py [--acrobat build/tools/acrobat] [--hidden 256,512]
         [--batch 25,64] [--threads 1,2] [--limit 1000] [--eager-limit 200] [--epochs 3] [--rounds 1]
-        [--engine aot] [--out bench/results/train]
+        [--engine aot] [--sparse-embeddings] [--out bench/results/train]
 
 Writes train.json and train.md (the table) in --out.
 """
@@ -60,25 +64,29 @@ def eager_loss(m, trees):
     return sum(m.loss(t, rows) for t in trees) / len(trees)
 
 
-def pytorch_rates(model_state, make_model, trees, batch, split, epochs, way, lr):
+def pytorch_rates(model_state, make_model, trees, batch, split, epochs, way, lr, sparse=False):
     """Trees/s of each epoch of PyTorch training `way` ('eager' or 'height') with threads `split`
-    (PyTorch's intra-op threads, OpenBLAS's)."""
+    (PyTorch's intra-op threads, OpenBLAS's); `sparse` (by height): the embedding by SparseAdam."""
     set_threads(*split)
     m = make_model()
     with torch.no_grad():
         for name in m.PARAM_ORDER:
             getattr(m, name).copy_(model_state[name])
-    params = [getattr(m, n) for n in m.PARAM_ORDER]
-    opt = torch.optim.Adam(params, lr=lr)
+    sparse = sparse and way == "height"
+    params = [getattr(m, n) for n in m.PARAM_ORDER if not (sparse and n == "emb")]
+    opts = [torch.optim.Adam(params, lr=lr)] + ([torch.optim.SparseAdam([m.emb], lr=lr)] if sparse else [])
     rates = []
     for order in epoch_orders(len(trees), epochs, 0):
         start = time.perf_counter()
         for b0 in range(0, len(order), batch):
             part = [trees[i] for i in order[b0:b0 + batch]]
-            opt.zero_grad()
-            loss = eager_loss(m, part) if way == "eager" else level_batched_loss(m, LevelPlan(part), len(part))
+            for opt in opts:
+                opt.zero_grad()
+            loss = (eager_loss(m, part) if way == "eager"
+                    else level_batched_loss(m, LevelPlan(part), len(part), sparse))
             loss.backward()
-            opt.step()
+            for opt in opts:
+                opt.step()
         rates.append(len(order) / (time.perf_counter() - start))
     return rates
 
@@ -99,6 +107,8 @@ def acrobat_rates(args, init_path, hidden, batch, threads, workdir):
            "--params", init_path, "--input", "sst:" + args.data, "--limit", str(args.limit), "--batch", str(batch),
            "--epochs", str(args.epochs), "--optimizer", "adam", "--lr", repr(args.lr), "--engine", args.engine,
            "--threads", str(threads), "--seed", "0", "--log", log, "--quiet"]
+    if args.sparse_embeddings:
+        cmd.append("--sparse-embeddings")
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit("train_treelstm.py: %s failed:\n%s%s" % (" ".join(cmd), p.stdout, p.stderr))
@@ -141,6 +151,7 @@ def main(argv=None):
                     help="runs of acrobat and PyTorch by height, alternating (eager runs once)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--engine", default="aot")
+    ap.add_argument("--sparse-embeddings", action="store_true", help="lazy updates of the embedding table")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "train"))
     args = ap.parse_args(argv)
 
@@ -170,7 +181,8 @@ def main(argv=None):
                     for _ in range(args.rounds):
                         a, command = acrobat_rates(args, init_path, hidden, batch, threads, workdir)
                         acro += a
-                        height += pytorch_rates(state, make, trees, batch, height_split, args.epochs, "height", args.lr)
+                        height += pytorch_rates(state, make, trees, batch, height_split, args.epochs, "height", args.lr,
+                                                args.sparse_embeddings)
                     eager = pytorch_rates(state, make, eager_trees, batch, eager_split, args.epochs, "eager", args.lr)
                     row = {"H": hidden, "batch": batch, "threads": threads, "nodes_per_tree": nodes,
                            "acrobat": statistics.median(acro), "pytorch_height": statistics.median(height),
@@ -189,7 +201,8 @@ def main(argv=None):
 
     os.makedirs(args.out, exist_ok=True)
     meta = {"cpu": cpu_model(), "torch": torch.__version__, "engine": args.engine, "limit": args.limit,
-            "eager_limit": args.eager_limit, "epochs": args.epochs, "rounds": args.rounds, "optimizer": "adam",
+            "eager_limit": args.eager_limit, "epochs": args.epochs, "rounds": args.rounds,
+            "optimizer": "adam (sparse embeddings: acrobat and PyTorch by height)" if args.sparse_embeddings else "adam",
             "lr": args.lr,
             "command": " ".join(["bench/train_treelstm.py"] + (argv if argv is not None else sys.argv[1:]))}
     with open(os.path.join(args.out, "train.json"), "w") as f:
@@ -197,10 +210,13 @@ def main(argv=None):
     lines = ["# Tree-LSTM training throughput (trees/s, forward + backward + Adam step)", "",
              "CPU: %s. PyTorch %s. Command: `/usr/bin/python3 %s`." % (meta["cpu"], meta["torch"], meta["command"]),
              "acrobat engine %s on the first %d SST training trees; PyTorch by height on the same trees, eager on the "
-             "first %d. Median of %d epochs%s." % (
+             "first %d. Median of %d epochs%s.%s" % (
                  args.engine, args.limit, args.eager_limit, args.epochs * args.rounds,
                  " (%d rounds of %d, acrobat and PyTorch by height alternating)" % (args.rounds, args.epochs)
-                 if args.rounds > 1 else ""), "",
+                 if args.rounds > 1 else "",
+                 " The embedding table takes lazy updates (--sparse-embeddings): acrobat's `train --sparse-embeddings`, "
+                 "PyTorch by height F.embedding(sparse=True) with SparseAdam; PyTorch eager the dense Adam."
+                 if args.sparse_embeddings else ""), "",
              "PyTorch with more than one thread runs in the fastest split of them between its own pool and "
              "OpenBLAS's (one epoch of each timed first), shown as PyTorch's/OpenBLAS's threads.", "",
              "| H | batch | threads | acrobat | PyTorch by height | PyTorch eager | vs by height | vs eager |",

@@ -45,9 +45,10 @@ class LevelPlan:
         self.roots = torch.tensor([position[r] for r in roots])  # each tree's root, in level order
 
 
-def level_batched_scores(m, plan):
-    """Every node's log-probabilities [nodes, C], in level order."""
-    x = F.embedding(plan.wids, m.emb)
+def level_batched_scores(m, plan, sparse=False):
+    """Every node's log-probabilities [nodes, C], in level order. `sparse`: the embedding's gradient
+    is a sparse tensor of the rows looked up (nn.Embedding(sparse=True), for SparseAdam)."""
+    x = F.embedding(plan.wids, m.emb, sparse=sparse)
     i, o, u = torch.split(x @ m.W_leaf + m.b_leaf, m.H, dim=1)
     c = torch.sigmoid(i) * torch.tanh(u)
     h = torch.sigmoid(o) * torch.tanh(c)
@@ -64,9 +65,9 @@ def level_batched_scores(m, plan):
     return F.log_softmax(hs @ m.W_out + m.b_out, dim=1)
 
 
-def level_batched_loss(m, plan, count):
+def level_batched_loss(m, plan, count, sparse=False):
     """The batch's mean loss (the sum over its trees' nodes / count)."""
-    logp = level_batched_scores(m, plan)
+    logp = level_batched_scores(m, plan, sparse)
     return -logp.gather(1, plan.labels.unsqueeze(1)).sum() / count
 
 

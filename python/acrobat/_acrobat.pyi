@@ -32,6 +32,7 @@ class OptimizerOptions:
     eps: float
     weight_decay: float
     clip_norm: float
+    sparse_embeddings: bool
 
 class Model:
     def __init__(self, source: str, is_text: bool, name: str, dims: dict[str, int], disable: list[str], engine: str,

@@ -14,8 +14,10 @@
 // PyTorch's SparseAdam and DyNet's sparse updates give the rows a step looked up: a row whose
 // gradient in the step is non-zero takes the step (Adam's moments or SGD's momentum buffer and its
 // value, with t counting every step for Adam's bias corrections, as SparseAdam's); any other row,
-// its state included, is left as it is. (A row looked up whose whole gradient is exactly zero takes
-// no step here, where SparseAdam would decay its moments.) The other params keep the dense update.
+// its state included, is left as it is. A row that steps follows the formula above, as the dense
+// update (SparseAdam adds eps to sqrt(v) before the bias correction instead of after); a row looked
+// up whose whole gradient is exactly zero takes no step here, where SparseAdam would decay its
+// moments. The other params keep the dense update.
 // The step then costs the rows a batch touches instead of the whole table. Weight decay, which
 // reaches every row, is not lazy: asking for both is an error.
 #pragma once
