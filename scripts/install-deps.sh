@@ -10,6 +10,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev      # formatting, JSON, command line
   libcpp-httplib-dev                              # acrobat serve
   libboost-context-dev                            # fibers for tensor-dependent control flow
+  libabsl-dev                                     # flat hash tables on the host path
   libgtest-dev libgmock-dev                       # tests
   python3 python3-torch python3-numpy             # the PyTorch oracle (tests/reference)
   python3-dev pybind11-dev python3-pytest         # the Python package (python/) and its tests

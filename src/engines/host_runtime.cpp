@@ -309,35 +309,45 @@ const HostRuntime::Layout* HostRuntime::layout_of(const Type& t) {
 }
 
 Val HostRuntime::from_value(const Value& v, const Layout* l) {
+  // Breadth first over a worklist, no recursion however deep the value (a long list, a deep
+  // tree). The inputs are cold (built before the run), and each aggregate and its fields are two
+  // dependent misses: the items a few places ahead are fetched meanwhile, their aggregates first and
+  // then their fields, so the misses overlap instead of following one another down the value.
+  constexpr size_t kAggregateAhead = 8, kFieldsAhead = 4;
   Val out{};
-  out.node = -1;
-  switch (l->kind) {
-    case TypeKind::Int: out.i = v.i; break;
-    case TypeKind::Float: out.f = v.f; break;
-    case TypeKind::Bool: out.i = v.b ? 1 : 0; break;
-    case TypeKind::Tensor: out.data = v.tensor->data.get(); break;
-    case TypeKind::Tuple: {
-      if (l->elems.empty()) break;
-      Obj* o = objects_.alloc(0, static_cast<int32_t>(l->elems.size()));
-      for (size_t i = 0; i < l->elems.size(); ++i) o->fields[i] = from_value(v.agg->fields[i], l->elems[i]);
-      out.p = o;
-      break;
-    }
-    default: {  // a data type; the spine of a list-like value (a last field of the same type) by a loop
-      Val* slot = &out;
-      for (const Value* cur = &v;;) {
-        const auto& fields = l->fields[cur->agg->ctor->tag];
-        const bool chained = !fields.empty() && fields.back() == l;
-        Obj* o = objects_.alloc(cur->agg->ctor->tag, static_cast<int32_t>(fields.size()));
-        slot->p = o;
-        slot->node = -1;
-        for (size_t i = 0; i + (chained ? 1 : 0) < fields.size(); ++i)
-          o->fields[i] = from_value(cur->agg->fields[i], fields[i]);
-        if (!chained) break;
-        slot = &o->fields[fields.size() - 1];
-        cur = &cur->agg->fields.back();
+  std::vector<ValueItem>& items = value_items_;
+  items.clear();
+  items.push_back({&v, l, &out});
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i + kAggregateAhead < items.size())
+      if (const Aggregate* a = items[i + kAggregateAhead].value->agg.get()) __builtin_prefetch(a);
+    if (i + kFieldsAhead < items.size())
+      if (const Aggregate* a = items[i + kFieldsAhead].value->agg.get()) __builtin_prefetch(a->fields.data());
+    const ValueItem it = items[i];
+    Val& slot = *it.slot;
+    slot = Val{};
+    slot.node = -1;
+    switch (it.layout->kind) {
+      case TypeKind::Int: slot.i = it.value->i; break;
+      case TypeKind::Float: slot.f = it.value->f; break;
+      case TypeKind::Bool: slot.i = it.value->b ? 1 : 0; break;
+      case TypeKind::Tensor: slot.data = it.value->tensor->data.get(); break;
+      case TypeKind::Tuple: {
+        const auto& elems = it.layout->elems;
+        if (elems.empty()) break;
+        Obj* o = objects_.alloc(0, static_cast<int32_t>(elems.size()));
+        slot.p = o;
+        for (size_t e = 0; e < elems.size(); ++e) items.push_back({&it.value->agg->fields[e], elems[e], &o->fields[e]});
+        break;
       }
-      break;
+      default: {  // a data type
+        const Aggregate& agg = *it.value->agg;
+        const auto& fields = it.layout->fields[agg.ctor->tag];
+        Obj* o = objects_.alloc(agg.ctor->tag, static_cast<int32_t>(fields.size()));
+        slot.p = o;
+        for (size_t e = 0; e < fields.size(); ++e) items.push_back({&agg.fields[e], fields[e], &o->fields[e]});
+        break;
+      }
     }
   }
   return out;

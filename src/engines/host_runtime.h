@@ -95,6 +95,13 @@ class HostRuntime : public GraphEngine::Program {
   std::vector<Tensor> constant_storage_;
   std::vector<const float*> constants_;  // by IR site
   ObjectArena objects_;
+  // from_value's worklist: a value still to convert, its layout and where its Val goes.
+  struct ValueItem {
+    const Value* value;
+    const Layout* layout;
+    aot::Val* slot;
+  };
+  std::vector<ValueItem> value_items_;
 
   // Per run.
   RunStats* stats_ = nullptr;

@@ -6,8 +6,9 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "acrobat/aot.h"
 #include "analysis/blocks.h"
@@ -28,7 +29,7 @@ class PackedIndex {
   }
 
  private:
-  std::unordered_map<const float*, const kernels::PackedWeights*> packed_;
+  absl::flat_hash_map<const float*, const kernels::PackedWeights*> packed_;
 };
 
 // Instance b's tensor of operand `x`.

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <unordered_map>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "acrobat/kernels.h"
 #include "analysis/blocks.h"
@@ -290,7 +291,7 @@ int64_t batched_matmul_grouped(int64_t B, const BatchOperand& a, const float* co
   // Runs of adjacent instances sharing a matrix; if a matrix comes back after its run, group by
   // matrix instead.
   std::vector<std::pair<int64_t, int64_t>> runs;
-  std::unordered_map<const float*, int64_t> run_of;
+  absl::flat_hash_map<const float*, int64_t> run_of;
   bool adjacent = true;
   for (int64_t b = 0; b < B; ++b) {
     if (b > 0 && weights[b] == weights[b - 1]) {
@@ -314,7 +315,7 @@ int64_t batched_matmul_grouped(int64_t B, const BatchOperand& a, const float* co
     }
     return static_cast<int64_t>(runs.size());
   }
-  std::unordered_map<const float*, std::vector<int64_t>> groups;
+  absl::flat_hash_map<const float*, std::vector<int64_t>> groups;
   std::vector<const float*> order;
   for (int64_t b = 0; b < B; ++b) {
     auto& g = groups[weights[b]];
@@ -345,19 +346,22 @@ int indexed_weight_arg(const analysis::StaticBlock& s) {
 }
 
 std::vector<int> order_by_weights(const std::vector<const float*>& key) {
-  // Already grouped (every matrix one run)? Then keep the order: the usual case of one matrix.
-  std::unordered_map<const float*, size_t> seen;
-  bool grouped = true;
-  for (size_t b = 0; b < key.size() && grouped; ++b)
-    if (b == 0 || key[b] != key[b - 1]) grouped = seen.emplace(key[b], b).second;
+  // Each matrix numbered by its first appearance, so the order does not depend on addresses.
+  absl::flat_hash_map<const float*, int> number;
+  std::vector<int> rank(key.size());
+  bool grouped = true;  // every matrix one run (the usual case of one matrix): the order stands
+  for (size_t b = 0; b < key.size(); ++b) {
+    rank[b] = number.try_emplace(key[b], static_cast<int>(number.size())).first->second;
+    // A new matrix takes the next number; a smaller one than the last is a matrix coming back.
+    grouped = grouped && (b == 0 || rank[b] >= rank[b - 1]);
+  }
   if (grouped) return {};
+  // A stable counting sort by number.
+  std::vector<int> start(number.size() + 1, 0);
+  for (int r : rank) start[static_cast<size_t>(r) + 1]++;
+  for (size_t r = 1; r < start.size(); ++r) start[r] += start[r - 1];
   std::vector<int> order(key.size());
-  for (size_t b = 0; b < order.size(); ++b) order[b] = static_cast<int>(b);
-  // By first appearance of the matrix, so the result does not depend on addresses.
-  std::unordered_map<const float*, size_t> first;
-  for (size_t b = 0; b < key.size(); ++b) first.emplace(key[b], b);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int x, int y) { return first[key[x]] < first[key[y]]; });
+  for (size_t b = 0; b < key.size(); ++b) order[static_cast<size_t>(start[static_cast<size_t>(rank[b])]++)] = static_cast<int>(b);
   return order;
 }
 

@@ -21,7 +21,8 @@
 //     arguments. It gets a node id of its own (the host program has bound lazy handles to it) that
 //     repeats the first: it is never run, and its reads and references are the first node's. A
 //     batch of trees computes the leaf of a word once however often the word occurs (in batches of
-//     64 SST training trees, about half of the leaves are distinct words).
+//     64 SST training trees, about half of the leaves are distinct words). Only records whose
+//     every lazy argument some record has read before are hashed (NodeStore::find_repeated).
 //  2. Flushing, by the scheduler (schedule.h): inline-depth runs the buckets as recorded (only what
 //     waiting tensor reads demand, when some do); depth (DyNet) recomputes depths by one pass over
 //     the pending nodes; agenda (DyNet) repeatedly runs, among the blocks with ready nodes, the one

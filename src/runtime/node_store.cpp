@@ -11,7 +11,10 @@ void NodeStore::clear() {
   nodes_.clear();
   args_.clear();
   sizes_.clear();
+  // Cleared at a size past which the table frees its slots; the next run records as many nodes.
+  const size_t recorded = repeatable_.size();
   repeatable_.clear();
+  repeatable_.reserve(recorded);
   num_nodes_ = 0;
 }
 
@@ -34,9 +37,22 @@ NodeStore::Node NodeStore::place(int32_t block, const aot::Val* in_args) {
   return Node{block, place.phase, place.node_depth(), arg_begin};
 }
 
+// A record can repeat only a record that read the same outputs. One reading an output nothing has
+// read yet (most of a tree model's: the parent of fresh children) repeats nothing, and is not
+// hashed: it becomes the first reader of that output's node. A later record whose every lazy
+// argument has been read is looked up by hash, and compared with its arguments' first readers: a
+// record that was not hashed is the first reader of one of its arguments, so every repeat is found.
 int32_t NodeStore::find_repeated(int32_t block, int phase, int depth, uint32_t arg_begin, int32_t id) {
   const analysis::StaticBlock& s = plan_.blocks[block];
+  const size_t n = s.args.size();
   const aot::Val* args = &args_[arg_begin];
+  bool unread = false;
+  for (size_t a = 0; a < n; ++a)
+    if (args[a].node >= 0 && nodes_[args[a].node].first_reader < 0) {
+      nodes_[args[a].node].first_reader = id;
+      unread = true;
+    }
+  if (unread) return -1;
   // A lazy argument is the same tensor when it is the same output of the same node; any other
   // when it is the same tensor (`data`).
   auto bits = [](const aot::Val& v) -> uint64_t {
@@ -44,19 +60,32 @@ int32_t NodeStore::find_repeated(int32_t block, int phase, int depth, uint32_t a
   };
   uint64_t h = (uint64_t(uint32_t(block)) << 40) ^ (uint64_t(uint32_t(phase)) << 20) ^ uint64_t(uint32_t(depth));
   auto mix = [&h](uint64_t x) { h = (h ^ x) * 0x9E3779B97F4A7C15ull; h ^= h >> 29; };
-  for (size_t a = 0; a < s.args.size(); ++a) mix(bits(args[a]) ^ (args[a].node >= 0 ? 0x5555 : 0));
+  for (size_t a = 0; a < n; ++a) mix(bits(args[a]) ^ (args[a].node >= 0 ? 0x5555 : 0));
   auto [it, fresh] = repeatable_.try_emplace(h, id);
-  if (fresh) return -1;
-  const int32_t c = it->second;
-  const Node& r = nodes_[c];
-  bool same = r.block == block && r.batch < 0 && r.phase == phase && r.depth == depth;
-  for (size_t a = 0; same && a < s.args.size(); ++a) {
-    const aot::Val& x = args_[r.arg_begin + a];
-    same = x.node == args[a].node && bits(x) == bits(args[a]);
+  if (!fresh) {
+    if (same_record(it->second, block, phase, depth, args, n)) return it->second;
+    it->second = id;  // a hash collision or a node that has run: this one from now on
   }
-  if (same) return c;
-  it->second = id;  // a hash collision or a node that has run: this one from now on
+  for (size_t a = 0; a < n; ++a)
+    if (args[a].node >= 0) {
+      const int32_t c = nodes_[args[a].node].first_reader;
+      if (same_record(c, block, phase, depth, args, n)) {
+        it->second = c;
+        return c;
+      }
+    }
   return -1;
+}
+
+bool NodeStore::same_record(int32_t c, int32_t block, int phase, int depth, const aot::Val* args, size_t n) const {
+  const Node& r = nodes_[c];
+  if (r.block != block || r.batch >= 0 || r.phase != phase || r.depth != depth) return false;
+  const aot::Val* x = &args_[r.arg_begin];
+  for (size_t a = 0; a < n; ++a) {
+    if (x[a].node != args[a].node) return false;
+    if (args[a].node >= 0 ? x[a].lazy.slot != args[a].lazy.slot : x[a].i != args[a].i) return false;
+  }
+  return true;
 }
 
 void NodeStore::check_sizes(const analysis::StaticBlock& s, const aot::Val* sizes) const {

@@ -4,8 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "acrobat/aot.h"
 #include "analysis/plan.h"
@@ -24,6 +25,8 @@ class NodeStore {
     uint32_t ref_begin = 0;  // into the reference counts (releaser.h): one per block operator
     uint32_t size_begin = 0;  // into the size values: a ragged block's values of its size variables
     int32_t repeats = -1;     // a shared node: the node whose computation it is
+    // The first node recorded reading one of its outputs (find_repeated), or -1.
+    int32_t first_reader = -1;
   };
 
   explicit NodeStore(const analysis::Plan& plan) : plan_(plan) {}
@@ -51,7 +54,7 @@ class NodeStore {
   // its arguments stored, a lazy one as the output of the node that computes it, and its place.
   Node place(int32_t block, const aot::Val* in_args);
   // The pending node that node `id` of `block`, its arguments stored from `arg_begin`, at `phase`
-  // and `depth` repeats, or -1 (then `id` is the one a later record may repeat).
+  // and `depth` repeats, or -1 (then `id` is the one a later record may repeat: it is added).
   int32_t find_repeated(int32_t block, int phase, int depth, uint32_t arg_begin, int32_t id);
   // Adds a shared node repeating `repeated` (its arguments, stored from `arg_begin`, dropped).
   void add_repeat(int32_t repeated, uint32_t arg_begin) {
@@ -91,7 +94,13 @@ class NodeStore {
   std::vector<Node> nodes_;
   std::vector<aot::Val> args_;
   std::vector<int64_t> sizes_;                        // ragged nodes' size values (size_begin)
-  std::unordered_map<uint64_t, int32_t> repeatable_;  // hash of a record -> the pending node it was
+  // Whether node `c` is a pending node of `block` at `phase` and `depth` reading `args`.
+  bool same_record(int32_t c, int32_t block, int phase, int depth, const aot::Val* args, size_t n) const;
+
+  // Hash of a record -> the pending node it was, for the records find_repeated hashes. An
+  // open-addressing table: a node-based map spent a third of the host time of a small tree model
+  // in malloc and pointer chasing.
+  absl::flat_hash_map<uint64_t, int32_t> repeatable_;
   int32_t num_nodes_ = 0;
 };
 

@@ -61,8 +61,17 @@ void run_all(Buckets& buckets, Run&& run) {
   for (auto& phase : buckets)
     for (auto& row : phase)
       for (size_t b = 0; b < row.size(); ++b)
-        if (!row[b].empty()) run(static_cast<int>(b), row[b]);
-  buckets.clear();
+        if (!row[b].empty()) {
+          run(static_cast<int>(b), row[b]);
+          row[b].clear();  // its capacity kept: the next run records as many nodes there
+        }
+}
+
+// Forgets every pending node, keeping the buckets' memory for the next run.
+inline void empty_buckets(Buckets& buckets) {
+  for (auto& phase : buckets)
+    for (auto& row : phase)
+      for (auto& bucket : row) bucket.clear();
 }
 
 // Runs only what tensor reads wait for: the `demanded` nodes and, transitively, the pending nodes
@@ -146,7 +155,7 @@ class Schedule {
   Scheduler scheduler() const { return scheduler_; }
   // Forgets every pending node.
   void clear() {
-    buckets_.clear();
+    empty_buckets(buckets_);
     demanded_.clear();
     first_pending_ = 0;
   }

@@ -267,6 +267,49 @@ TEST(SharedNodes, ARepeatedComputationRunsOnce) {
       EXPECT_EQ(on.outputs[i].tensor->data[j], off.outputs[i].tensor->data[j]) << i << " " << j;
 }
 
+// A record can repeat only one that read the same outputs: one reading an output nothing has read
+// yet is not looked up, and a later record reading the same is found by that output's first
+// reader (NodeStore::find_repeated); records of outputs read before are found by hash.
+const char* kReadTwice = R"(dim H = 8
+param E[8]: f32[1, H]
+param W: f32[H, H]
+param U: f32[H, H]
+def f(x: f32[1, H], n: int) -> f32[1, H] {
+  if n == 0 { x } else { f(tanh(x @ W), n - 1) }
+}
+def g(x: f32[1, H], n: int) -> f32[1, H] {
+  if n == 0 { x } else { g(sigmoid(x @ U), n - 1) }
+}
+def main(n: int) -> f32[1, H] {
+  let a = f(E[n], 1);
+  let b = f(a, 1);
+  let c = f(a, 1);
+  let d = g(a, 1);
+  let e = g(a, 1);
+  b * c + d * e
+}
+)";
+
+TEST(SharedNodes, ARecordOfOutputsReadOnceBeforeIsFoundByTheirFirstReader) {
+  AnalysisOptions a;
+  auto shared = compile(kReadTwice, a);
+  a.share = false;
+  auto unshared = compile(kReadTwice, a);
+  auto inputs = int_inputs(*shared, {0, 1, 2, 3, 4, 5, 6, 7});
+  auto params = std::make_shared<ParamStore>(init_params(*shared, 3));
+  RunResult on = BatchedEngine(shared, params).run(inputs);
+  RunResult off = BatchedEngine(unshared, params).run(inputs);
+  // Per instance (each of its own word): c repeats b, found as a's first reader; e repeats d, found
+  // by hash (a's first reader is b, of another block).
+  EXPECT_EQ(on.stats.shared_nodes, 2 * 8);
+  EXPECT_EQ(counts_at(on.stats, 6).nodes, 8 + 8);   // f's step: a's and b's
+  EXPECT_EQ(counts_at(on.stats, 9).nodes, 8);       // g's step: d's
+  EXPECT_EQ(off.stats.shared_nodes, 0);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (int64_t j = 0; j < on.outputs[i].tensor->size(); ++j)
+      EXPECT_EQ(on.outputs[i].tensor->data[j], off.outputs[i].tensor->data[j]) << i << " " << j;
+}
+
 TEST(SharedNodes, ALeafOfAWordThatRepeatsRunsOnceAndGetsEveryUsesGradient) {
   AnalysisOptions a;
   auto shared = compile_file(source("models/treelstm.acr"), a);
