@@ -97,7 +97,7 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
                                   size_t first_instance, std::vector<Tensor> zeroed, GradWrt wrt) {
   const int func = loss_function(*module_, entry);
   GradResult result;
-  // The instances' tensors reach the graph by address (HostRuntime::from_value): their memory is
+  // The instances' tensors reach the graph by address (HostRuntime::from_values): their memory is
   // a leaf of the reverse pass as a param's is.
   std::optional<InputGradients> input_grads;
   if (wrt == GradWrt::ParamsAndInputs) input_grads.emplace(*module_, *params_, inputs);

@@ -67,7 +67,8 @@ class HostRuntime : public GraphEngine::Program {
  private:
   struct Layout;
   const Layout* layout_of(const Type& t);
-  aot::Val from_value(const Value& v, const Layout* l);
+  // out[k] = values[k] (of layout l) as a host value, for k < n.
+  void from_values(const Value* const* values, size_t n, const Layout* l, aot::Val* out);
   // `sizes`: the instance's values of out_dims_ (its output's shapes may have them).
   Value to_value(const aot::Val& v, const Layout* l, const int64_t* sizes);
   // Appends an instance reading `input` (kept alive by the caller) to the run; its index.
@@ -95,7 +96,7 @@ class HostRuntime : public GraphEngine::Program {
   std::vector<Tensor> constant_storage_;
   std::vector<const float*> constants_;  // by IR site
   ObjectArena objects_;
-  // from_value's worklist: a value still to convert, its layout and where its Val goes.
+  // from_values' worklist: a value still to convert, its layout and where its Val goes.
   struct ValueItem {
     const Value* value;
     const Layout* layout;
@@ -111,6 +112,7 @@ class HostRuntime : public GraphEngine::Program {
   // result makes (ir::Function::made_by).
   std::vector<int64_t> out_dims_;
   std::vector<const Value*> inputs_;  // the run's, then the ones that joined it (join())
+  std::vector<aot::Val> in_vals_;     // the inputs converted so far (run_instance)
   std::deque<Value> joined_;          // the inputs that joined the run: theirs are kept here
   // Deques: a suspended instance holds its context while others join the run.
   std::deque<aot::AotContext> contexts_;  // one per instance: with fibers, instances interleave
