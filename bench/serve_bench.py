@@ -44,6 +44,19 @@ def serve(args, params, max_batch, delay_ms):
     return p, int(m.group(1))
 
 
+def cpu_model():
+    """The CPU's model name, as lscpu says it."""
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    return re.search(r"Model name:\s*(.*)", cpu).group(1).strip()
+
+
+def stop_servers(servers):
+    """SIGTERM to each server, then its end (a drain: at most two minutes)."""
+    for server in servers:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=120)
+
+
 def client_cores(threads):
     """The cores the client runs on: those the server leaves to HTTP (all but the first `threads`), or
     every core when there are no more cores than that."""
@@ -121,8 +134,7 @@ def main():
             print("%-26s clients %3d: %8.1f requests/s, p50 %7.2f ms, p99 %7.2f ms" % (
                 label, clients, r["requests_per_second"], r["p50_ms"], r["p99_ms"]), flush=True)
     one_at_a_time_64 = next(r for r in rows if r["clients"] == 64 and "one at a time" in r["server"])
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model_name = re.search(r"Model name:\s*(.*)", cpu).group(1).strip()
+    model_name = cpu_model()
     result = {"hidden": args.hidden, "engine": args.engine, "threads": args.threads, "trees": len(trees),
               "servers": args.servers,
               "offline_instances_per_second": offline, "offline_batch1_instances_per_second": offline_1,

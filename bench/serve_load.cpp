@@ -9,11 +9,13 @@
 // free thread counts its wait: no coordinated omission). Each body carries "deadline_ms" when
 // --deadline-ms is given, which bounds an overloaded server's run. With --stream each request asks
 // for a streamed answer ("stream": true) and the time to its first event (the first value the model
-// emits, a generation's first token) is reported too.
+// emits, a generation's first token) is reported too. With --latencies every request's latency (ms,
+// in the order of arrival) is printed as well, so that the loads of several clients on one server
+// (serve_open_bench.py --mixed) can be put together.
 //
 //   serve_load --port P --model NAME --instances FILE [--clients C] [--limit N]
 //   serve_load --port P --model NAME --instances FILE --rate R --seconds S [--clients C] [--seed N]
-//       [--deadline-ms D] [--stream]
+//       [--deadline-ms D] [--stream] [--latencies]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,7 +44,7 @@ double percentile(std::vector<double> v, double q) {
 // The open loop of --rate: prints {"offered", "sent", "ok", "status" counts, "goodput" (answers of
 // 200 a second of arrivals), latency percentiles of every request and of the answered ones}.
 int open_loop(int port, const std::string& target, const std::vector<std::string>& bodies, double rate,
-              double seconds, unsigned seed, int clients, bool stream) {
+              double seconds, unsigned seed, int clients, bool stream, bool latencies) {
   std::mt19937_64 rng(seed);
   std::exponential_distribution<double> gap(rate);
   std::vector<double> arrivals;
@@ -111,6 +113,11 @@ int open_loop(int port, const std::string& target, const std::vector<std::string
                         {"p999_ms", 1e3 * percentile(latency, 0.999)},
                         {"ok_p99_ms", 1e3 * percentile(ok_latency, 0.99)},
                         {"max_ms", 1e3 * percentile(latency, 1.0)}};
+  if (latencies) {
+    std::vector<double> ms(latency.size());
+    for (size_t i = 0; i < latency.size(); ++i) ms[i] = 1e3 * latency[i];
+    out["latencies_ms"] = ms;
+  }
   if (stream) {
     out["first_event_p50_ms"] = 1e3 * percentile(ok_first, 0.50);
     out["first_event_p99_ms"] = 1e3 * percentile(ok_first, 0.99);
@@ -139,6 +146,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "Open loop: seed of the arrival times (default 1)");
   bool stream = false;
   app.add_flag("--stream", stream, "Open loop: streamed answers; report the time to the first event");
+  bool latencies = false;
+  app.add_flag("--latencies", latencies, "Open loop: print every request's latency too (latencies_ms)");
   app.add_option("--deadline-ms", deadline_ms, "Each request's deadline_ms (default: none)")->check(CLI::Range(1, 3600000));
   CLI11_PARSE(app, argc, argv);
 
@@ -160,7 +169,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string target = "/v1/models/" + model + ":predict";
-  if (rate > 0) return open_loop(port, target, bodies, rate, open_seconds, seed, clients, stream);
+  if (rate > 0) return open_loop(port, target, bodies, rate, open_seconds, seed, clients, stream, latencies);
   std::atomic<size_t> failures{0};
   std::vector<double> latency(bodies.size(), 0);
   // Every request is sent twice: a warm-up pass (the server's first batches allocate what later

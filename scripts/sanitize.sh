@@ -19,7 +19,8 @@
 #   interpreted engine (three models) and the AOT engine (six models and sizes, StackRNN's with
 #   fibers), and DRNN, with fibers and forks, on both; JIT GEMM kernels used from four threads;
 #   the CLI's runs (--threads defaults to every core); and the fiber tests (a run's host programs
-#   run on a thread of their own with a large stack, handed over by a mutex). Left out, one test:
+#   run on a thread of their own with a large stack, handed over by a mutex); and the turns of a
+#   server's models on the engine (tests/runtime/engine_turns_test.cpp). Left out, one test:
 #     ConcurrentCalls.EachMemberCountsItsOwnCallDepth: it keeps 4096 fibers alive at once (the
 #       runtime's limit), and TSan's state for each (a thread's: shadow call stack, event trace)
 #       exhausts its internal allocator ("failed to mprotect"). The ASan run runs it.
@@ -112,7 +113,7 @@ tsan() {
   stage "TSan build" build "$dir" thread runtime_test kernels_test acrobat
   export TSAN_OPTIONS="$common:log_path=$reports/report:second_deadlock_stack=1"
   export ACROBAT_CACHE_DIR="$PWD/$dir/aot-cache"
-  local threaded='^(ThreadPool|TwoThreads|Cli|InstanceFibers|Fibers|ForkJoin|ConcurrentCalls)\.'
+  local threaded='^(ThreadPool|TwoThreads|Cli|InstanceFibers|Fibers|ForkJoin|ConcurrentCalls|EngineTurns)\.'
   threaded+='|^BatchedEngine\.TwoThreadsGiveTheOneThreadOutputs$|^Models/AotEqualsInterpreter\.'
   threaded+='|^Gemm\.ThreadsShareWeightsSafely$|^AotEngine\.ParallelBatchesKeepResultsAndErrorOrder$'
   stage "TSan tests" run_tests "$dir" -R "$threaded" -E '^ConcurrentCalls\.EachMemberCountsItsOwnCallDepth$'

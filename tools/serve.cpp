@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -59,11 +60,11 @@ nlohmann::json too_large(const ServeOptions& o) {
 // last part (the model file's name: "treelstm.acr:12:5" for "/home/x/models/treelstm.acr:12:5"), so
 // that no answer tells a client where things are. An absolute path is a run of non-blank characters
 // that starts with '/' after a blank, a quote, a bracket or the start, and holds a second '/'.
-std::string without_paths(std::string text, const ServeOptions& o) {
-  const std::string file = std::filesystem::path(o.model_path).filename().string();
-  if (!o.model_path.empty() && o.model_path != file)
-    for (size_t at = text.find(o.model_path); at != std::string::npos; at = text.find(o.model_path, at + file.size()))
-      text.replace(at, o.model_path.size(), file);
+std::string without_paths(std::string text, const std::string& model_path) {
+  const std::string file = std::filesystem::path(model_path).filename().string();
+  if (!model_path.empty() && model_path != file)
+    for (size_t at = text.find(model_path); at != std::string::npos; at = text.find(model_path, at + file.size()))
+      text.replace(at, model_path.size(), file);
   auto separator = [](char ch) { return std::string_view(" \t\n'\"([=").find(ch) != std::string_view::npos; };
   auto ends = [&](char ch) { return separator(ch) || ch == ')' || ch == ']' || ch == ','; };
   std::string out;
@@ -214,9 +215,9 @@ class CostFunction {
 
 class PredictEndpoint {
  public:
-  PredictEndpoint(const ServeOptions& o, const Type& in_type, const Type& out_type, Batcher& batcher, Metrics& metrics,
-                  CostFunction* cost)
-      : o_(o), in_type_(in_type), out_type_(out_type), batcher_(batcher), metrics_(metrics), cost_(cost) {}
+  PredictEndpoint(const ServeOptions& o, const ServedModel& model, const Type& in_type, const Type& out_type,
+                  Batcher& batcher, Metrics& metrics, CostFunction* cost)
+      : o_(o), model_(model), in_type_(in_type), out_type_(out_type), batcher_(batcher), metrics_(metrics), cost_(cost) {}
 
   void operator()(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
     const auto arrived = Clock::now();
@@ -239,10 +240,10 @@ class PredictEndpoint {
       answer(400, {{"error", std::string("the request body is not JSON: ") + e.what()}});
       return;
     } catch (const UserError& e) {
-      answer(400, {{"error", without_paths(e.what(), o_)}});
+      answer(400, {{"error", without_paths(e.what(), model_.model_path)}});
       return;
     } catch (const InternalError& e) {
-      answer(500, {{"error", without_paths(e.what(), o_)}});
+      answer(500, {{"error", without_paths(e.what(), model_.model_path)}});
       return;
     }
     std::vector<std::future<std::pair<bool, Value>>> futures;
@@ -327,7 +328,7 @@ class PredictEndpoint {
       if (dropped) metrics_.count(&Metrics::dropped_requests);
       return {499, {{"error", "the client closed its connection before the answer"}}};
     }
-    if (!error.empty()) return {internal ? 500 : 400, {{"error", without_paths(error, o_)}}};
+    if (!error.empty()) return {internal ? 500 : 400, {{"error", without_paths(error, model_.model_path)}}};
     return {200, {{"predictions", std::move(predictions)}}};
   }
 
@@ -433,6 +434,7 @@ class PredictEndpoint {
   }
 
   const ServeOptions& o_;
+  const ServedModel& model_;
   const Type& in_type_;
   const Type& out_type_;
   Batcher& batcher_;
@@ -443,11 +445,11 @@ class PredictEndpoint {
 // Before any route: the request's framing (a bad Content-Length is a 400, one over the limit a
 // 413, both before the body is read) and its token when the server wants one (401).
 httplib::Server::HandlerResponse screen(const ServeOptions& o, Metrics& metrics,
-                                        const std::string& predict, const httplib::Request& req,
+                                        const std::set<std::string>& predicts, const httplib::Request& req,
                                         httplib::Response& res) {
   auto answer = [&](int status, const nlohmann::json& body) {
     reply_unread(res, status, body);
-    if (req.path == predict) metrics.answered(status);
+    if (predicts.count(req.path)) metrics.answered(status);
     return httplib::Server::HandlerResponse::Handled;
   };
   if (auto error = framing_error(req, o)) return answer(error->first, {{"error", error->second}});
@@ -461,8 +463,16 @@ httplib::Server::HandlerResponse screen(const ServeOptions& o, Metrics& metrics,
 // Errors the library answers itself (an unknown path, a request it cannot read, a body over the
 // limit on another path) get a JSON body too; a known path asked with another method (`methods`:
 // path -> the method it takes) is a 405.
-void answer_errors_in_json(GuardedServer& server, const ServeOptions& o, std::map<std::string, std::string> methods) {
-  server.set_error_handler([&o, methods](const httplib::Request& req, httplib::Response& res) {
+void answer_errors_in_json(GuardedServer& server, const ServeOptions& o, const std::vector<ServedModel>& models,
+                           std::map<std::string, std::string> methods) {
+  std::string served;  // "the model NAME at POST /v1/models/NAME:predict", or the models' names
+  if (models.size() == 1) {
+    served = fmt::format("the model {} at POST /v1/models/{}:predict", models[0].name, models[0].name);
+  } else {
+    for (const ServedModel& m : models) served += (served.empty() ? "" : ", ") + m.name;
+    served = "the models " + served + " at POST /v1/models/NAME:predict";
+  }
+  server.set_error_handler([&o, methods, served](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const Connection* c = GuardedServer::current();
     auto known = methods.find(req.path);
@@ -470,8 +480,8 @@ void answer_errors_in_json(GuardedServer& server, const ServeOptions& o, std::ma
       res.set_header("Allow", known->second);
       reply(res, 405, {{"error", req.method + " " + req.path + ": method not allowed (expected " + known->second + ")"}});
     } else if (res.status == 404) {
-      reply(res, 404, {{"error", fmt::format("no such endpoint: {} {} (this server serves the model {} at POST "
-                                             "/v1/models/{}:predict)", req.method, req.path, o.name, o.name)}});
+      reply(res, 404, {{"error", fmt::format("no such endpoint: {} {} (this server serves {})", req.method, req.path,
+                                             served)}});
     } else if (res.status == 413) {
       reply_unread(res, 413, too_large(o));
     } else if (c && c->timed_out()) {
@@ -521,34 +531,36 @@ int bind_exclusively(httplib::Server& server, const ServeOptions& o) {
 
 // GET /v1/models/NAME/metadata: what a client needs to call the model, the types as the language
 // prints them.
-nlohmann::json metadata(const ServeOptions& o, const ir::Module& module, const ir::Function& f, const Engine& engine) {
+nlohmann::json metadata(const ServeOptions& o, const ServedModel& m, const ir::Module& module, const ir::Function& f,
+                        const Engine& engine) {
   static const std::vector<std::string> none;
   SizeNamesScope names(module.plan ? module.plan->size_names : none);
   nlohmann::json dims = nlohmann::json::object();
   for (const auto& [name, value] : module.dims) dims[name] = value;
   const ir::VarInfo& input = f.vars[f.params[0]];
-  return {{"name", o.name},
+  return {{"name", m.name},
           {"versions", {"1"}},
           {"platform", "acrobat"},
-          {"entry", o.entry},
+          {"entry", m.entry},
           {"inputs", {{{"name", input.name}, {"type", type_str(input.type)}}}},
           {"outputs", {{{"type", type_str(f.ret)}}}},
           {"dims", dims},
           {"engine", engine.name()},
           {"batching", {{"max_batch", o.max_batch}, {"max_delay_ms", o.max_delay_ms}, {"continuous", o.continuous},
-                        {"max_cost", o.max_cost}}},
+                        {"max_cost", m.max_cost}}},
           {"content_type", "application/json"}};
 }
 
-// What serves the model once it is loaded: its engine, the batcher over it, the predict endpoint.
+// What serves a model once it is loaded: its engine, the batcher over it, the predict endpoint.
 struct Served {
-  Served(const ServeOptions& o, LoadedModel loaded, Metrics& metrics, const ServeCores& cores)
+  Served(const ServeOptions& o, const ServedModel& m, LoadedModel loaded, Metrics& metrics, const ServeCores& cores,
+         EngineTurns& turns)
       : model(std::move(loaded)),
-        entry(model.module->functions[entry_function(*model.module, o.entry)]),
-        cost(o.max_cost > 0 ? std::make_unique<CostFunction>(model, entry) : nullptr),
-        batcher(o, *model.engine, metrics, cores),
-        predict(o, entry.vars[entry.params[0]].type, entry.ret, batcher, metrics, cost.get()),
-        metadata(acrobat::metadata(o, *model.module, entry, *model.engine)) {}
+        entry(model.module->functions[entry_function(*model.module, m.entry)]),
+        cost(m.max_cost > 0 ? std::make_unique<CostFunction>(model, entry) : nullptr),
+        batcher(o, m, *model.engine, metrics, cores, turns),
+        predict(o, m, entry.vars[entry.params[0]].type, entry.ret, batcher, metrics, cost.get()),
+        metadata(acrobat::metadata(o, m, *model.module, entry, *model.engine)) {}
   LoadedModel model;
   const ir::Function& entry;
   std::unique_ptr<CostFunction> cost;  // --max-cost
@@ -557,47 +569,67 @@ struct Served {
   nlohmann::json metadata;
 };
 
-// Every route of the server; the model's own answer 503 until `served` is set. Returns the
-// predict path.
-std::string add_routes(GuardedServer& server, const ServeOptions& o, const std::atomic<Served*>& served,
-                       Metrics& metrics) {
-  const std::string model = "/v1/models/" + o.name, predict = model + ":predict";
-  const nlohmann::json loading = {{"error", "the model " + o.name + " is loading; GET /ready says when it is ready"}};
-  server.set_pre_routing_handler([&o, &metrics, predict](const httplib::Request& req, httplib::Response& res) {
-    return screen(o, metrics, predict, req, res);
-  });
-  server.Post(predict, [&served, &metrics, loading](const httplib::Request& req, httplib::Response& res,
+// The served models' slots, each set once its model is loaded (null before: its routes answer 503).
+using ServedSlots = std::vector<std::unique_ptr<std::atomic<Served*>>>;
+
+// Every route of the server; a model's own answer 503 until its slot is set. Returns the predict
+// paths.
+std::set<std::string> add_routes(GuardedServer& server, const ServeOptions& o, const std::vector<ServedModel>& models,
+                                 const ServedSlots& served, Metrics& metrics) {
+  std::set<std::string> predicts;
+  std::map<std::string, std::string> methods = {{"/health", "GET"}, {"/ready", "GET"}, {"/metrics", "GET"}};
+  for (size_t k = 0; k < models.size(); ++k) {
+    const std::atomic<Served*>& slot = *served[k];
+    const std::string model = "/v1/models/" + models[k].name, predict = model + ":predict";
+    const nlohmann::json loading = {
+        {"error", "the model " + models[k].name + " is loading; GET /ready says when it is ready"}};
+    server.Post(predict, [&slot, &metrics, loading](const httplib::Request& req, httplib::Response& res,
                                                      const httplib::ContentReader& read) {
-    if (Served* s = served.load()) return s->predict(req, res, read);
-    reply_unread(res, 503, loading);
-    metrics.answered(503);
+      if (Served* s = slot.load()) return s->predict(req, res, read);
+      reply_unread(res, 503, loading);
+      metrics.answered(503);
+    });
+    server.Get(model, [&slot, &server](const httplib::Request&, httplib::Response& res) {
+      const char* state = server.draining() ? "UNLOADING" : slot.load() ? "AVAILABLE" : "LOADING";
+      reply(res, 200,
+            {{"model_version_status", {{{"version", "1"}, {"state", state}, {"status", {{"error_code", "OK"}}}}}}});
+    });
+    server.Get(model + "/metadata", [&slot, loading](const httplib::Request&, httplib::Response& res) {
+      if (Served* s = slot.load()) return reply(res, 200, s->metadata);
+      reply(res, 503, loading);
+    });
+    predicts.insert(predict);
+    methods[predict] = "POST";
+    methods[model] = methods[model + "/metadata"] = "GET";
+  }
+  server.set_pre_routing_handler([&o, &metrics, predicts](const httplib::Request& req, httplib::Response& res) {
+    return screen(o, metrics, predicts, req, res);
   });
-  server.Get(model, [&served, &server](const httplib::Request&, httplib::Response& res) {
-    const char* state = server.draining() ? "UNLOADING" : served.load() ? "AVAILABLE" : "LOADING";
-    reply(res, 200, {{"model_version_status", {{{"version", "1"}, {"state", state}, {"status", {{"error_code", "OK"}}}}}}});
-  });
-  server.Get(model + "/metadata", [&served, loading](const httplib::Request&, httplib::Response& res) {
-    if (Served* s = served.load()) return reply(res, 200, s->metadata);
-    reply(res, 503, loading);
-  });
+  auto all_loaded = [&served] {
+    return std::all_of(served.begin(), served.end(), [](const auto& slot) { return slot->load() != nullptr; });
+  };
   server.Get("/health", [](const httplib::Request&, httplib::Response& res) { reply(res, 200, {{"status", "ok"}}); });
-  server.Get("/ready", [&served, &server](const httplib::Request&, httplib::Response& res) {
+  server.Get("/ready", [all_loaded, &server](const httplib::Request&, httplib::Response& res) {
     if (server.draining())
       reply(res, 503, {{"status", "stopping"}});
-    else if (!served.load())
+    else if (!all_loaded())
       reply(res, 503, {{"status", "loading"}});
     else
       reply(res, 200, {{"status", "ready"}});
   });
   server.Get("/metrics", [&served, &server, &metrics](const httplib::Request&, httplib::Response& res) {
     Gauges now = server.connection_gauges();
-    if (Served* s = served.load()) std::tie(now.queued_instances, now.running_instances) = s->batcher.depth();
+    for (const auto& slot : served)
+      if (Served* s = slot->load()) {
+        auto [queued, running] = s->batcher.depth();
+        now.queued_instances += queued;
+        now.running_instances += running;
+      }
     res.set_content(metrics.text(now), "text/plain; version=0.0.4");
   });
-  answer_errors_in_json(server, o, {{predict, "POST"}, {model, "GET"}, {model + "/metadata", "GET"}, {"/health", "GET"},
-                                    {"/ready", "GET"}, {"/metrics", "GET"}});
+  answer_errors_in_json(server, o, models, std::move(methods));
   server.set_logger([&metrics](const httplib::Request&, const httplib::Response& res) { metrics.responded(res.status); });
-  return predict;
+  return predicts;
 }
 
 void check_options(const ServeOptions& o) {
@@ -623,20 +655,22 @@ void await_stop(GuardedServer& server, const ServeOptions& o) {
 
 }  // namespace
 
-int serve_command(const ServeOptions& o, const ModelLoader& load, const ServeCores& cores) {
+int serve_command(const ServeOptions& o, const std::vector<ServedModel>& models, const ServeCores& cores) {
   check_options(o);
+  ACROBAT_ASSERT(!models.empty(), "serve: no model");
   Metrics metrics;
   GuardedServer server(o.limits, metrics);
   server.set_keep_alive_timeout(static_cast<time_t>(o.limits.idle_timeout));  // as the Keep-Alive header says
   server.set_keep_alive_max_count(100000);  // the header's max; a connection serves all its client's requests
   server.set_tcp_nodelay(true);  // an answer leaves at once (no Nagle wait for the client's delayed ACK)
   server.set_payload_max_length(o.limits.max_request_bytes);  // a chunked body on another path than predict
-  std::atomic<Served*> served{nullptr};
-  const std::string predict = add_routes(server, o, served, metrics);
+  ServedSlots served;
+  for (size_t k = 0; k < models.size(); ++k) served.push_back(std::make_unique<std::atomic<Served*>>(nullptr));
+  add_routes(server, o, models, served, metrics);
   const int port = bind_exclusively(server, o);
   catch_stop_signals();
 
-  // /health answers (and /ready says 503) while the model loads and compiles on this thread.
+  // /health answers (and /ready says 503) while the models load and compile on this thread.
   std::atomic<bool> listened{true}, listen_ended{false};
   std::thread listener([&] {
     cores.enter_http();  // this thread and the server's threads it starts
@@ -647,27 +681,36 @@ int serve_command(const ServeOptions& o, const ModelLoader& load, const ServeCor
   });
   // Server::stop() stops only a server that is listening: from here on it does.
   while (!server.is_running() && !listen_ended) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::unique_ptr<Served> model;
+  EngineTurns turns;
+  std::vector<std::unique_ptr<Served>> loaded;
+  const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;  // IPv6
+  auto stop_all = [&] {
+    for (auto& m : loaded) m->batcher.stop();
+  };
   try {
-    cores.enter_engine();  // the engine's pool starts on the engine's cores
-    model = std::make_unique<Served>(o, load(), metrics, cores);
+    cores.enter_engine();  // the engines' pools start on the engine's cores
+    for (size_t k = 0; k < models.size(); ++k) {
+      loaded.push_back(std::make_unique<Served>(o, models[k], models[k].load(), metrics, cores, turns));
+      *served[k] = loaded.back().get();
+      std::cout << fmt::format("acrobat serve: {} at http://{}:{}/v1/models/{}:predict ({} of up to {} instances, {} "
+                               "ms; {} engine; {}{})",
+                               models[k].name, host, port, models[k].name,
+                               o.continuous ? "continuous batching" : "batches", o.max_batch, o.max_delay_ms,
+                               loaded.back()->model.engine->name(), cores.describe(),
+                               o.auth_token.empty() ? "" : "; a bearer token wanted")
+                << std::endl;
+    }
   } catch (...) {
     server.stop();
     listener.join();
+    stop_all();
     throw;
   }
-  served = model.get();
-  const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;  // IPv6
-  std::cout << fmt::format("acrobat serve: {} at http://{}:{}{} ({} of up to {} instances, {} ms; {} engine; {}{})",
-                           o.name, host, port, predict, o.continuous ? "continuous batching" : "batches",
-                           o.max_batch, o.max_delay_ms, model->model.engine->name(),
-                           cores.describe(), o.auth_token.empty() ? "" : "; a bearer token wanted")
-            << std::endl;
   await_stop(server, o);
   listener.join();
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  model->batcher.stop();
+  stop_all();
   uint64_t answered = 0;
   for (auto [code, count] : metrics.requests) answered += count;
   std::cout << fmt::format("acrobat serve: stopped after {} requests ({} instances in {} batches)", answered,

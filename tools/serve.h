@@ -1,10 +1,12 @@
-// `acrobat serve`: a model behind HTTP, speaking TensorFlow Serving's and KServe v1's REST
+// `acrobat serve`: a model (or several) behind HTTP, speaking TensorFlow Serving's and KServe v1's REST
 // convention (POST /v1/models/NAME:predict with {"instances": [...]}, answered by
 // {"predictions": [...]}), with a dynamic batcher (serve_batcher.h): the instances of concurrent
 // requests are collected into batches and each batch is one run of the engine. GET /health
 // (liveness), /ready (the model loaded, not stopping), /v1/models/NAME/metadata, /metrics
 // (Prometheus text, serve_metrics.h); on SIGINT or SIGTERM a drain that answers the requests in
 // flight and cuts the slow ones after a deadline. docs/serving.md says what a client may expect.
+// Several models (`--models FILE`) are served side by side, each at its own NAME with a batcher of
+// its own; their batches take turns on the engine's cores (serve_batcher.h, EngineTurns).
 //
 // Limits: connections bounded in number and time (serve_http.h); a request body over
 // max_request_bytes is answered 413 (whatever its content type) before it is read whole, a bad
@@ -26,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/ir.h"
 #include "engines/engine.h"
@@ -34,9 +37,6 @@
 namespace acrobat {
 
 struct ServeOptions {
-  std::string name;              // NAME in the URL: the model file's stem
-  std::string model_path;        // as given; answers name the model by its file name instead
-  std::string entry = "main";
   std::string host = "127.0.0.1";
   int port = 8500;               // 0: any free port (printed)
   size_t max_batch = 64;         // instances per engine run
@@ -44,7 +44,6 @@ struct ServeOptions {
   int64_t deadline_ms = 0;       // a request's deadline when it gives none (PredictRequest); 0: none
   double max_delay_ms = 0;       // the longest the oldest queued instance waits for a fuller batch
   bool continuous = false;       // instances join the running batch (Engine::run_open), max_batch at once
-  int64_t max_cost = 0;          // with the model's cost(x) -> int: the most cost a batch holds (0: none)
   HttpLimits limits;             // connections, timeouts, request size, drain
   std::string auth_token;        // when not empty, every endpoint but /health and /ready wants it
   bool pin = true;               // the engine's threads on cores of their own (ServeCores)
@@ -77,9 +76,18 @@ struct LoadedModel {
 };
 using ModelLoader = std::function<LoadedModel()>;
 
-// Binds the port, then loads the model (`load`, on the engine's cores of `cores`) while /health
-// answers and /ready says 503, then serves until SIGINT or SIGTERM; returns the exit status. An
-// error of `load` closes the port and is thrown.
-int serve_command(const ServeOptions& options, const ModelLoader& load, const ServeCores& cores);
+// A model the server serves, at POST /v1/models/NAME:predict.
+struct ServedModel {
+  std::string name;        // NAME in the URL (by default the model file's stem)
+  std::string model_path;  // as given; answers name the model by its file name instead
+  std::string entry = "main";
+  int64_t max_cost = 0;    // with the model's cost(x) -> int: the most cost a batch holds (0: none)
+  ModelLoader load;
+};
+
+// Binds the port, then loads the models in turn (`load`, on the engine's cores of `cores`) while
+// /health answers and /ready says 503, then serves until SIGINT or SIGTERM; returns the exit
+// status. An error of a `load` closes the port and is thrown. The names must differ.
+int serve_command(const ServeOptions& options, const std::vector<ServedModel>& models, const ServeCores& cores);
 
 }  // namespace acrobat

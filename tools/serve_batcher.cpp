@@ -9,8 +9,16 @@
 
 namespace acrobat {
 
-Batcher::Batcher(const ServeOptions& o, Engine& engine, Metrics& metrics, const ServeCores& cores)
-    : o_(o), engine_(engine), metrics_(metrics), cores_(cores), thread_([this] { loop(); }) {}
+Batcher::Batcher(const ServeOptions& o, const ServedModel& model, Engine& engine, Metrics& metrics,
+                 const ServeCores& cores, EngineTurns& turns)
+    : o_(o),
+      model_(model),
+      engine_(engine),
+      metrics_(metrics),
+      cores_(cores),
+      turns_(turns),
+      turn_(turns.join()),
+      thread_([this] { loop(); }) {}
 
 bool Batcher::submit(std::vector<std::shared_ptr<Pending>>& items) {
   {
@@ -37,26 +45,30 @@ std::pair<size_t, size_t> Batcher::depth() const {
   return {queued_, running_};
 }
 
-std::vector<std::shared_ptr<Pending>> Batcher::take(size_t most, bool wait) {
+bool Batcher::await_batch(size_t most) {
   const auto delay = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(o_.max_delay_ms));
+  std::unique_lock<std::mutex> lock(mutex_);
+  wake_.wait(lock, [&] { return queued_ > 0 || stopping_; });
+  if (queued_ == 0) return false;  // stopping, nothing left
+  Clock::time_point oldest = Clock::time_point::max();
+  for (const auto& q : queues_)
+    if (!q.empty()) oldest = std::min(oldest, q.front()->queued);
+  wake_.wait_until(lock, oldest + delay, [&] { return queued_ >= most || stopping_; });
+  return true;
+}
+
+std::vector<std::shared_ptr<Pending>> Batcher::take(size_t most, bool wait) {
   std::vector<std::shared_ptr<Pending>> batch;
+  if (wait && !await_batch(most)) return batch;
   size_t dropped = 0;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (wait) {
-      wake_.wait(lock, [&] { return queued_ > 0 || stopping_; });
-      if (queued_ == 0) return batch;  // stopping, nothing left
-      Clock::time_point oldest = Clock::time_point::max();
-      for (const auto& q : queues_)
-        if (!q.empty()) oldest = std::min(oldest, q.front()->queued);
-      wake_.wait_until(lock, oldest + delay, [&] { return queued_ >= most || stopping_; });
-    }
     int64_t cost = live_cost_;
     bool full = false;  // the next instance's cost would pass --max-cost
     for (size_t level = queues_.size(); level-- > 0 && batch.size() < most && !full;) {
       auto& queue = queues_[level];
       while (!queue.empty() && batch.size() < most) {
-        if (o_.max_cost > 0 && cost + queue.front()->cost > o_.max_cost && (cost > 0 || !batch.empty())) {
+        if (model_.max_cost > 0 && cost + queue.front()->cost > model_.max_cost && (cost > 0 || !batch.empty())) {
           full = true;
           break;
         }
@@ -85,7 +97,8 @@ void Batcher::loop() {
   cores_.enter_engine();
   while (o_.continuous) {
     try {
-      engine_.run_open(*this, o_.max_batch, o_.entry);
+      EngineTurns::Held turn(turns_, turn_);  // given up while it waits with nothing to run (take)
+      engine_.run_open(*this, o_.max_batch, model_.entry);
     } catch (const std::exception&) {
       // The instances it held are answered with its error (Engine::run_open); a new run starts.
       std::lock_guard<std::mutex> lock(metrics_.mutex);
@@ -95,12 +108,12 @@ void Batcher::loop() {
     if (stopping_ && queued_ == 0) return;
   }
   for (;;) {
-    std::vector<std::shared_ptr<Pending>> batch = take(o_.max_batch, true);
-    if (batch.empty()) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopping_ && queued_ == 0) return;
-      continue;  // every instance taken was dropped
-    }
+    // A batch is due; then the engine's turn (the instances stay queued meanwhile: those that come
+    // join the batch, those cancelled are dropped); then the batch.
+    if (!await_batch(o_.max_batch)) return;  // stopping, nothing left
+    EngineTurns::Held turn(turns_, turn_);
+    std::vector<std::shared_ptr<Pending>> batch = take(o_.max_batch, false);
+    if (batch.empty()) continue;  // every instance taken was dropped
     const auto start = Clock::now();
     run(batch);
     metrics_.run_seconds.observe(seconds_since(start));
@@ -121,7 +134,7 @@ void Batcher::run(const std::vector<std::shared_ptr<Pending>>& batch) {
     numbers.push_back(p->index);
   }
   try {
-    RunResult r = run_batches(engine_, inputs, 0, o_.entry, OnError::Skip, numbers);
+    RunResult r = run_batches(engine_, inputs, 0, model_.entry, OnError::Skip, numbers);
     {
       std::lock_guard<std::mutex> lock(metrics_.mutex);
       ++metrics_.batches;
@@ -153,7 +166,12 @@ void Batcher::run(const std::vector<std::shared_ptr<Pending>>& batch) {
 
 std::vector<InstanceFeed::Joining> Batcher::take(bool idle, size_t room) {
   std::vector<InstanceFeed::Joining> out;
-  for (std::shared_ptr<Pending>& p : take(room, idle)) {
+  std::vector<std::shared_ptr<Pending>> taken;
+  {
+    EngineTurns::GivenUp away(turns_, turn_, idle);  // waiting with nothing to run: the other models run
+    taken = take(room, idle);
+  }
+  for (std::shared_ptr<Pending>& p : taken) {
     const size_t ticket = next_ticket_++;
     p->started = Clock::now();
     live_cost_ += p->cost;

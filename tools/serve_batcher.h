@@ -8,6 +8,7 @@
 // (Engine::run_open) takes queued instances between its flushes, up to max_batch running at once,
 // and answers each as soon as its output is computed; the instances of a request whose client went
 // away or whose deadline passed stop where they are.
+// Several models (`--models`): a batcher each, taking turns on the engine's cores (EngineTurns).
 #pragma once
 
 #include <array>
@@ -22,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine_turns.h"
 #include "engines/engine.h"
 #include "engines/inputs.h"
 #include "serve_metrics.h"
@@ -31,6 +33,7 @@ namespace acrobat {
 
 class ServeCores;
 struct ServeOptions;
+struct ServedModel;
 
 // The events of a streamed answer (server-sent events, a request's "stream": true): what its
 // instances emit, pushed by the engine's thread as they come and taken by the connection's.
@@ -77,7 +80,8 @@ struct Pending {
 
 class Batcher : private InstanceFeed {
  public:
-  Batcher(const ServeOptions& o, Engine& engine, Metrics& metrics, const ServeCores& cores);
+  Batcher(const ServeOptions& o, const ServedModel& model, Engine& engine, Metrics& metrics, const ServeCores& cores,
+          EngineTurns& turns);
   ~Batcher() { stop(); }
 
   // Queues a request's instances; false (nothing queued) when max_queue would be exceeded.
@@ -95,9 +99,13 @@ class Batcher : private InstanceFeed {
   // cancelled ones among them are dropped. With `wait`, once a batch is due (blocking until then),
   // and empty only when stopping with nothing left; otherwise what is queued now.
   std::vector<std::shared_ptr<Pending>> take(size_t most, bool wait);
+  // Waits until a batch is due: an instance queued, and `most` of them or the oldest's
+  // max_delay; false when stopping with nothing queued.
+  bool await_batch(size_t most);
   void run(const std::vector<std::shared_ptr<Pending>>& batch);
 
   // The open run's feed (continuous batching); tickets index live_.
+  void may_yield() override { turns_.pass(turn_); }
   std::vector<Joining> take(bool idle, size_t room) override;
   bool cancelled(size_t ticket) override;
   void finished(size_t ticket, Value output) override;
@@ -107,9 +115,12 @@ class Batcher : private InstanceFeed {
   std::shared_ptr<Pending> leave(size_t ticket);  // an instance of the open run answered
 
   const ServeOptions& o_;
+  const ServedModel& model_;
   Engine& engine_;
   Metrics& metrics_;
   const ServeCores& cores_;
+  EngineTurns& turns_;
+  const int turn_;  // this batcher's id in turns_
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::array<std::deque<std::shared_ptr<Pending>>, kMaxPriority + 1> queues_;  // by priority

@@ -72,6 +72,10 @@ class InstanceFeed {
     // flush of its own work, not a round of everyone's).
     bool streams = false;
   };
+  // Called between the rounds of a run that has instances running and between the batches of its
+  // flushes: a feed that shares the run's thread with other work may let it run here, the run
+  // waiting meanwhile (a server's other models, tools/engine_turns.h).
+  virtual void may_yield() {}
   // Up to `room` instances to start now. With `idle` nothing is running: the call may block until
   // some come, and an empty answer then ends the run.
   virtual std::vector<Joining> take(bool idle, size_t room) = 0;

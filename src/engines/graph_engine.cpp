@@ -145,6 +145,7 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
   InstanceFibers::Open open;
   open.admit = [&](bool idle) {
     std::vector<size_t> ids;
+    if (!idle) feed.may_yield();
     if (idle && !instances.empty()) begin();  // nothing runs: a fresh graph
     if (*l.graph.num_nodes() > kOpenRunNodes) return ids;  // not idle: let the run drain first
     const size_t room = max_live > running.size() ? max_live - running.size() : 0;
@@ -161,10 +162,15 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
     instances[i].first_soon = false;
     feed.emitted(instances[i].ticket, v);
   };
-  struct Quiet {  // later runs drop their emits again
+  l.graph.set_between_batches([&feed] { feed.may_yield(); });
+  struct Quiet {  // later runs drop their emits and yield nowhere again
     Program& p;
-    ~Quiet() { p.on_emit = nullptr; }
-  } quiet{*l.program};
+    Graph& g;
+    ~Quiet() {
+      p.on_emit = nullptr;
+      g.set_between_batches(nullptr);
+    }
+  } quiet{*l.program, l.graph};
   open.cancelled = [&](size_t i) { return instances[i].cancelled; };
   open.ended = [&](size_t i, std::exception_ptr error) {
     running.erase(std::find(running.begin(), running.end(), i));

@@ -98,6 +98,7 @@ void Graph::run_batch(BlockExecutor& exec, int block, const std::vector<int>& ba
   counts.seconds += seconds;
   stats_->peak_bytes = std::max<int64_t>(stats_->peak_bytes,
                                          static_cast<int64_t>(outputs_.buffers().peak_bytes()) + scratch_peak);
+  if (between_batches_) between_batches_();
 }
 
 }  // namespace acrobat

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -113,6 +114,9 @@ class Graph {
   void forget_demands() { schedule_.forget_demands(); }
   // Runs what the demanded nodes need (inline depth), or everything pending, through `exec`.
   void flush(BlockExecutor& exec);
+  // Called after each batch of a flush (none: null), on the flushing thread: an open run shares its
+  // thread with other work there (InstanceFeed::may_yield).
+  void set_between_batches(std::function<void()> f) { between_batches_ = std::move(f); }
   double flush_seconds() const { return flush_seconds_; }
 
   // The data of a tensor that exists or has been computed.
@@ -135,6 +139,7 @@ class Graph {
   BatchRunner runner_;
   Gathers gathers_;  // of the run (gathered())
   double flush_seconds_ = 0;
+  std::function<void()> between_batches_;
 };
 
 }  // namespace acrobat

@@ -23,6 +23,14 @@ each) behind HTTP on a free loopback port, on the engine given (batched or aot).
    the second waits while the first runs (one running, one queued), then both are answered; one of
    500000 (more than the budget) runs alone; a server with --max-cost on a model whose cost takes
    another type does not start, and says why.
+7. Several models (--models FILE: steps.acr as "a", and again as "b" with parameters from seed 3,
+   its path relative to the file): each answers `acrobat run`'s outputs with its own parameters;
+   continuous, a long instance of a does not hold b's requests (each answered while it runs);
+   whole-batch, b's request waits queued while a's batch runs (their batches take turns on the
+   engine), then both are answered. The 404 names both models. Bad files and option mixes are
+   refused before serving, naming the file's line: an unknown key, a repeated name, a JSON error,
+   a missing "model", a model file that does not exist, a model file beside --models, --params
+   with --models.
 """
 
 import argparse
@@ -214,6 +222,85 @@ def check_cost(args, check):
     check(r.returncode != 0 and "cost(x: int) -> int" in r.stderr, "a cost of the wrong type: %s %r" % (r.returncode, r.stderr))
 
 
+def start_models(args, models, extra):
+    """A server of the models file `models`: (process, port, its first lines, one a model)."""
+    server = subprocess.Popen([args.acrobat, "serve", "--models", models, "--engine", args.engine, "--threads", "1",
+                               "--port", "0"] + extra, stdout=subprocess.PIPE, text=True)
+    lines = [server.stdout.readline(), server.stdout.readline()]
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/v1/models/a:predict", lines[0])
+    if not m:
+        print("no address in %r" % lines, file=sys.stderr)
+    return server, (int(m.group(1)) if m else None), lines
+
+
+def check_models(args, check):
+    """7. of the module's docstring."""
+    models = os.path.join(args.workdir, "models.jsonl")
+    with open(models, "w") as f:
+        f.write(json.dumps({"model": MODEL, "name": "a"}) + "\n")
+        f.write(json.dumps({"model": os.path.relpath(MODEL, args.workdir), "name": "b", "seed": 3}) + "\n")
+    want_a, want_b = expected(args, [600000, 50]), expected(args, [50, 7], ["--seed", "3"])
+    if not check(isinstance(want_a, list) and isinstance(want_b, list), "acrobat run: %s %s" % (want_a, want_b)):
+        return
+    check(not close(want_a[1], want_b[0]), "the two models' parameters differ")
+    for continuous in (True, False):
+        server, port, lines = start_models(args, models, ["--continuous"] if continuous else [])
+        kind = "continuous" if continuous else "whole-batch"
+        try:
+            if not check(port is not None and "/v1/models/b:predict" in lines[1], "%s: both served: %r" % (kind, lines)):
+                continue
+            status, b = post(port, body([50, 7]), name="b")
+            check(status == 200 and all(close(p["data"], w) for p, w in zip(b["predictions"], want_b)),
+                  "%s: b answers with its own parameters: %s %s" % (kind, status, str(b)[:200]))
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                long = pool.submit(post, port, body([600000]), "a")
+                check(until(lambda: running(port) == 1, 5), "%s: a's long instance runs" % kind)
+                if continuous:
+                    for i in range(4):
+                        status, b = post(port, body([50]), name="b")
+                        check(status == 200 and close(b["predictions"][0]["data"], want_b[0]),
+                              "%s: b's request %d: %s" % (kind, i, status))
+                        check(not long.done(), "%s: b's request %d answered while a's long one runs" % (kind, i))
+                else:
+                    short = pool.submit(post, port, body([50]), "b")
+                    check(until(lambda: metric(metrics(port), "acrobat_queued_instances") == 1, 2),
+                          "%s: b's request waits for the engine" % kind)
+                    time.sleep(0.2)
+                    check(not short.done() and not long.done() and
+                          metric(metrics(port), "acrobat_queued_instances") == 1,
+                          "%s: b's request still waits while a's batch runs" % kind)
+                    status, b = short.result()
+                    check(status == 200 and close(b["predictions"][0]["data"], want_b[0]),
+                          "%s: b's request after a's batch: %s" % (kind, status))
+                status, b = long.result()
+                check(status == 200 and close(b["predictions"][0]["data"], want_a[0]), "%s: a's long one: %s" % (kind, status))
+            status, text, _ = get(port, "/nothing")
+            check(status == 404 and "the models a, b at POST /v1/models/NAME:predict" in text, "the 404: %s" % text)
+            status, text, _ = get(port, "/v1/models/b/metadata")
+            check(status == 200 and json.loads(text).get("name") == "b", "b's metadata: %s" % text[:200])
+        finally:
+            stop(server)
+
+    def refused(lines, extra, want, model=None):
+        bad = os.path.join(args.workdir, "bad-models.jsonl")
+        with open(bad, "w") as f:
+            f.write("".join(line + "\n" for line in lines))
+        cmd = [args.acrobat, "serve"] + ([model] if model else []) + ["--models", bad, "--port", "0"] + extra
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        check(r.returncode != 0 and all(w in r.stderr for w in want),
+              "refused %s %s: %s %r (expected %s)" % (lines, extra, r.returncode, r.stderr, want))
+
+    good = json.dumps({"model": MODEL, "name": "a"})
+    refused([good, '{"model": "x.acr", "size": 3}'], [], ["bad-models.jsonl:2:1", 'unknown key "size"'])
+    refused([good, good], [], ["bad-models.jsonl:2:1", "a second model named a"])
+    refused([good, "", '{"model": "x.acr",}'], [], ["bad-models.jsonl:3:"])
+    refused(['{"name": "c"}'], [], ["bad-models.jsonl:1:1", '"model"'])
+    refused(['{"model": "no-such.acr"}'], [], ["no-such.acr"])
+    refused(['{"model": "x.acr", "name": "a/b"}'], [], ["bad-models.jsonl:1:1", "no model name"])
+    refused([good], [], ["give one of them"], model=MODEL)
+    refused([good], ["--params", "w.safetensors"], ["--params with --models"])
+
+
 def check_budget(args, check):
     """4. of the module's docstring."""
     server, port, _ = start(args, ["--max-steps", "5000"])
@@ -254,6 +341,7 @@ def main():
         stop(server)
     check_budget(args, check)
     check_cost(args, check)
+    check_models(args, check)
     if check.problems:
         return 1
     print("check_continuous.py: ok (%s)" % args.engine)

@@ -1,5 +1,8 @@
 // `acrobat serve`: the model behind HTTP with a dynamic batcher (tools/serve.h).
+#include <cctype>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +12,7 @@
 #include "commands/command.h"
 #include "commands/common.h"
 #include "engines/inputs.h"
+#include "io/json_lines.h"
 #include "serve.h"
 
 namespace acrobat::cli {
@@ -21,7 +25,92 @@ struct ServeArgs {
   bool no_pin = false;
   bool continuous = false;
   std::string max_cost = "0";
+  std::string models_file;  // --models
 };
+
+// The most models one server serves (--models): each has a batcher thread and its engine's memory.
+constexpr size_t kMaxServedModels = 32;
+
+// A model of a --models file: its URL name, its run options (the command's, with the line's model,
+// params, seed, sizes and entry) and its --max-cost.
+struct ModelLine {
+  std::string name;
+  RunOptions options;
+  int64_t max_cost = 0;
+};
+
+// A model's name in the URLs: 1 to 64 letters, digits, '_' or '-' (a name goes into the routes'
+// patterns, so nothing a pattern reads otherwise).
+bool valid_model_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char ch : name)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-')) return false;
+  return true;
+}
+
+// Reads a --models file: one JSON object per line, a model each,
+//   {"model": "treelstm.acr", "name": "trees", "params": "w.safetensors", "set": {"H": 256}}
+// with "model" (the .acr file) required and "name" (default: the model file's stem), "params",
+// "seed", "set" (sizes as --set), "entry" and "max_cost" (as --max-cost) optional. Relative paths
+// are read from the file's directory. Errors name the line of the model (file:line:col).
+std::vector<ModelLine> read_models_file(const std::string& path, const RunOptions& base, int64_t max_cost) {
+  const std::vector<io::JsonLine> lines = io::read_json_lines(path);
+  if (lines.empty()) throw UserError(path + ": no model (expected one JSON object per line, {\"model\": FILE, ...})");
+  if (lines.size() > kMaxServedModels)
+    throw UserError(lines[kMaxServedModels].loc,
+                    fmt::format("more than {} models; one server serves at most {}", kMaxServedModels, kMaxServedModels));
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  auto relative = [&](const std::string& file) { return (dir / file).lexically_normal().string(); };
+  std::vector<ModelLine> out;
+  for (const io::JsonLine& line : lines) {
+    auto fail = [&](const std::string& what) { throw UserError(line.loc, what); };
+    const nlohmann::json& j = line.value;
+    if (!j.is_object()) fail("expected a model: an object {\"model\": FILE, ...}, found " + io::json_type_name(j));
+    auto text = [&](const char* key) -> std::optional<std::string> {
+      auto it = j.find(key);
+      if (it == j.end()) return std::nullopt;
+      if (!it->is_string() || it->get<std::string>().empty())
+        fail(fmt::format("\"{}\": expected a non-empty string, found {}", key, io::json_type_name(*it)));
+      return it->get<std::string>();
+    };
+    auto count = [&](const char* key, int64_t most) -> std::optional<int64_t> {
+      auto it = j.find(key);
+      if (it == j.end()) return std::nullopt;
+      if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > most)
+        fail(fmt::format("\"{}\": expected an integer from 0 to {}, found {}", key, most, it->dump()));
+      return it->get<int64_t>();
+    };
+    for (const auto& [key, value] : j.items())
+      if (key != "model" && key != "name" && key != "params" && key != "seed" && key != "set" && key != "entry" &&
+          key != "max_cost")
+        fail("unknown key \"" + key + "\" (expected model, name, params, seed, set, entry, max_cost)");
+    ModelLine m;
+    m.options = base;
+    const std::optional<std::string> model = text("model");
+    if (!model) fail("\"model\": the model file (.acr) is missing");
+    m.options.model = relative(*model);
+    m.name = text("name").value_or(std::filesystem::path(*model).stem().string());
+    if (!valid_model_name(m.name))
+      fail("\"name\": \"" + m.name.substr(0, 80) + "\" is no model name (1 to 64 letters, digits, '_' or '-')");
+    for (const ModelLine& earlier : out)
+      if (earlier.name == m.name)
+        fail("a second model named " + m.name + " (names must differ: give one a \"name\")");
+    if (auto params = text("params")) m.options.params = relative(*params);
+    if (auto seed = count("seed", std::numeric_limits<int64_t>::max())) m.options.seed = static_cast<uint64_t>(*seed);
+    if (auto entry = text("entry")) m.options.entry = *entry;
+    m.max_cost = count("max_cost", kMaxCount).value_or(max_cost);
+    if (auto it = j.find("set"); it != j.end()) {
+      if (!it->is_object()) fail("\"set\": expected an object of sizes, {\"H\": 256}, found " + io::json_type_name(*it));
+      for (const auto& [size, value] : it->items()) {
+        if (!value.is_number_integer())
+          fail("\"set\": \"" + size + "\": expected an integer, found " + io::json_type_name(value));
+        m.options.sets.push_back(size + "=" + std::to_string(value.get<int64_t>()));
+      }
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
 
 // The token of --auth-token-file: the file's text without surrounding blanks, not empty.
 std::string read_token(const std::string& path) {
@@ -56,7 +145,7 @@ void read_limits(const ServeArgs& a, HttpLimits& l) {
   seconds("--drain-seconds", a.drain_seconds, l.drain_seconds, 0);
 }
 
-int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a) {
+int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a, const CLI::App& cmd) {
   so.port = static_cast<int>(parse_number("--port", a.port, 0, 65535));
   so.max_batch = parse_number("--max-batch", a.max_batch, 1, kMaxBatch);
   so.max_delay_ms = static_cast<double>(parse_number("--max-delay-ms", a.delay, 0, 60000));
@@ -64,17 +153,29 @@ int serve(const RunOptions& o, ServeOptions so, const ServeArgs& a) {
   so.deadline_ms = static_cast<int64_t>(parse_number("--deadline-ms", a.deadline_ms, 0, kMaxDeadlineMs));
   so.pin = !a.no_pin;
   so.continuous = a.continuous;
-  so.max_cost = parse_number("--max-cost", a.max_cost, 0, kMaxCount);
+  const int64_t max_cost = parse_number("--max-cost", a.max_cost, 0, kMaxCount);
   read_limits(a, so.limits);
   if (!a.auth_token_file.empty()) so.auth_token = read_token(a.auth_token_file);
-  so.entry = o.entry;
-  so.name = std::filesystem::path(o.model).stem().string();
-  so.model_path = o.model;
+  std::vector<ModelLine> lines;
+  if (a.models_file.empty()) {
+    if (o.model.empty()) throw UserError("serve: expected a model file (.acr), or --models FILE");
+    lines.push_back({std::filesystem::path(o.model).stem().string(), o, max_cost});
+  } else {
+    if (!o.model.empty()) throw UserError("serve: a model file and --models " + a.models_file + ": give one of them");
+    for (const char* option : {"--params", "--seed", "--set", "--entry", "--max-cost"})
+      if (cmd.count(option) > 0)
+        throw UserError(fmt::format("serve: {} with --models: give it on the model's line of {}", option,
+                                    a.models_file));
+    lines = read_models_file(a.models_file, o, max_cost);
+  }
+  std::vector<ServedModel> models;
+  for (const ModelLine& line : lines)
+    models.push_back({line.name, line.options.model, line.options.entry, line.max_cost, [&line] {
+                        Prepared p = prepare(line.options, false);
+                        return LoadedModel{p.module, make_cli_engine(line.options, p), p.params};
+                      }});
   const ServeCores cores = ServeCores::split(thread_count(o.threads), so.pin);
-  return serve_command(so, [&o] {
-    Prepared p = prepare(o, false);
-    return LoadedModel{p.module, make_cli_engine(o, p), p.params};
-  }, cores);
+  return serve_command(so, models, cores);
 }
 
 void add_limit_options(CLI::App* cmd, ServeArgs& a) {
@@ -111,7 +212,12 @@ Command add_serve(CLI::App& app) {
       "serve", "Serve a model over HTTP (TensorFlow Serving / KServe v1 REST: POST /v1/models/NAME:predict "
                "{\"instances\": [...]}), batching concurrent requests; /health, /ready, /metrics, "
                "/v1/models/NAME/metadata; drains on SIGINT/SIGTERM (docs/serving.md)");
-  add_model_options(cmd, *o, *numbers, "Model file (.acr); NAME is its stem");
+  add_model_options(cmd, *o, *numbers, "Model file (.acr); NAME is its stem (or --models)");
+  cmd->get_option("model")->required(false);
+  cmd->add_option("--models", a->models_file,
+                  "Serve several models: a file of one JSON object per line, {\"model\": FILE, \"name\": NAME, "
+                  "\"params\": FILE, \"set\": {\"H\": 256}, \"seed\": N, \"entry\": F, \"max_cost\": N} (paths "
+                  "from the file's directory); their batches take turns on the engine (docs/serving.md)");
   cmd->add_option("--set", o->sets, kSetHelp)->delimiter(',');
   cmd->add_option("--entry", o->entry, "Function to serve (default main)");
   add_engine_option(cmd, o->engine, "batched (default) or aot", {"batched", "aot"});
@@ -141,10 +247,10 @@ Command add_serve(CLI::App& app) {
                 "the engine keeps the first --threads cores to itself and HTTP gets the rest)");
   add_max_steps_option(cmd, *numbers, std::to_string(kServeMaxSteps));
   add_limit_options(cmd, *a);
-  return {cmd, [o, numbers, so, a] {
+  return {cmd, [o, numbers, so, a, cmd] {
             o->max_steps = kServeMaxSteps;  // unless --max-steps says otherwise
             numbers->read(*o);
-            return serve(*o, *so, *a);
+            return serve(*o, *so, *a, *cmd);
           }};
 }
 
