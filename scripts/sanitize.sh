@@ -111,7 +111,8 @@ asan() {
 tsan() {
   local dir=build-tsan reports="$PWD/build-tsan/sanitizer-reports"
   stage "TSan build" build "$dir" thread runtime_test kernels_test acrobat
-  export TSAN_OPTIONS="$common:log_path=$reports/report:second_deadlock_stack=1"
+  # scripts/tsan.supp: one start-up race inside OpenBLAS, said there.
+  export TSAN_OPTIONS="$common:log_path=$reports/report:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
   export ACROBAT_CACHE_DIR="$PWD/$dir/aot-cache"
   local threaded='^(ThreadPool|TwoThreads|Cli|InstanceFibers|Fibers|ForkJoin|ConcurrentCalls|EngineTurns)\.'
   threaded+='|^BatchedEngine\.TwoThreadsGiveTheOneThreadOutputs$|^Models/AotEqualsInterpreter\.'
