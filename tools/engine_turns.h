@@ -13,12 +13,12 @@
 namespace acrobat {
 
 // The engine's cores shared by the batchers of the models a server serves: one batcher runs at a
-// time. A whole-batch batcher holds its turn for a batch, run to its end; a continuous one for a
-// round of its open run (its fibers' host work and one flush) and offers it at the next round, so
-// that the models' open runs interleave. The turn goes to the waiting batcher that has used the
-// engine least (its seconds of turns held), as a fair scheduler gives the processor to the task
-// with the least run time: a model with little work (short trees) runs as soon as the running
-// round ends, and one with much (a decoder's steps) takes what the others leave. A batcher that
+// time. A whole-batch batcher holds its turn for a batch, run to its end; a continuous one offers
+// it between the rounds of its open run and between the batches of its flushes
+// (InstanceFeed::may_yield), so that the models' open runs interleave. The turn goes to the
+// waiting batcher that has used the engine least (its seconds of turns held), as a fair scheduler
+// gives the processor to the task with the least run time: a model with little work (short trees) runs as soon as the running
+// batch ends, and one with much (a decoder's steps) takes what the others leave. A batcher that
 // comes back from waiting for work counts at least kLag less than the least of those running or
 // waiting, so that it gets the next turn but banks no time from its idleness.
 class EngineTurns {
@@ -37,11 +37,13 @@ class EngineTurns {
     for (size_t k = 0; k < takers_.size(); ++k)
       if (static_cast<int>(k) != id && (takers_[k].waiting || holder_ == static_cast<int>(k)))
         least = std::min(least, takers_[k].used);
-    Taker& me = takers_[static_cast<size_t>(id)];
-    if (least != std::numeric_limits<double>::infinity()) me.used = std::max(me.used, least - kLag);
-    me.waiting = true;
+    // By index, not a reference held across the wait: join() may grow takers_ meanwhile (a model
+    // loading while the others serve).
+    const auto me = static_cast<size_t>(id);
+    if (least != std::numeric_limits<double>::infinity()) takers_[me].used = std::max(takers_[me].used, least - kLag);
+    takers_[me].waiting = true;
     wake_.wait(lock, [&] { return holder_ < 0 && next() == id; });
-    me.waiting = false;
+    takers_[me].waiting = false;
     holder_ = id;
     since_ = Clock::now();
   }
@@ -63,7 +65,8 @@ class EngineTurns {
     }
     wake_.notify_all();
   }
-  // Between rounds: the turn goes to a waiting batcher that has used the engine less, if one does.
+  // Where a continuous run may yield: the turn goes to a waiting batcher that has used the engine
+  // less, if one does.
   void pass(int id) {
     {
       std::lock_guard<std::mutex> lock(mutex_);

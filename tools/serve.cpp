@@ -572,9 +572,8 @@ struct Served {
 // The served models' slots, each set once its model is loaded (null before: its routes answer 503).
 using ServedSlots = std::vector<std::unique_ptr<std::atomic<Served*>>>;
 
-// Every route of the server; a model's own answer 503 until its slot is set. Returns the predict
-// paths.
-std::set<std::string> add_routes(GuardedServer& server, const ServeOptions& o, const std::vector<ServedModel>& models,
+// Every route of the server; a model's own answer 503 until its slot is set.
+void add_routes(GuardedServer& server, const ServeOptions& o, const std::vector<ServedModel>& models,
                                  const ServedSlots& served, Metrics& metrics) {
   std::set<std::string> predicts;
   std::map<std::string, std::string> methods = {{"/health", "GET"}, {"/ready", "GET"}, {"/metrics", "GET"}};
@@ -629,7 +628,6 @@ std::set<std::string> add_routes(GuardedServer& server, const ServeOptions& o, c
   });
   answer_errors_in_json(server, o, models, std::move(methods));
   server.set_logger([&metrics](const httplib::Request&, const httplib::Response& res) { metrics.responded(res.status); });
-  return predicts;
 }
 
 void check_options(const ServeOptions& o) {
