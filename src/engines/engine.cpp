@@ -207,11 +207,12 @@ RunResult Engine::run_batches(const std::vector<Value>& inputs, size_t batch,
   return result;
 }
 
-void Engine::run_open(InstanceFeed& feed, size_t max_live, const std::string& entry) {
+RunStats Engine::run_open(InstanceFeed& feed, size_t max_live, const std::string& entry) {
   (void)max_live;  // one at a time
+  RunStats stats;
   for (;;) {
     std::vector<InstanceFeed::Joining> joining = feed.take(true, 1);
-    if (joining.empty()) return;
+    if (joining.empty()) return stats;
     for (InstanceFeed::Joining& j : joining) {
       if (feed.cancelled(j.ticket)) {
         feed.stopped(j.ticket);
@@ -219,6 +220,7 @@ void Engine::run_open(InstanceFeed& feed, size_t max_live, const std::string& en
       }
       try {
         RunResult r = run({std::move(j.input)}, entry, j.number);
+        stats.add(r.stats);
         feed.finished(j.ticket, std::move(r.outputs[0]));
       } catch (const UserError& e) {
         feed.failed(j.ticket, e.what(), false);

@@ -117,8 +117,9 @@ class Engine {
   // An open run of `entry` (continuous batching): the instances `feed` hands over join it as they
   // come and leave it when done, each answered at once (outputs as run() gives them). At most
   // `max_live` instances run at once. By default one instance after the other; the batched
-  // engines batch every instance's work that is pending at a flush (graph_engine.h).
-  virtual void run_open(InstanceFeed& feed, size_t max_live, const std::string& entry = "main");
+  // engines batch every instance's work that is pending at a flush (graph_engine.h). Returns the
+  // counters of the whole run (peak memory: the largest at any time).
+  virtual RunStats run_open(InstanceFeed& feed, size_t max_live, const std::string& entry = "main");
   // Each instance of later runs may make at most `max_steps` calls, a loop's iterations (tail
   // calls) included; the one that makes more fails at that call (a loop that never ends stops
   // there). 0: no limit.

@@ -122,7 +122,7 @@ GradResult GraphEngine::gradients(const std::vector<Value>& inputs, const std::s
   return result;
 }
 
-void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::string& entry) {
+RunStats GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::string& entry) {
   const int func = entry_function(*module_, entry);
   Lane& l = lane();
   struct Instance {
@@ -137,7 +137,7 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
   RunStats stats;
   const std::vector<Value> none;
   auto begin = [&] {
-    l.graph.reset(stats);
+    l.graph.reset(stats, false, true);
     l.program->begin_run(func, none, stats, max_steps_);
     instances.clear();
   };
@@ -155,6 +155,7 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
       instances.push_back({j.ticket, j.number, false, j.streams});
       running.push_back(ids.back());
     }
+    stats.instances += static_cast<int64_t>(ids.size());
     return ids;
   };
   open.body = [&](size_t i) { l.program->run_instance(i); };
@@ -176,6 +177,7 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
     running.erase(std::find(running.begin(), running.end(), i));
     const Instance& in = instances[i];
     if (error) {
+      l.graph.drop_instance(static_cast<int64_t>(i));  // its fiber is gone: what it held goes
       try {
         std::rethrow_exception(error);
       } catch (const UserError& e) {
@@ -191,8 +193,13 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
   };
   bool firsts_flushed = false;  // the last flush ran only the first outputs' reads
   open.flush = [&] {
+    // A cancelled instance's fibers end as soon as they are resumed, before they touch the graph
+    // again: what they hold goes now, and the pending work only they need is not run.
     for (size_t i : running)
-      if (!instances[i].cancelled && feed.cancelled(instances[i].ticket)) instances[i].cancelled = true;
+      if (!instances[i].cancelled && feed.cancelled(instances[i].ticket)) {
+        instances[i].cancelled = true;
+        l.graph.drop_instance(static_cast<int64_t>(i));
+      }
     // Streamed instances yet to emit come first: when they wait for tensors, this flush runs only
     // what their reads need (and the ended instances' outputs); the other reads wait on to the next
     // flush, which runs everything demanded, so that arrivals at every round cannot hold the
@@ -238,6 +245,7 @@ void GraphEngine::run_open(InstanceFeed& feed, size_t max_live, const std::strin
     for (size_t i : computing) feed.failed(instances[i].ticket, e.what(), internal);
     throw;
   }
+  return stats;
 }
 
 RunResult GraphEngine::run_batches(const std::vector<Value>& inputs, size_t batch,

@@ -51,7 +51,9 @@ class GraphEngine : public Engine {
   // computed by a flush of their own, one flush in two at most (the flush in graph_engine.cpp).
   // The graph is started afresh whenever nothing runs; after kOpenRunNodes nodes no instance joins
   // until those running have ended (the nodes and host objects of a run are kept until it ends).
-  void run_open(InstanceFeed& feed, size_t max_live, const std::string& entry = "main") final;
+  // An instance that stops (cancelled or failed) gives up what its values held at once, and its
+  // pending nodes nothing else needs are never run (Graph::drop_instance).
+  RunStats run_open(InstanceFeed& feed, size_t max_live, const std::string& entry = "main") final;
   static constexpr int32_t kOpenRunNodes = int32_t{1} << 21;
 
   class Program {

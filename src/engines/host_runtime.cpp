@@ -181,7 +181,7 @@ void HostRuntime::release_output(size_t i) {
 // ---- services ----
 
 int32_t HostRuntime::record(aot::AotContext* ctx, int32_t block, const Val* args) {
-  return of(ctx).graph_.record(block, args);
+  return of(ctx).graph_.record(block, args, ctx->instance);
 }
 
 Obj* HostRuntime::alloc_obj(aot::AotContext* ctx, int32_t tag, int32_t size) {

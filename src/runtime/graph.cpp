@@ -22,11 +22,14 @@ Graph::Graph(const analysis::Plan& plan, std::shared_ptr<const PackedIndex> pack
 
 Graph::~Graph() { releaser_.release_all(outputs_); }
 
-void Graph::reset(RunStats& stats, bool keep_outputs) {
+void Graph::reset(RunStats& stats, bool keep_outputs, bool by_instance) {
   stats_ = &stats;
   keep_values_ = keep_outputs;
   releaser_.release_all(outputs_);
-  releaser_.reset(plan_.ownership.enabled && !keep_outputs);
+  releaser_.reset(plan_.ownership.enabled && !keep_outputs, by_instance);
+  by_instance_ = by_instance;
+  by_instance_nodes_.clear();
+  dropped_ = 0;
   nodes_.clear();
   outputs_.clear();
   gathers_.clear();
@@ -36,12 +39,18 @@ void Graph::reset(RunStats& stats, bool keep_outputs) {
   runner_.reset();
 }
 
-int32_t Graph::record(int32_t block, const aot::Val* in_args) {
+int32_t Graph::record(int32_t block, const aot::Val* in_args, int64_t instance) {
   const analysis::StaticBlock& s = plan_.blocks[block];
   const aot::Val* sizes = in_args + s.args.size();
   if (s.ragged()) nodes_.check_sizes(s, sizes);
   NodeStore::Node n = nodes_.place(block, in_args);
   const int32_t id = *nodes_.count();
+  if (by_instance_) {  // before the node is added (below, either way), once no check can fail
+    const auto i = static_cast<size_t>(instance);
+    if (by_instance_nodes_.size() <= i) by_instance_nodes_.resize(i + 1);
+    by_instance_nodes_[i].push_back(id);
+    releaser_.held_from(id, plan_.ownership.owned_outputs[block]);
+  }
   stats_->tensor_ops += static_cast<int64_t>(s.ops.size());
   if (!s.ragged()) stats_->flops += s.flops;  // a ragged block's are counted per instance when its batch runs
   // Ragged blocks are not shared (their FLOPs are counted per instance as their batch runs).
@@ -63,10 +72,26 @@ int32_t Graph::record(int32_t block, const aot::Val* in_args) {
   return id;
 }
 
+void Graph::drop_instance(int64_t instance) {
+  const auto i = static_cast<size_t>(instance);
+  if (!by_instance_ || i >= by_instance_nodes_.size()) return;
+  const int64_t dropped = releaser_.drop_unowned(by_instance_nodes_[i], nodes_, outputs_);
+  std::vector<int32_t>().swap(by_instance_nodes_[i]);
+  dropped_ += dropped;
+  stats_->dropped_nodes += dropped;
+}
+
 void Graph::flush(BlockExecutor& exec) {
   auto t0 = Clock::now();
   double schedule_before = stats_->schedule_seconds;
-  schedule_.flush(nodes_, *stats_, [&](int block, const std::vector<int>& ids) { run_batch(exec, block, ids); });
+  std::vector<int> kept;  // a batch's nodes but the dropped ones, once some are
+  schedule_.flush(nodes_, *stats_, [&](int block, const std::vector<int>& ids) {
+    if (dropped_ == 0) return run_batch(exec, block, ids);
+    kept.clear();
+    for (int id : ids)
+      if (nodes_[id].batch != NodeStore::kDropped) kept.push_back(id);
+    if (!kept.empty()) run_batch(exec, block, kept);
+  });
   double total = seconds_since(t0);
   flush_seconds_ += total;
   stats_->kernel_seconds += total - (stats_->schedule_seconds - schedule_before);

@@ -38,7 +38,10 @@
 //     recorded, uncounted when their batch has run). A batch's buffer for one operator goes back to
 //     the pool as soon as every row's count is zero; a count never rises again from zero, because
 //     only an owner or a value borrowed from one can hand a reference over. Main's outputs stay
-//     owned by the runtime until the run ends. With ACROBAT_POISON_RELEASED=1 in the environment a
+//     owned by the runtime until the run ends. An open run (continuous batching) counts the host
+//     references per node as well: an instance that stops (cancelled or failed) gives up every
+//     reference its values held, and its pending nodes that nothing else needs any more are dropped,
+//     never run (drop_instance). With ACROBAT_POISON_RELEASED=1 in the environment a
 //     released buffer is filled with NaN and kept out of use until the run ends, so that any read
 //     after a release shows in the results (the test suite runs this way).
 #pragma once
@@ -79,8 +82,9 @@ class Graph {
   // Forgets the previous run's nodes and memory; counters of the new run go to `stats`. With
   // `keep_outputs` nothing is released before the next reset, and the values the blocks' kernels
   // compute in scratch buffers are kept as batch outputs too: what reverse mode reads
-  // (forward_record()).
-  void reset(RunStats& stats, bool keep_outputs = false);
+  // (forward_record()). With `by_instance` (an open run, whose instances may stop anywhere) the
+  // nodes and host references are kept per instance as well, for drop_instance().
+  void reset(RunStats& stats, bool keep_outputs = false, bool by_instance = false);
   // What the run hands over to reverse mode once everything has run (reset with keep_outputs).
   ForwardRecord forward_record() const {
     return ForwardRecord(plan_, *packed_, nodes_, outputs_, gathers_, !releaser_.enabled());
@@ -93,16 +97,27 @@ class Graph {
     if (keep_values_) gathers_.add(out, row, sources);
   }
   // Records one execution of `block` reading `args` (one per block argument, then the values of
-  // the block's size variables as ints); returns the node. A ragged block's instance whose sizes
-  // break what only the run can check (analysis/ragged_plan.h) is a UserError at the operator.
-  int32_t record(int32_t block, const aot::Val* args);
+  // the block's size variables as ints) for instance `instance`'s host program; returns the node.
+  // A ragged block's instance whose sizes break what only the run can check
+  // (analysis/ragged_plan.h) is a UserError at the operator.
+  int32_t record(int32_t block, const aot::Val* args, int64_t instance = 0);
   // A host value hands a reference to lazy tensor `v` over / gives one up (see 4. above).
   void dup(const aot::Val& v) {
-    if (releaser_.enabled()) releaser_.hand_over(nodes_[v.node].ref_begin + v.lazy.slot);
+    if (!releaser_.enabled()) return;
+    releaser_.hand_over(nodes_[v.node].ref_begin + v.lazy.slot);
+    releaser_.held(v.node, v.lazy.slot, 1);
   }
   void drop(const aot::Val& v) {
-    if (releaser_.enabled()) releaser_.unref(nodes_[nodes_.first(v.node)], v.lazy.slot, outputs_);
+    if (!releaser_.enabled()) return;
+    releaser_.unref(nodes_[nodes_.first(v.node)], v.lazy.slot, outputs_);
+    releaser_.held(v.node, v.lazy.slot, -1);
   }
+  // Instance `instance` of an open run (reset with by_instance) has stopped, cancelled or failed,
+  // and its host program will not run again: the references its values held are given up, and its
+  // pending nodes that nothing else needs (no other instance's repeat, no node of theirs reads
+  // them) are dropped and never run, their inputs' memory released where nothing else holds it
+  // (Releaser::drop_unowned). Counted in RunStats::dropped_nodes.
+  void drop_instance(int64_t instance);
   // Nodes recorded so far: the id the next record returns (generated code reads it directly).
   const int32_t* num_nodes() const { return nodes_.count(); }
   bool pending(int32_t node) const { return nodes_[nodes_.first(node)].batch < 0; }
@@ -138,6 +153,9 @@ class Graph {
   Schedule schedule_;
   BatchRunner runner_;
   Gathers gathers_;  // of the run (gathered())
+  bool by_instance_ = false;                        // reset with by_instance
+  std::vector<std::vector<int32_t>> by_instance_nodes_;  // then: per instance, the nodes it recorded
+  int64_t dropped_ = 0;                             // nodes dropped in the run (drop_instance)
   double flush_seconds_ = 0;
   std::function<void()> between_batches_;
 };

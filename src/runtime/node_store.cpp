@@ -79,7 +79,7 @@ int32_t NodeStore::find_repeated(int32_t block, int phase, int depth, uint32_t a
 
 bool NodeStore::same_record(int32_t c, int32_t block, int phase, int depth, const aot::Val* args, size_t n) const {
   const Node& r = nodes_[c];
-  if (r.block != block || r.batch >= 0 || r.phase != phase || r.depth != depth) return false;
+  if (r.block != block || r.batch != kPending || r.phase != phase || r.depth != depth) return false;
   const aot::Val* x = &args_[r.arg_begin];
   for (size_t a = 0; a < n; ++a) {
     if (x[a].node != args[a].node) return false;

@@ -15,12 +15,16 @@ namespace acrobat {
 
 class NodeStore {
  public:
+  // A node's batch before it runs, and that of a node dropped without running (its instance stopped
+  // and nothing else needs it: Releaser::drop_unowned).
+  static constexpr int kPending = -1;
+  static constexpr int kDropped = -2;
   struct Node {
     int block;
     int phase = 0;
     int depth = 0;  // within its phase
     uint32_t arg_begin = 0;  // into the arguments: one per block argument
-    int batch = -1;          // executed batch, -1 while pending
+    int batch = kPending;    // executed batch, or kPending, or kDropped
     int row = 0;             // the node's row within its batch
     uint32_t ref_begin = 0;  // into the reference counts (releaser.h): one per block operator
     uint32_t size_begin = 0;  // into the size values: a ragged block's values of its size variables

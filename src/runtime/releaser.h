@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -20,8 +21,10 @@ class Releaser {
   Releaser();
 
   // A new run: outputs are released during it when `enabled` (the plan's ownership analysis ran
-  // and the run does not keep its outputs); no counts yet.
-  void reset(bool enabled);
+  // and the run does not keep its outputs); no counts yet. With `by_node` (an open run, whose
+  // instances may stop anywhere) the host references are also counted per node, a shared node's
+  // apart from the first's: what each node's own handles hold (held(), drop_unowned()).
+  void reset(bool enabled, bool by_node = false);
   bool enabled() const { return enabled_; }
   // Counts of a new node of `block` reading `args`: one more owner of each lazy argument (the node
   // reads it until its batch has run), and the node's own outputs owned by the host program as
@@ -38,6 +41,24 @@ class Releaser {
     ACROBAT_ASSERT(count > 0, "a reference handed over by a value that owns none");
     ++count;
   }
+  // Counted by node (reset with by_node): node `id` was recorded, its host program owning its
+  // outputs as `owned` says; a handle to output `slot` of node `id` is handed over (+1) or given
+  // up (-1). No-ops otherwise.
+  void held_from(int32_t id, const std::vector<uint8_t>& owned) {
+    if (!by_node_) return;
+    ACROBAT_ASSERT(held_begin_.size() == static_cast<size_t>(id), "nodes counted by node out of order");
+    held_begin_.push_back(static_cast<uint32_t>(held_.size()));
+    held_.insert(held_.end(), owned.begin(), owned.end());
+  }
+  void held(int32_t id, int32_t slot, int32_t delta) {
+    if (by_node_) held_[held_begin_[static_cast<size_t>(id)] + static_cast<uint32_t>(slot)] += delta;
+  }
+  // The host program that holds the handles to nodes `ids` will not run again (its instance
+  // stopped, or failed): every reference they hold is given up (counted by node: reset with
+  // by_node), and a pending node left with no owner of any output is dropped, never to run, its
+  // references to its inputs given up in turn. Memory nothing owns any more goes back. Returns the
+  // nodes dropped.
+  int64_t drop_unowned(std::span<const int32_t> ids, NodeStore& nodes, BatchOutputs& outputs);
   // One owner of output `slot` of `n` (the node computing it) fewer.
   void unref(const NodeStore::Node& n, int32_t slot, BatchOutputs& outputs) {
     int32_t& count = refs_[n.ref_begin + slot];
@@ -59,7 +80,10 @@ class Releaser {
 
   bool enabled_ = false;
   bool poison_ = false;                              // ACROBAT_POISON_RELEASED
+  bool by_node_ = false;                             // reset with by_node
   std::vector<int32_t> refs_;                        // per node and operator: its owners
+  std::vector<uint32_t> held_begin_;                 // by_node: per node id, into held_
+  std::vector<int32_t> held_;                        // by_node: per node id and operator: its handles'
   std::vector<std::vector<int32_t>> live_rows_;      // [batch][operator]: rows with owners
   std::vector<std::pair<float*, size_t>> poisoned_;  // released, held back until the run ends
 };

@@ -11,6 +11,7 @@ void RunStats::add(const RunStats& o) {
   flops += o.flops;
   nodes += o.nodes;
   shared_nodes += o.shared_nodes;
+  dropped_nodes += o.dropped_nodes;
   batches += o.batches;
   peak_bytes = std::max(peak_bytes, o.peak_bytes);
   for (const auto& [name, c] : o.blocks) {

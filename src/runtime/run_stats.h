@@ -16,6 +16,8 @@ struct RunStats {
   int64_t flops = 0;          // useful FLOPs, from the operator registry
   int64_t nodes = 0;          // dataflow-graph nodes recorded (batched engines)
   int64_t shared_nodes = 0;   // of them, repeats of a pending node, not run (runtime/graph.h)
+  int64_t dropped_nodes = 0;  // of them, pending when their instance stopped and not run
+                              // (open runs: Graph::drop_instance)
   int64_t batches = 0;        // node batches executed: each is one (depth, segment) bucket
   int64_t peak_bytes = 0;     // batched engines: peak memory of the batch outputs in use plus
                               // the kernels' scratch (runtime/graph.h)
@@ -39,7 +41,9 @@ struct RunStats {
 
   double instances_per_second() const { return wall_seconds > 0 ? instances / wall_seconds : 0; }
   double useful_gflops() const { return wall_seconds > 0 ? flops / wall_seconds * 1e-9 : 0; }
-  double mean_batch_size() const { return batches > 0 ? double(nodes - shared_nodes) / double(batches) : 0; }
+  double mean_batch_size() const {
+    return batches > 0 ? double(nodes - shared_nodes - dropped_nodes) / double(batches) : 0;
+  }
   double weight_gemm_gflops() const {
     return weight_gemm_seconds > 0 ? weight_gemm_flops / weight_gemm_seconds * 1e-9 : 0;
   }

@@ -705,7 +705,9 @@ TEST(Ragged, AnOpenRunStopsTheInstancesCancelledAndTheOnesOverBudgetAlone) {
   for (auto& engine : batched_engines(l.module, l.params, Scheduler::InlineDepth, 1)) {
     ArrivalFeed feed(l.inputs, 7, 9);
     feed.cancel = [](size_t i) { return i % 2 == 1; };
-    engine->run_open(feed, 64);
+    const RunStats stats = engine->run_open(feed, 64);
+    // Each stopped where it waited for a tensor: that node, pending, did not run.
+    EXPECT_GE(stats.dropped_nodes, static_cast<int64_t>(l.inputs.size() / 2)) << engine->name();
     for (size_t i = 0; i < l.inputs.size(); ++i) {
       const auto& a = feed.answers()[i];
       const std::string what = fmt::format("{} instance {}", engine->name(), i);
@@ -748,6 +750,90 @@ TEST(Ragged, AnOpenRunStopsTheInstancesCancelledAndTheOnesOverBudgetAlone) {
         expect_values_close(a.output, l.expected[i], what, 1e-4f, 1e-5f);
       }
     }
+  }
+}
+
+// A decoder of `left` steps whatever tokens it picks, D 64: long enough to be stopped mid-way.
+const char* kFixedSteps = R"(
+dim D = 64
+dim V = 24
+param emb[V]: f32[1, D]
+param cls: f32[1, D]
+param Wq: f32[D, D]
+param Wkv: f32[D, 2 * D]
+param Wout: f32[D, V]
+
+def step(k: f32[t, D], v: f32[t, D], tok: int, left: int, out: List[int]) -> (List[int], f32[1, D]) {
+  let x = emb[tok];
+  let (nk, nv) = split(x @ Wkv, 2);
+  let k2 = concat(k, nk, axis=0);
+  let v2: f32[t + 1, D] = concat(v, nv, axis=0);
+  let h = softmax((x @ Wq) @ transpose(k2) * 0.125) @ v2 + x;
+  let next = argmax(h @ Wout);
+  if left == 1 { (reverse(Cons(next, out)), mean(v2, axis=0)) }
+  else { step(k2, v2, next, left - 1, Cons(next, out)) }
+}
+
+def main(x: (List[int], int)) -> (List[int], f32[1, D]) {
+  let (prompt, left) = x;
+  let kv = concat(cls, emb[prompt], axis=0) @ Wkv;
+  let (k, v) = split(kv, 2);
+  step(k, v, 1, left, Nil)
+}
+)";
+
+// One instance at each take, in order, while there are any; instance i is cancelled `after`
+// takes after it arrived when cancel(i) says so.
+class StaggeredFeed : public InstanceFeed {
+ public:
+  StaggeredFeed(const std::vector<Value>& inputs, int after, std::function<bool(size_t)> cancel)
+      : inputs_(inputs), after_(after), cancel_(std::move(cancel)), arrived_(inputs.size(), -1),
+        answers_(inputs.size()) {}
+  std::vector<Joining> take(bool, size_t room) override {
+    ++takes_;
+    if (next_ == inputs_.size() || room == 0) return {};
+    arrived_[next_] = takes_;
+    ++next_;
+    return {{next_ - 1, inputs_[next_ - 1], next_ - 1}};
+  }
+  bool cancelled(size_t i) override { return cancel_(i) && takes_ >= arrived_[i] + after_; }
+  void finished(size_t i, Value) override { answers_[i] += "finished"; }
+  void failed(size_t i, const std::string& message, bool) override { answers_[i] += message; }
+  void stopped(size_t i) override { answers_[i] += "stopped"; }
+  const std::vector<std::string>& answers() const { return answers_; }
+
+ private:
+  const std::vector<Value>& inputs_;
+  int after_;
+  std::function<bool(size_t)> cancel_;
+  std::vector<int> arrived_;
+  std::vector<std::string> answers_;
+  size_t next_ = 0;
+  int takes_ = 0;
+};
+
+// A stopped instance's memory goes as soon as it stops, as a finished one's does: decoders of 400
+// steps each cancelled 30 takes (decode steps) after it came, one coming at every take, hold no
+// more memory at their peak than decoders of 30 steps that finish there (0.69 against 1.09 MB;
+// were the stopped ones' caches kept until the run ends, 4.19 MB), and the nodes they were
+// waiting for do not run.
+TEST(Ragged, AnOpenRunReleasesWhatAStoppedInstanceHeld) {
+  unsetenv("ACROBAT_POISON_RELEASED");  // the peak measured is memory really in use
+  std::vector<nlohmann::json> prompts = id_lists(120, 9, 24, 11);
+  const Loaded finishing = load_with("steps.acr", kFixedSteps, 2, with_numbers(prompts, [](size_t) { return int64_t{30}; }));
+  const Loaded stopping = load_with("steps.acr", kFixedSteps, 2, with_numbers(prompts, [](size_t) { return int64_t{400}; }));
+  for (auto& engine : batched_engines(finishing.module, finishing.params, Scheduler::InlineDepth, 1)) {
+    StaggeredFeed ends(finishing.inputs, 1000, [](size_t) { return false; });
+    const RunStats ended = engine->run_open(ends, 1000);
+    StaggeredFeed stops(stopping.inputs, 30, [](size_t) { return true; });
+    const RunStats stopped = engine->run_open(stops, 1000);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_EQ(ends.answers()[i], "finished") << engine->name() << " instance " << i;
+      ASSERT_EQ(stops.answers()[i], "stopped") << engine->name() << " instance " << i;
+    }
+    EXPECT_EQ(ended.dropped_nodes, 0) << engine->name();
+    EXPECT_GE(stopped.dropped_nodes, static_cast<int64_t>(prompts.size())) << engine->name();
+    EXPECT_LT(stopped.peak_bytes, ended.peak_bytes * 3 / 2) << engine->name() << ": " << ended.peak_bytes;
   }
 }
 
