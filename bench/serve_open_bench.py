@@ -25,7 +25,7 @@ run --batch 64`. Every request carries "deadline_ms" (--deadline-ms, per workloa
 overloaded server's run. Loopback only; the engine on core 0, HTTP and the client on the rest.
 
   /usr/bin/python3 bench/serve_open_bench.py [--workloads treelstm,berxit,gpt] [--seconds 15]
-      [--out bench/results/serve-open]
+      [--out bench/results/serve-open] [--servers continuous,whole,...]
 
 Writes serve_open.json, serve_open.md and serve_open.png to --out.
 
@@ -158,6 +158,8 @@ def mixed(args, every, work):
     print("gpt: prefill and one decode step alone: %.1f ms" % floor, flush=True)
     rows = []
     for label, server_flags in SERVERS + (("whole, 3 processes", None),):
+        if args.servers is not None and label not in args.servers.split(","):
+            continue
         if server_flags is None:  # one process a model
             servers, ports = [], {}
             for name, _ in MIX:
@@ -218,7 +220,7 @@ def mixed(args, every, work):
           "| gpt p99 | gpt first token p50 / p99 ms |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        cont = next(c for c in rows if c["load"] == r["load"] and c["server"] == "continuous")
+        cont = next((c for c in rows if c["load"] == r["load"] and c["server"] == "continuous"), r)
         w = r["workloads"]
         md.append("| %d%% | %s | %.1f | %.1f | %.1f | %.1f | %.2fx | %.1f | %.1f | %.1f | %.1f / %.1f |" % (
             round(100 * r["load"]), r["server"], r["goodput"], r["p50_ms"], r["p99_ms"], r["p999_ms"],
@@ -257,6 +259,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=15, help="seconds of arrivals per cell")
     ap.add_argument("--mixed", action="store_true", help="the three workloads at once on one server of three models")
     ap.add_argument("--out", default=None, help="default bench/results/serve-open (--mixed: serve-mixed)")
+    ap.add_argument("--servers", default=None,
+                    help="only these servers, comma-separated labels (e.g. continuous); the tables then "
+                         "compare within them")
     args = ap.parse_args()
     if args.out is None:
         args.out = os.path.join(ROOT, "bench", "results", "serve-mixed" if args.mixed else "serve-open")
@@ -277,6 +282,8 @@ def main():
             first_floor = first_token_floor(args, work, model, flags, instances)
             print("  prefill and one decode step alone: %.1f ms" % first_floor, flush=True)
         for label, server_flags in SERVERS:
+            if args.servers is not None and label not in args.servers.split(","):
+                continue
             server, port = serve(args, model, flags, server_flags)
             try:
                 load(args, port, stem, instances, ["--clients", "64", "--limit", "256"])  # warm-up
@@ -313,8 +320,8 @@ def main():
           "| workload | run --batch 64 /s | load | server | goodput /s | p50 ms | p99 ms | p99.9 ms | p99 vs continuous |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        cont = next(c for c in rows if c["workload"] == r["workload"] and c["load"] == r["load"] and
-                    c["server"] == "continuous")
+        cont = next((c for c in rows if c["workload"] == r["workload"] and c["load"] == r["load"] and
+                     c["server"] == "continuous"), r)
         md.append("| %s | %.1f | %d%% | %s | %.1f | %.1f | %.1f | %.1f | %.2fx |" % (
             r["workload"], r["offline"], round(100 * r["load"]), r["server"], r["goodput"], r["p50_ms"], r["p99_ms"],
             r["p999_ms"], r["p99_ms"] / cont["p99_ms"]))

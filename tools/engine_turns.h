@@ -20,10 +20,16 @@ namespace acrobat {
 // gives the processor to the task with the least run time: a model with little work (short trees) runs as soon as the running
 // batch ends, and one with much (a decoder's steps) takes what the others leave. A batcher that
 // comes back from waiting for work counts at least kLag less than the least of those running or
-// waiting, so that it gets the next turn but banks no time from its idleness.
+// waiting, so that it gets the next turn but banks no time from its idleness. A batcher with a
+// first output to hand out (a streamed request that has emitted nothing yet: urgent()) counts
+// kUrgentCredit less than it has used, so that it goes before the others unless it is that far
+// ahead of them: a request's time to first output is its prefill and first step plus the end of
+// the batch running when it came, not a share of the other models' rounds, while a stream of such
+// requests can take no more than that credit beyond its share from the others.
 class EngineTurns {
  public:
-  static constexpr double kLag = 0.02;  // seconds
+  static constexpr double kLag = 0.02;           // seconds
+  static constexpr double kUrgentCredit = 0.25;  // seconds
 
   // A batcher's place among those taking turns: the id of the calls below.
   int join() {
@@ -65,18 +71,26 @@ class EngineTurns {
     }
     wake_.notify_all();
   }
-  // Where a continuous run may yield: the turn goes to a waiting batcher that has used the engine
-  // less, if one does.
+  // Where a continuous run may yield: the turn goes to a waiting batcher that goes before it (the
+  // one that counts less use, urgent()'s credit taken off), if one does.
   void pass(int id) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      const double mine = takers_[static_cast<size_t>(id)].used +
-                          std::chrono::duration<double>(Clock::now() - since_).count();
+      Taker me = takers_[static_cast<size_t>(id)];
+      me.used += std::chrono::duration<double>(Clock::now() - since_).count();
       const int other = next();
-      if (other < 0 || takers_[static_cast<size_t>(other)].used >= mine) return;
+      if (other < 0 || !before(takers_[static_cast<size_t>(other)], me)) return;
     }
     release(id);
     acquire(id);
+  }
+  // Whether `id` has a first output to hand out (see above).
+  void urgent(int id, bool on) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      takers_[static_cast<size_t>(id)].urgent = on;
+    }
+    wake_.notify_all();
   }
   struct Held {  // a turn for a scope
     Held(EngineTurns& t, int id) : turns(t), id(id) { turns.acquire(id); }
@@ -99,12 +113,16 @@ class EngineTurns {
   struct Taker {
     double used = 0;  // seconds of turns held
     bool waiting = false;
+    bool urgent = false;
   };
-  // The waiting taker that has used the engine least (the lowest id among equals), or -1.
+  // Whether `a` goes before `b`: the one that counts less use, an urgent one kUrgentCredit less.
+  static double counted(const Taker& t) { return t.urgent ? t.used - kUrgentCredit : t.used; }
+  static bool before(const Taker& a, const Taker& b) { return counted(a) < counted(b); }
+  // The waiting taker that goes first (the lowest id among equals), or -1.
   int next() const {
     int best = -1;
     for (size_t k = 0; k < takers_.size(); ++k)
-      if (takers_[k].waiting && (best < 0 || takers_[k].used < takers_[static_cast<size_t>(best)].used))
+      if (takers_[k].waiting && (best < 0 || before(takers_[k], takers_[static_cast<size_t>(best)])))
         best = static_cast<int>(k);
     return best;
   }

@@ -24,8 +24,13 @@ bool Batcher::submit(std::vector<std::shared_ptr<Pending>>& items) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (queued_ + items.size() > o_.max_queue) return false;
-    for (auto& p : items) queues_[static_cast<size_t>(p->priority)].push_back(p);
+    const size_t before = awaiting_first_;
+    for (auto& p : items) {
+      queues_[static_cast<size_t>(p->priority)].push_back(p);
+      if (p->stream) ++awaiting_first_;
+    }
     queued_ += items.size();
+    if (o_.continuous && before == 0 && awaiting_first_ > 0) turns_.urgent(turn_, true);
   }
   wake_.notify_one();
   return true;
@@ -76,6 +81,7 @@ std::vector<std::shared_ptr<Pending>> Batcher::take(size_t most, bool wait) {
         queue.pop_front();
         --queued_;
         if (p->cancelled && *p->cancelled) {
+          first_output_done(*p);
           p->dropped = true;
           p->done.set_value({false, Value{}});
           ++dropped;
@@ -120,6 +126,7 @@ void Batcher::loop() {
     metrics_.batch_size.observe(static_cast<double>(batch.size()));
     std::lock_guard<std::mutex> lock(mutex_);
     running_ = 0;
+    for (const auto& p : batch) first_output_done(*p);
   }
 }
 
@@ -194,7 +201,14 @@ std::shared_ptr<Pending> Batcher::leave(size_t ticket) {
   live_cost_ -= p->cost;
   std::lock_guard<std::mutex> lock(mutex_);
   running_ = live_.size();
+  first_output_done(*p);
   return p;
+}
+
+void Batcher::first_output_done(Pending& p) {
+  if (!p.stream || p.first_out) return;
+  p.first_out = true;
+  if (--awaiting_first_ == 0 && o_.continuous) turns_.urgent(turn_, false);
 }
 
 void Batcher::finished(size_t ticket, Value output) {
@@ -216,8 +230,12 @@ void Batcher::failed(size_t ticket, const std::string& message, bool internal) {
 }
 
 void Batcher::emitted(size_t ticket, const Value& v) {
-  const Pending& p = *live_.at(ticket);
+  Pending& p = *live_.at(ticket);
   if (!p.stream) return;
+  if (!p.first_out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    first_output_done(p);
+  }
   nlohmann::json value = v.kind == Value::Kind::Int ? nlohmann::json(v.i)
                          : v.kind == Value::Kind::Float ? nlohmann::json(v.f) : nlohmann::json(v.b);
   p.stream->push("data: " + nlohmann::json{{"instance", p.index}, {"emit", std::move(value)}}.dump() + "\n\n");

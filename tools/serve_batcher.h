@@ -75,6 +75,7 @@ struct Pending {
   bool internal = false;  // the error is acrobat's (InternalError): a 500, not the request's 400
   bool dropped = false;   // cancelled before its batch ran: never run
   std::shared_ptr<EventStream> stream;  // a streamed request's, shared by its instances; else null
+  bool first_out = false;  // streamed: its first emit is out, or it was answered without one
   int64_t cost = 1;  // the model's cost(x) of it, with --max-cost
 };
 
@@ -113,6 +114,9 @@ class Batcher : private InstanceFeed {
   void stopped(size_t ticket) override;
   void emitted(size_t ticket, const Value& v) override;
   std::shared_ptr<Pending> leave(size_t ticket);  // an instance of the open run answered
+  // Streamed instance `p` has emitted, or was answered or dropped: one fewer awaiting its first
+  // output (called with mutex_ held).
+  void first_output_done(Pending& p);
 
   const ServeOptions& o_;
   const ServedModel& model_;
@@ -130,6 +134,9 @@ class Batcher : private InstanceFeed {
   std::unordered_map<size_t, std::shared_ptr<Pending>> live_;  // in the open run, by ticket
   size_t next_ticket_ = 0;
   int64_t live_cost_ = 0;  // of live_ (--max-cost)
+  // Streamed instances queued or running with no output yet: while there are any, a continuous
+  // batcher's turns come first (EngineTurns::urgent; a whole batch hands its outputs out at its end).
+  size_t awaiting_first_ = 0;
   std::thread thread_;  // last: started once the rest is ready
 };
 

@@ -89,6 +89,47 @@ TEST(EngineTurns, ATakerBackFromIdlenessBanksNoTime) {
   tb.join();
 }
 
+TEST(EngineTurns, AnUrgentTakerGoesFirstThoughItUsedMoreUpToTheCredit) {
+  EngineTurns turns;
+  const int a = turns.join(), b = turns.join(), c = turns.join();
+  hold(turns, a, 60);  // a has used the most
+  hold(turns, b, 10);
+  std::mutex m;
+  std::vector<int> order;
+  auto take = [&](int id) {
+    EngineTurns::Held turn(turns, id);
+    std::lock_guard<std::mutex> lock(m);
+    order.push_back(id);
+  };
+  turns.acquire(c);
+  turns.urgent(a, true);
+  std::thread tb(take, b);
+  until_waiting(turns, 1);
+  std::thread ta(take, a);
+  until_waiting(turns, 2);
+  turns.pass(c);  // c (used less than a) yields to the urgent a, then waits for its turn again
+  turns.release(c);
+  ta.join();
+  tb.join();
+  EXPECT_EQ(order, (std::vector<int>{a, b}));
+  // Not urgent, or urgent but more than kUrgentCredit ahead of b: a, having used the most, waits
+  // for b.
+  for (bool urgent : {false, true}) {
+    turns.urgent(a, urgent);
+    if (urgent) hold(turns, a, static_cast<int>(EngineTurns::kUrgentCredit * 1000) + 50);
+    order.clear();
+    turns.acquire(c);
+    std::thread ta2(take, a);
+    until_waiting(turns, 1);
+    std::thread tb2(take, b);
+    until_waiting(turns, 2);
+    turns.release(c);
+    ta2.join();
+    tb2.join();
+    EXPECT_EQ(order, (std::vector<int>{b, a})) << (urgent ? "urgent" : "not urgent");
+  }
+}
+
 TEST(EngineTurns, OneTakerNeverWaits) {
   EngineTurns turns;
   const int a = turns.join();
