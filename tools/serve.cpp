@@ -14,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -223,7 +222,7 @@ class PredictEndpoint {
     const auto arrived = Clock::now();
     auto answer = [&](int status, const nlohmann::json& body) {
       reply(res, status, body);
-      metrics_.answered(status);
+      metrics_.answered(status, model_.name);
       metrics_.request_seconds.observe(seconds_since(arrived));
     };
     std::string text;
@@ -350,7 +349,7 @@ class PredictEndpoint {
       std::atomic<bool>& cancelled = *st->items[0]->cancelled;
       EventStream& events = *st->items[0]->stream;
       auto finish = [&](int status, nlohmann::json body) {
-        metrics_.answered(status);
+        metrics_.answered(status, model_.name);
         metrics_.request_seconds.observe(seconds_since(arrived));
         if (status == 499) return false;  // no one to tell
         body["status"] = status;
@@ -445,11 +444,11 @@ class PredictEndpoint {
 // Before any route: the request's framing (a bad Content-Length is a 400, one over the limit a
 // 413, both before the body is read) and its token when the server wants one (401).
 httplib::Server::HandlerResponse screen(const ServeOptions& o, Metrics& metrics,
-                                        const std::set<std::string>& predicts, const httplib::Request& req,
-                                        httplib::Response& res) {
+                                        const std::map<std::string, std::string>& predicts,
+                                        const httplib::Request& req, httplib::Response& res) {
   auto answer = [&](int status, const nlohmann::json& body) {
     reply_unread(res, status, body);
-    if (predicts.count(req.path)) metrics.answered(status);
+    if (auto it = predicts.find(req.path); it != predicts.end()) metrics.answered(status, it->second);
     return httplib::Server::HandlerResponse::Handled;
   };
   if (auto error = framing_error(req, o)) return answer(error->first, {{"error", error->second}});
@@ -575,18 +574,18 @@ using ServedSlots = std::vector<std::unique_ptr<std::atomic<Served*>>>;
 // Every route of the server; a model's own answer 503 until its slot is set.
 void add_routes(GuardedServer& server, const ServeOptions& o, const std::vector<ServedModel>& models,
                                  const ServedSlots& served, Metrics& metrics) {
-  std::set<std::string> predicts;
+  std::map<std::string, std::string> predicts;  // path -> its model's name
   std::map<std::string, std::string> methods = {{"/health", "GET"}, {"/ready", "GET"}, {"/metrics", "GET"}};
   for (size_t k = 0; k < models.size(); ++k) {
     const std::atomic<Served*>& slot = *served[k];
     const std::string model = "/v1/models/" + models[k].name, predict = model + ":predict";
     const nlohmann::json loading = {
         {"error", "the model " + models[k].name + " is loading; GET /ready says when it is ready"}};
-    server.Post(predict, [&slot, &metrics, loading](const httplib::Request& req, httplib::Response& res,
-                                                     const httplib::ContentReader& read) {
+    server.Post(predict, [&slot, &metrics, loading, name = models[k].name](
+                             const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
       if (Served* s = slot.load()) return s->predict(req, res, read);
       reply_unread(res, 503, loading);
-      metrics.answered(503);
+      metrics.answered(503, name);
     });
     server.Get(model, [&slot, &server](const httplib::Request&, httplib::Response& res) {
       const char* state = server.draining() ? "UNLOADING" : slot.load() ? "AVAILABLE" : "LOADING";
@@ -597,7 +596,7 @@ void add_routes(GuardedServer& server, const ServeOptions& o, const std::vector<
       if (Served* s = slot.load()) return reply(res, 200, s->metadata);
       reply(res, 503, loading);
     });
-    predicts.insert(predict);
+    predicts[predict] = models[k].name;
     methods[predict] = "POST";
     methods[model] = methods[model + "/metadata"] = "GET";
   }
@@ -616,13 +615,14 @@ void add_routes(GuardedServer& server, const ServeOptions& o, const std::vector<
     else
       reply(res, 200, {{"status", "ready"}});
   });
-  server.Get("/metrics", [&served, &server, &metrics](const httplib::Request&, httplib::Response& res) {
+  server.Get("/metrics", [&served, &server, &metrics, &models](const httplib::Request&, httplib::Response& res) {
     Gauges now = server.connection_gauges();
-    for (const auto& slot : served)
-      if (Served* s = slot->load()) {
+    for (size_t k = 0; k < served.size(); ++k)
+      if (Served* s = served[k]->load()) {
         auto [queued, running] = s->batcher.depth();
         now.queued_instances += queued;
         now.running_instances += running;
+        now.models.push_back({models[k].name, queued, running});
       }
     res.set_content(metrics.text(now), "text/plain; version=0.0.4");
   });

@@ -145,9 +145,9 @@ void Batcher::run(const std::vector<std::shared_ptr<Pending>>& batch) {
     {
       std::lock_guard<std::mutex> lock(metrics_.mutex);
       ++metrics_.batches;
-      metrics_.instances += batch.size() - r.failures.size();
       metrics_.batch_failures += r.failures.empty() ? 0 : 1;
     }
+    metrics_.ran(model_.name, batch.size() - r.failures.size());
     std::vector<uint8_t> failed(batch.size(), 0);
     for (const InstanceFailure& f : r.failures) {
       failed[f.instance] = 1;
@@ -213,10 +213,7 @@ void Batcher::first_output_done(Pending& p) {
 
 void Batcher::finished(size_t ticket, Value output) {
   std::shared_ptr<Pending> p = leave(ticket);
-  {
-    std::lock_guard<std::mutex> lock(metrics_.mutex);
-    ++metrics_.instances;
-  }
+  metrics_.ran(model_.name, 1);
   metrics_.run_seconds.observe(seconds_since(p->started));
   p->done.set_value({true, std::move(output)});
 }

@@ -43,12 +43,18 @@ std::vector<double> latency_bounds() {
   return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 }
 
+// A family's HELP and TYPE lines.
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
 void print_one(std::string& out, const char* name, const char* type, const char* help, uint64_t value) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+  family(out, name, type, help);
+  out += fmt::format("{} {}\n", name, value);
 }
 
 void print_by_code(std::string& out, const char* name, const char* help, const std::map<int, uint64_t>& counts) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
+  family(out, name, "counter", help);
   for (auto [code, n] : counts) out += fmt::format("{}{{code=\"{}\"}} {}\n", name, code, n);
 }
 
@@ -61,9 +67,16 @@ Metrics::Metrics()
       request_seconds("acrobat_request_seconds", "Time from a predict request's arrival to its answer.",
                       latency_bounds()) {}
 
-void Metrics::answered(int status) {
+void Metrics::answered(int status, const std::string& model) {
   std::lock_guard<std::mutex> lock(mutex);
   ++requests[status];
+  ++models[model].requests[status];
+}
+
+void Metrics::ran(const std::string& model, uint64_t n) {
+  std::lock_guard<std::mutex> lock(mutex);
+  instances += n;
+  models[model].instances += n;
 }
 
 void Metrics::responded(int status) {
@@ -109,7 +122,20 @@ std::string Metrics::text(const Gauges& now) {
     print_one(out, "acrobat_cut_connections_total", "counter",
               "Connections still in a request when a drain's --drain-seconds ran out, closed unanswered.",
               cut_connections);
+    family(out, "acrobat_model_requests_total", "counter", "Predict requests answered, by model and HTTP status.");
+    for (const auto& [name, m] : models)
+      for (auto [code, n] : m.requests)
+        out += fmt::format("acrobat_model_requests_total{{model=\"{}\",code=\"{}\"}} {}\n", name, code, n);
+    family(out, "acrobat_model_instances_total", "counter", "Instances run, by model.");
+    for (const auto& [name, m] : models)
+      out += fmt::format("acrobat_model_instances_total{{model=\"{}\"}} {}\n", name, m.instances);
   }
+  family(out, "acrobat_model_queued_instances", "gauge", "Instances waiting for a batch, by model.");
+  for (const Gauges::Model& m : now.models)
+    out += fmt::format("acrobat_model_queued_instances{{model=\"{}\"}} {}\n", m.name, m.queued_instances);
+  family(out, "acrobat_model_running_instances", "gauge", "Instances in the engine's current run, by model.");
+  for (const Gauges::Model& m : now.models)
+    out += fmt::format("acrobat_model_running_instances{{model=\"{}\"}} {}\n", m.name, m.running_instances);
   print_one(out, "acrobat_queued_instances", "gauge", "Instances waiting for a batch.", now.queued_instances);
   print_one(out, "acrobat_running_instances", "gauge", "Instances in the engine's current run.", now.running_instances);
   print_one(out, "acrobat_open_connections", "gauge", "Client connections open.", now.open_connections);

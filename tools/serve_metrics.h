@@ -33,6 +33,11 @@ struct Gauges {
   size_t running_instances = 0;  // in the engine's current run
   size_t open_connections = 0;
   size_t busy_connections = 0;   // in the middle of a request
+  struct Model {                 // a served model's own (loaded ones)
+    std::string name;
+    size_t queued_instances = 0, running_instances = 0;
+  };
+  std::vector<Model> models;
 };
 
 // The process's resident set in bytes (/proc/self/statm), 0 when it cannot be read.
@@ -49,13 +54,21 @@ struct Metrics {
   uint64_t late_requests = 0;                            // past their deadline (504)
   uint64_t timed_out_requests = 0;                       // not whole within --request-timeout
   uint64_t cut_connections = 0;                          // still busy when a drain ended
+  // The same counts per served model, by its name (the families acrobat_model_*, labelled
+  // model="NAME"; the totals above sum them).
+  struct ModelCounts {
+    std::map<int, uint64_t> requests;  // predict requests, by HTTP status
+    uint64_t instances = 0;
+  };
+  std::map<std::string, ModelCounts> models;
   Histogram batch_size;
   Histogram queue_seconds;
   Histogram run_seconds;
   Histogram request_seconds;
 
   Metrics();
-  void answered(int status);   // a predict request's answer
+  void answered(int status, const std::string& model);  // a predict request's answer
+  void ran(const std::string& model, uint64_t instances);  // instances run to their answer
   void responded(int status);  // any response
   void count(uint64_t Metrics::*counter, uint64_t n = 1);
   std::string text(const Gauges& now);

@@ -27,10 +27,11 @@ each) behind HTTP on a free loopback port, on the engine given (batched or aot).
    its path relative to the file): each answers `acrobat run`'s outputs with its own parameters;
    continuous, a long instance of a does not hold b's requests (each answered while it runs);
    whole-batch, b's request waits queued while a's batch runs (their batches take turns on the
-   engine), then both are answered. The 404 names both models. Bad files and option mixes are
-   refused before serving, naming the file's line: an unknown key, a repeated name, a JSON error,
-   a missing "model", a model file that does not exist, a model file beside --models, --params
-   with --models.
+   engine), then both are answered; /metrics counts each model's requests, instances, queued and
+   running instances apart (acrobat_model_*{model="a"}). The 404 names both models. Bad files and
+   option mixes are refused before serving, naming the file's line: an unknown key, a repeated
+   name, a JSON error, a missing "model", a model file that does not exist, a model file beside
+   --models, --params with --models.
 """
 
 import argparse
@@ -265,6 +266,11 @@ def check_models(args, check):
                     short = pool.submit(post, port, body([50]), "b")
                     check(until(lambda: metric(metrics(port), "acrobat_queued_instances") == 1, 2),
                           "%s: b's request waits for the engine" % kind)
+                    text = metrics(port)
+                    check(metric(text, 'acrobat_model_queued_instances{model="b"}') == 1 and
+                          metric(text, 'acrobat_model_running_instances{model="a"}') == 1 and
+                          metric(text, 'acrobat_model_queued_instances{model="a"}') == 0,
+                          "%s: /metrics says which model's instance waits and which runs" % kind)
                     time.sleep(0.2)
                     check(not short.done() and not long.done() and
                           metric(metrics(port), "acrobat_queued_instances") == 1,
@@ -278,6 +284,16 @@ def check_models(args, check):
             check(status == 404 and "the models a, b at POST /v1/models/NAME:predict" in text, "the 404: %s" % text)
             status, text, _ = get(port, "/v1/models/b/metadata")
             check(status == 200 and json.loads(text).get("name") == "b", "b's metadata: %s" % text[:200])
+            text = metrics(port)
+            b_requests = 5 if continuous else 2
+            counts = [metric(text, 'acrobat_model_requests_total{model="a",code="200"}'),
+                      metric(text, 'acrobat_model_requests_total{model="b",code="200"}'),
+                      metric(text, 'acrobat_model_instances_total{model="a"}'),
+                      metric(text, 'acrobat_model_instances_total{model="b"}'),
+                      metric(text, 'acrobat_requests_total{code="200"}')]
+            check(counts == [1, b_requests, 1, b_requests + 1, b_requests + 1],
+                  "%s: /metrics counts each model's requests and instances apart, and both together: %s" %
+                  (kind, counts))
         finally:
             stop(server)
 
