@@ -27,7 +27,6 @@ void Graph::reset(RunStats& stats, bool keep_outputs, bool by_instance) {
   keep_values_ = keep_outputs;
   releaser_.release_all(outputs_);
   releaser_.reset(plan_.ownership.enabled && !keep_outputs, by_instance);
-  by_instance_ = by_instance;
   by_instance_nodes_.clear();
   dropped_ = 0;
   nodes_.clear();
@@ -45,7 +44,7 @@ int32_t Graph::record(int32_t block, const aot::Val* in_args, int64_t instance) 
   if (s.ragged()) nodes_.check_sizes(s, sizes);
   NodeStore::Node n = nodes_.place(block, in_args);
   const int32_t id = *nodes_.count();
-  if (by_instance_) {  // before the node is added (below, either way), once no check can fail
+  if (releaser_.by_node()) {  // before the node is added (below, either way), once no check can fail
     const auto i = static_cast<size_t>(instance);
     if (by_instance_nodes_.size() <= i) by_instance_nodes_.resize(i + 1);
     by_instance_nodes_[i].push_back(id);
@@ -74,7 +73,7 @@ int32_t Graph::record(int32_t block, const aot::Val* in_args, int64_t instance) 
 
 void Graph::drop_instance(int64_t instance) {
   const auto i = static_cast<size_t>(instance);
-  if (!by_instance_ || i >= by_instance_nodes_.size()) return;
+  if (!releaser_.by_node() || i >= by_instance_nodes_.size()) return;
   const int64_t dropped = releaser_.drop_unowned(by_instance_nodes_[i], nodes_, outputs_);
   std::vector<int32_t>().swap(by_instance_nodes_[i]);
   dropped_ += dropped;

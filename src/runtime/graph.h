@@ -153,8 +153,8 @@ class Graph {
   Schedule schedule_;
   BatchRunner runner_;
   Gathers gathers_;  // of the run (gathered())
-  bool by_instance_ = false;                        // reset with by_instance
-  std::vector<std::vector<int32_t>> by_instance_nodes_;  // then: per instance, the nodes it recorded
+  // Reset with by_instance (and the releaser counting by node): per instance, the nodes it recorded.
+  std::vector<std::vector<int32_t>> by_instance_nodes_;
   int64_t dropped_ = 0;                             // nodes dropped in the run (drop_instance)
   double flush_seconds_ = 0;
   std::function<void()> between_batches_;

@@ -50,6 +50,7 @@ class Releaser {
     held_begin_.push_back(static_cast<uint32_t>(held_.size()));
     held_.insert(held_.end(), owned.begin(), owned.end());
   }
+  bool by_node() const { return by_node_; }
   void held(int32_t id, int32_t slot, int32_t delta) {
     if (by_node_) held_[held_begin_[static_cast<size_t>(id)] + static_cast<uint32_t>(slot)] += delta;
   }
