@@ -92,6 +92,11 @@ void sigmoid(const float* x, float* y, size_t n);
 void exp(const float* x, float* y, size_t n);
 void log(const float* x, float* y, size_t n);
 void relu(const float* x, float* y, size_t n);
+// The adjoint of an elementwise y = f(x): dx = dy * f'(x) from x (relu) or from y (tanh, sigmoid,
+// exp), written to dx (which may be dy itself) or added to it with `accumulate`.
+enum class UnaryBackward { Relu, Tanh, Sigmoid, Exp };
+void unary_backward(UnaryBackward f, const float* x, const float* y, const float* dy, float* dx, size_t n,
+                    bool accumulate);
 void neg(const float* x, float* y, size_t n);
 
 enum class BinaryOp { Add, Sub, Mul, Div };
@@ -106,9 +111,21 @@ void binary_broadcast(BinaryOp op, int rank, const int64_t* out_dims, const floa
 // Each of `rows` rows of `cols` contiguous elements independently; y may alias x.
 void softmax(const float* x, float* y, int rows, int cols);
 void log_softmax(const float* x, float* y, int rows, int cols);
+// Their adjoints for dy [rows, cols], from their values y: softmax's dx = y * (dy - <dy, y>),
+// log_softmax's dx = dy - exp(y) * sum(dy), per row, written to dx (which may be dy itself) or
+// added to it with `accumulate`.
+void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate);
+void log_softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate);
+// The eps of the language's layer_norm (PyTorch's default).
+inline constexpr float kLayerNormEps = 1e-5f;
 // y = (x - mean) / sqrt(var + eps) * gamma + beta, gamma/beta of length cols (biased variance).
 void layer_norm(const float* x, const float* gamma, const float* beta, float eps, float* y, int rows,
                 int cols);
+// Its adjoint for dy [rows, cols]: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy *
+// gamma, written to dx, or added to it with `accumulate` (null: not wanted); dgamma += the sum over
+// the rows of dy * xhat and dbeta += that of dy, the rows in order (each may be null).
+void layer_norm_backward(const float* x, const float* gamma, const float* dy, float eps, int rows, int cols,
+                         float* dx, bool accumulate, float* dgamma, float* dbeta);
 
 // ---- Reductions ---------------------------------------------------------------------------------
 // x viewed as [outer, len, inner]; reduces the middle dimension into y[outer, inner].

@@ -154,6 +154,16 @@ AdjointReads adjoint_reads(OpId op) {
   }
 }
 
+std::optional<kernels::UnaryBackward> unary_backward_kernel(OpId op) {
+  switch (op) {
+    case OpId::Relu: return kernels::UnaryBackward::Relu;
+    case OpId::Tanh: return kernels::UnaryBackward::Tanh;
+    case OpId::Sigmoid: return kernels::UnaryBackward::Sigmoid;
+    case OpId::Exp: return kernels::UnaryBackward::Exp;
+    default: return std::nullopt;
+  }
+}
+
 template <class T>
 void forward(OpId op, const OpAttrs& attrs, std::span<const TensorArg<T>> in, std::span<const int64_t> out_shape,
              T* out) {

@@ -12,7 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+
+#include "acrobat/kernels.h"
 
 #include "ops/ops.h"
 
@@ -33,6 +36,11 @@ struct AdjointReads {
   bool operands = true, value = true;
 };
 AdjointReads adjoint_reads(OpId op);
+
+// The SIMD kernel of an elementwise operator's adjoint (dy * f'(x or y)), for relu, tanh, sigmoid and
+// exp; nothing for the others. The batched backward takes it, and kernels::layer_norm_backward, where
+// an operator runs over stacked rows: the same products as adjoint<float> below, to rounding.
+std::optional<kernels::UnaryBackward> unary_backward_kernel(OpId op);
 
 // out = op(in...), `out_shape` being the shape the type checker derived (sizes bound).
 template <class T>

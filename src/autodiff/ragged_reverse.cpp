@@ -14,6 +14,7 @@
 // computed again from the arguments on the same layout, and only where an adjoint reads them.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "autodiff/adjoints.h"
 #include "autodiff/batch_values.h"
@@ -280,11 +281,12 @@ class ReverseMode::Ragged {
                                 x.total() >= kRowsForDwNow * x.shapes[0].back()))
         return;
     }
+    if (kernel_adjoint(k)) return;
     const int taken = take_over_add(k);
     std::vector<float*> din;
     for (size_t j = 0; j < op.operands.size(); ++j) {
       const analysis::BlockOperand& o = op.operands[j];
-      din.push_back(int(j) == taken || (!o.local && !receives_[o.index]) ? nullptr : adjoint_of(o));
+      din.push_back(int(j) == taken || !wanted(o) ? nullptr : adjoint_of(o));
     }
     std::vector<TensorArg<float>> targs;
     std::vector<float*> dins;
@@ -301,6 +303,85 @@ class ReverseMode::Ragged {
       acrobat::adjoint<float>(op.rhs->op, attrs(k, i), targs, out_shape, v.data + v.offset(i),
                               dval_[k] + v.offset(i), dins);
     }
+  }
+
+  // Whether operand o's adjoint goes anywhere (not a constant argument).
+  bool wanted(const analysis::BlockOperand& o) const { return o.local || receives_[o.index]; }
+
+  // Operator k's adjoint by a SIMD kernel, where one serves it: an elementwise operator of one
+  // operand laid out as its value (unary_backward_kernel, or a product by a constant scalar) and a
+  // softmax over the whole batch's buffer at once, a layer norm over the stacked rows. Where x has
+  // no adjoint yet, an elementwise operator's or softmax's is written over y's, which x then takes
+  // over (y's is not read again, as in take_over_add), and a layer norm's written into fresh memory;
+  // else added to x's. False for the others.
+  bool kernel_adjoint(size_t k) {
+    const analysis::BlockOp& op = s_.ops[k];
+    const RaggedValue& v = vals_[k];
+    const OpId id = op.rhs->op;
+    if (v.shared) return false;
+    if (id == OpId::LayerNorm) return rows_[k] && layer_norm_adjoint(k);
+    const std::optional<kernels::UnaryBackward> f = unary_backward_kernel(id);
+    size_t xi = 0;
+    float scale = 0;
+    if (id == OpId::Mul) {  // by a scalar constant (it has no adjoint), either side
+      auto constant = [&](const analysis::BlockOperand& o) {
+        return o.local && !differentiable(s_.ops[size_t(o.index)].rhs->op) && operand(o).shared &&
+               operand(o).total() == 1;
+      };
+      if (!constant(op.operands[1 - xi])) xi = 1;
+      if (!constant(op.operands[1 - xi])) return false;
+      scale = *operand(op.operands[1 - xi]).data;
+    } else if (!f && id != OpId::Softmax && id != OpId::LogSoftmax) {
+      return false;
+    }
+    const analysis::BlockOperand& xo = op.operands[xi];
+    const RaggedValue& x = operand(xo);
+    if (x.shared || x.shapes != v.shapes) return false;
+    if (!wanted(xo)) return true;
+    float*& dx = adjoint_slot(xo);
+    const bool fresh = !dx;
+    if (fresh) dx = dval_[k];
+    const float* dy = dval_[k];
+    const auto n = static_cast<size_t>(v.total());
+    if (f) {
+      kernels::unary_backward(*f, x.data, v.data, dy, dx, n, !fresh);
+    } else if (id == OpId::Mul) {
+      if (fresh)
+        for (size_t j = 0; j < n; ++j) dx[j] = dy[j] * scale;
+      else
+        for (size_t j = 0; j < n; ++j) dx[j] += dy[j] * scale;
+    } else {
+      for (int64_t i = 0; i < B_; ++i) {
+        const int64_t at = v.offset(i), cols = v.shape(i).back(), rows = cols > 0 ? v.elements(i) / cols : 0;
+        (id == OpId::Softmax ? kernels::softmax_backward : kernels::log_softmax_backward)(
+            v.data + at, dy + at, dx + at, static_cast<int>(rows), static_cast<int>(cols), !fresh);
+      }
+    }
+    return true;
+  }
+
+  // A layer norm over the stacked rows, by gamma and beta shared by every instance.
+  bool layer_norm_adjoint(size_t k) {
+    const analysis::BlockOp& op = s_.ops[k];
+    const RaggedValue& v = vals_[k];
+    const analysis::BlockOperand& xo = op.operands[0];
+    const RaggedValue &x = operand(xo), &gamma = operand(op.operands[1]), &beta = operand(op.operands[2]);
+    const int64_t cols = v.stacked.back();
+    if (x.shared || !gamma.shared || !beta.shared || gamma.total() != cols || beta.total() != cols) return false;
+    float* dx = nullptr;
+    bool accumulate = true;
+    if (wanted(xo)) {
+      float*& d = adjoint_slot(xo);
+      accumulate = d != nullptr;
+      if (!d) d = m_.alloc(x.total());
+      dx = d;
+    }
+    float* dgamma = wanted(op.operands[1]) ? adjoint_of(op.operands[1]) : nullptr;
+    float* dbeta = wanted(op.operands[2]) ? adjoint_of(op.operands[2]) : nullptr;
+    kernels::layer_norm_backward(x.data, gamma.data, dval_[k], kernels::kLayerNormEps,
+                                 static_cast<int>(v.total() / cols), static_cast<int>(cols), dx, accumulate, dgamma,
+                                 dbeta);
+    return true;
   }
 
   // y = a + b over the rows where a has y's shapes and no adjoint yet: a's adjoint is y's (y's is

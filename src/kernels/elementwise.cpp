@@ -31,6 +31,35 @@ void neg(const float* x, float* y, size_t n) {
 
 namespace {
 
+// dx = dy * f'(x or y), written or added; unit steps, so that the compiler vectorises it.
+template <class D>
+void unary_backward_as(D derivative, const float* x, const float* y, const float* dy, float* dx, size_t n,
+                       bool accumulate) {
+  if (accumulate)
+    for (size_t i = 0; i < n; ++i) dx[i] += dy[i] * derivative(x[i], y[i]);
+  else
+    for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * derivative(x[i], y[i]);
+}
+
+}  // namespace
+
+void unary_backward(UnaryBackward f, const float* x, const float* y, const float* dy, float* dx, size_t n,
+                    bool accumulate) {
+  // As autodiff/adjoints.cpp differentiates them (relu's derivative at 0 is 0).
+  switch (f) {
+    case UnaryBackward::Relu:
+      return unary_backward_as([](float a, float) { return a > 0 ? 1.0f : 0.0f; }, x, x, dy, dx, n, accumulate);
+    case UnaryBackward::Tanh:
+      return unary_backward_as([](float, float t) { return 1.0f - t * t; }, y, y, dy, dx, n, accumulate);
+    case UnaryBackward::Sigmoid:
+      return unary_backward_as([](float, float s) { return s * (1.0f - s); }, y, y, dy, dx, n, accumulate);
+    case UnaryBackward::Exp:
+      return unary_backward_as([](float, float e) { return e; }, y, y, dy, dx, n, accumulate);
+  }
+}
+
+namespace {
+
 template <BinaryOp op>
 inline float apply(float a, float b) {
   if constexpr (op == BinaryOp::Add) return a + b;

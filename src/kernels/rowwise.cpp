@@ -108,4 +108,128 @@ void layer_norm(const float* x, const float* gamma, const float* beta, float eps
   }
 }
 
+namespace {
+
+// dx = y' (the row's derivative: f(y, dy) per lane) for every row, written or added, after the
+// row's reduction; dx may be dy.
+template <class Reduce, class Map>
+void row_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate, Reduce reduce,
+                  Map map) {
+  for (int r = 0; r < rows; ++r) {
+    const ptrdiff_t at = static_cast<ptrdiff_t>(r) * cols;
+    const float* yr = y + at;
+    const float* g = dy + at;
+    float* d = dx + at;
+    const Vec s = simd::splat(reduce(yr, g));
+    int j = 0;
+    for (; j + kLanes <= cols; j += kLanes) {
+      Vec v = map(simd::load(yr + j), simd::load(g + j), s);
+      if (accumulate) v = v + simd::load(d + j);
+      simd::store(d + j, v);
+    }
+    if (j < cols) {  // through lane buffers, computed as the body
+      float yb[kLanes] = {}, gb[kLanes] = {}, db[kLanes] = {};
+      for (int i = j; i < cols; ++i) {
+        yb[i - j] = yr[i];
+        gb[i - j] = g[i];
+        db[i - j] = accumulate ? d[i] : 0.0f;
+      }
+      simd::store(db, map(simd::load(yb), simd::load(gb), s) + simd::load(db));
+      for (int i = j; i < cols; ++i) d[i] = db[i - j];
+    }
+  }
+}
+
+// The sum over a row of f(y, dy) per lane, the tail's padding lanes left out.
+template <class F>
+float row_sum2(const float* y, const float* g, int n, F f) {
+  Vec acc = simd::splat(0.0f);
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) acc = acc + f(simd::load(y + i), simd::load(g + i));
+  float sum = simd::reduce_add(acc);
+  if (i < n) {
+    float yb[kLanes] = {}, gb[kLanes] = {};
+    for (int j = i; j < n; ++j) {
+      yb[j - i] = y[j];
+      gb[j - i] = g[j];
+    }
+    float out[kLanes];
+    simd::store(out, f(simd::load(yb), simd::load(gb)));
+    for (int j = 0; j < n - i; ++j) sum += out[j];
+  }
+  return sum;
+}
+
+}  // namespace
+
+void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate) {
+  row_backward(
+      y, dy, dx, rows, cols, accumulate,
+      [&](const float* yr, const float* g) { return row_sum2(yr, g, cols, [](Vec a, Vec b) { return a * b; }); },
+      [](Vec yv, Vec g, Vec dot) { return yv * (g - dot); });
+}
+
+void log_softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate) {
+  row_backward(
+      y, dy, dx, rows, cols, accumulate,
+      [&](const float*, const float* g) { return row_sum(g, cols, [](Vec v) { return v; }); },
+      [](Vec yv, Vec g, Vec sum) { return g - simd::exp(yv) * sum; });
+}
+
+void layer_norm_backward(const float* x, const float* gamma, const float* dy, float eps, int rows, int cols,
+                         float* dx, bool accumulate, float* dgamma, float* dbeta) {
+  if (cols <= 0) return;
+  const int body = cols - cols % kLanes;
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<ptrdiff_t>(r) * cols;
+    const float* g = dy + static_cast<ptrdiff_t>(r) * cols;
+    // The row's statistics as the forward kernel takes them (relative to its first element).
+    const Vec pivot = simd::splat(xr[0]);
+    const float shift = row_sum(xr, cols, [&](Vec v) { return v - pivot; }) / cols;
+    const Vec shift_v = simd::splat(shift);
+    auto centered = [&](Vec v) { return (v - pivot) - shift_v; };
+    const float var = row_sum(xr, cols, [&](Vec v) {
+                        const Vec d = centered(v);
+                        return d * d;
+                      }) / cols;
+    const float rstd = 1.0f / std::sqrt(var + eps);
+    const Vec rstd_v = simd::splat(rstd);
+    // One pass: the sums of g = dy * gamma and of g * xhat, and dgamma, dbeta.
+    Vec sum_g = simd::splat(0.0f), sum_gx = simd::splat(0.0f);
+    for (int j = 0; j < body; j += kLanes) {
+      const Vec xhat = centered(simd::load(xr + j)) * rstd_v, d = simd::load(g + j);
+      const Vec gj = d * simd::load(gamma + j);
+      sum_g = sum_g + gj;
+      sum_gx = simd::fmadd(gj, xhat, sum_gx);
+      if (dgamma) simd::store(dgamma + j, simd::fmadd(d, xhat, simd::load(dgamma + j)));
+      if (dbeta) simd::store(dbeta + j, simd::load(dbeta + j) + d);
+    }
+    float mean_g = simd::reduce_add(sum_g), mean_gx = simd::reduce_add(sum_gx);
+    for (int j = body; j < cols; ++j) {
+      const float xhat = ((xr[j] - xr[0]) - shift) * rstd, gj = g[j] * gamma[j];
+      mean_g += gj;
+      mean_gx += gj * xhat;
+      if (dgamma) dgamma[j] += g[j] * xhat;
+      if (dbeta) dbeta[j] += g[j];
+    }
+    mean_g /= cols;
+    mean_gx /= cols;
+    if (!dx) continue;
+    float* d = dx + static_cast<ptrdiff_t>(r) * cols;
+    const Vec mean_g_v = simd::splat(mean_g), mean_gx_v = simd::splat(mean_gx);
+    for (int j = 0; j < body; j += kLanes) {
+      const Vec xhat = centered(simd::load(xr + j)) * rstd_v;
+      const Vec gj = simd::load(g + j) * simd::load(gamma + j);
+      Vec v = rstd_v * (gj - mean_g_v - xhat * mean_gx_v);
+      if (accumulate) v = v + simd::load(d + j);
+      simd::store(d + j, v);
+    }
+    for (int j = body; j < cols; ++j) {
+      const float xhat = ((xr[j] - xr[0]) - shift) * rstd;
+      const float v = rstd * (g[j] * gamma[j] - mean_g - xhat * mean_gx);
+      d[j] = accumulate ? d[j] + v : v;
+    }
+  }
+}
+
 }  // namespace acrobat::kernels

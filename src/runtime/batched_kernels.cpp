@@ -161,7 +161,7 @@ void kernel_LayerNorm(const OpAttrs& a, int64_t B, In in, const Shape& s, float*
   if (!dense(in[0], B) || in[1].stride != 0 || in[2].stride != 0)
     return per_instance(OpId::LayerNorm, a, B, in, s, out);
   int cols = static_cast<int>(s.back());
-  k::layer_norm(in[0].data, in[1].data, in[2].data, 1e-5f, out,
+  k::layer_norm(in[0].data, in[1].data, in[2].data, k::kLayerNormEps, out,
                 static_cast<int>(B * num_elements(s) / cols), cols);
 }
 

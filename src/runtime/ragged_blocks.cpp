@@ -464,7 +464,7 @@ class Piece {
       switch (op.rhs->op) {
         case OpId::Softmax: k::softmax(x, y, r, n); break;
         case OpId::LogSoftmax: k::log_softmax(x, y, r, n); break;
-        default: k::layer_norm(x, gamma, beta, 1e-5f, y, r, n); break;
+        default: k::layer_norm(x, gamma, beta, k::kLayerNormEps, y, r, n); break;
       }
       ++c_.counters->kernel_calls;
     };

@@ -97,7 +97,7 @@ void kernel_LogSoftmax(const OpAttrs&, std::span<const Tensor* const> in, Tensor
 }
 void kernel_LayerNorm(const OpAttrs&, std::span<const Tensor* const> in, Tensor& out) {
   int cols = static_cast<int>(out.shape.back());
-  k::layer_norm(in[0]->data.get(), in[1]->data.get(), in[2]->data.get(), 1e-5f, out.data.get(),
+  k::layer_norm(in[0]->data.get(), in[1]->data.get(), in[2]->data.get(), k::kLayerNormEps, out.data.get(),
                 static_cast<int>(out.size() / cols), cols);
 }
 

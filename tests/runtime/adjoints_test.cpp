@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "acrobat/kernels.h"
 #include "ops/ops.h"
 #include "autodiff/adjoints.h"
 #include "runtime/reference_kernels.h"
@@ -214,6 +215,77 @@ TEST(Adjoints, DoubleForwardIsTheEnginesOperator) {
       }
     }
   }
+}
+
+// The SIMD kernels the batched backward takes for some operators (unary_backward_kernel,
+// kernels::softmax_backward, log_softmax_backward, layer_norm_backward) compute the adjoint
+// above: added onto what dx holds, written, and written over dy itself; rows of every length
+// against the SIMD width (a tail, one lane, several registers).
+TEST(Adjoints, TheBackwardKernelsAreTheAdjoint) {
+  std::mt19937_64 rng(13);
+  std::uniform_real_distribution<double> value(-1.5, 1.5);
+  for (int cols : {1, 7, 16, 17, 33, 512}) {
+    const int rows = 3;
+    for (OpId op : {OpId::Relu, OpId::Tanh, OpId::Sigmoid, OpId::Exp, OpId::Softmax, OpId::LogSoftmax, OpId::LayerNorm}) {
+      // A row of one element has no variance: its dx is 0 up to rounding times 1 / sqrt(eps).
+      if (op == OpId::LayerNorm && cols == 1) continue;
+      Case c{op, {{rows, cols}}, {}};
+      if (op == OpId::Softmax || op == OpId::LogSoftmax) c.ints = {-1};
+      if (op == OpId::LayerNorm) c.shapes = {{rows, cols}, {1, cols}, {cols}};
+      SCOPED_TRACE(describe(c));
+      // Inputs exactly representable in float, so both sides see the same ones.
+      std::vector<std::vector<double>> x;
+      for (const auto& shape : c.shapes) {
+        std::vector<double> v(static_cast<size_t>(num_elements(shape)));
+        for (double& e : v) {
+          e = static_cast<float>(value(rng));
+          if (op == OpId::Relu && std::abs(e) < 0.05) e = 0.3;  // away from the kink
+        }
+        x.push_back(v);
+      }
+      const std::vector<int64_t> out_shape = c.shapes[0];
+      const std::vector<double> y = run_forward(c, x, out_shape);
+      std::vector<double> dy(y.size());
+      for (double& e : dy) e = static_cast<float>(value(rng));
+      std::vector<std::vector<double>> din;
+      std::vector<double*> din_ptr;
+      for (const auto& v : x) din.emplace_back(v.size(), 0.0);
+      for (auto& v : din) din_ptr.push_back(v.data());
+      adjoint<double>(op, OpAttrs{c.ints}, args(c, x), out_shape, y.data(), dy.data(), din_ptr);
+
+      std::vector<std::vector<float>> xf;
+      for (const auto& v : x) xf.emplace_back(v.begin(), v.end());
+      const std::vector<float> yf = run_forward(c, xf, out_shape);
+      const std::vector<float> dyf(dy.begin(), dy.end());
+      const auto n = dyf.size();
+      for (int mode = 0; mode < 3; ++mode) {  // added onto 0.5, written, written over dy
+        SCOPED_TRACE(mode == 0 ? "added" : mode == 1 ? "written" : "over dy");
+        std::vector<float> dx(n, mode == 0 ? 0.5f : -7.0f), dg(size_t(cols), 0.25f), db(size_t(cols), 0.25f);
+        std::vector<float> g = dyf;
+        float* out = mode == 2 ? g.data() : dx.data();
+        const bool add = mode == 0;
+        if (op == OpId::LayerNorm) {
+          if (mode == 2) continue;  // written into fresh memory, not over dy
+          kernels::layer_norm_backward(xf[0].data(), xf[1].data(), g.data(), kernels::kLayerNormEps, rows, cols, out,
+                                       add, dg.data(), db.data());
+        } else if (op == OpId::Softmax) {
+          kernels::softmax_backward(yf.data(), g.data(), out, rows, cols, add);
+        } else if (op == OpId::LogSoftmax) {
+          kernels::log_softmax_backward(yf.data(), g.data(), out, rows, cols, add);
+        } else {
+          kernels::unary_backward(*unary_backward_kernel(op), xf[0].data(), yf.data(), g.data(), out, n, add);
+        }
+        for (size_t j = 0; j < n; ++j)
+          EXPECT_NEAR(out[j] - (add ? 0.5f : 0.0f), din[0][j], 1e-5 * (1 + std::abs(din[0][j]))) << "dx " << j;
+        if (op != OpId::LayerNorm) continue;
+        for (int j = 0; j < cols; ++j) {
+          EXPECT_NEAR(dg[size_t(j)] - 0.25f, din[1][size_t(j)], 1e-5 * (1 + std::abs(din[1][size_t(j)]))) << "dgamma " << j;
+          EXPECT_NEAR(db[size_t(j)] - 0.25f, din[2][size_t(j)], 1e-5 * (1 + std::abs(din[2][size_t(j)]))) << "dbeta " << j;
+        }
+      }
+    }
+  }
+  for (OpId op : {OpId::Neg, OpId::Log, OpId::Mul, OpId::LayerNorm}) EXPECT_FALSE(unary_backward_kernel(op)) << op_info(op).name;
 }
 
 }  // namespace
