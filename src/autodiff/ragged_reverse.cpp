@@ -61,6 +61,7 @@ class ReverseMode::Ragged {
 
   void run() {
     bind_attrs();
+    read_in_place();
     arguments();
     values();
     seed();
@@ -169,6 +170,25 @@ class ReverseMode::Ragged {
     return base ? base + f_.output_offset(b_, int(k), f_.row(ids_[0])) : nullptr;
   }
 
+  // For x * c of x's shape by a scalar constant c (which has no adjoint): x's operand (0 or 1),
+  // else -1. Its adjoint (kernel_adjoint) reads c's value only.
+  int scaled_operand(size_t k) const {
+    const analysis::BlockOp& op = s_.ops[k];
+    if (op.rhs->op != OpId::Mul) return -1;
+    auto constant = [&](const analysis::BlockOperand& o) {
+      if (!o.local) return false;
+      const analysis::BlockOp& c = s_.ops[size_t(o.index)];
+      return !differentiable(c.rhs->op) && !is_ragged(c.shape) && num_elements(c.shape) == 1 &&
+             bound_[size_t(o.index)].empty();
+    };
+    for (int x = 0; x < 2; ++x) {
+      const analysis::BlockOperand& o = op.operands[size_t(x)];
+      const std::vector<int64_t>& shape = o.local ? s_.ops[size_t(o.index)].shape : s_.args[size_t(o.index)].shape;
+      if (constant(op.operands[size_t(1 - x)]) && shape == op.shape) return x;
+    }
+    return -1;
+  }
+
   // Which values the adjoints read (adjoint_reads), with the operands of those that are computed
   // again here because the forward did not keep them.
   std::vector<uint8_t> read_values() const {
@@ -181,10 +201,17 @@ class ReverseMode::Ragged {
         read[k] |= r.value ? 1 : 0;
         operands = r.operands;
       }
+      const int scaled = scaled_operand(k);
+      if (scaled >= 0 && !(read[k] && !kept(k))) {  // only the constant
+        read[size_t(op.operands[size_t(1 - scaled)].index)] = 1;
+        continue;
+      }
       operands = operands || (read[k] && !kept(k));
       if (!operands) continue;
-      for (const analysis::BlockOperand& o : op.operands)
+      for (analysis::BlockOperand o : op.operands) {
+        while (o.local && in_place_[size_t(o.index)]) o = s_.ops[size_t(o.index)].operands[0];  // its base's
         if (o.local) read[size_t(o.index)] = 1;
+      }
     }
     return read;
   }
@@ -223,6 +250,7 @@ class ReverseMode::Ragged {
         v.data = const_cast<float*>(in_batch_order(f_.output(b_, int(k)), k, v));  // read only
         continue;
       }
+      if (in_place_[k]) continue;  // read where its base lies, value and adjoint
       v.data = m_.alloc(v.total());
       if (!read[k]) continue;  // its storage is there for its adjoint's views, never read
       const ReferenceKernel kernel = reference_kernel(op.rhs->op);
@@ -237,6 +265,10 @@ class ReverseMode::Ragged {
         Tensor out = view(packed, stacked ? v.stacked : v.shape(i), v.data + v.offset(i));
         kernel(attrs(k, i), in_p, out);
       };
+      if (product_per_instance(k)) {  // its operands may be views read in place
+        product_value(k);
+        continue;
+      }
       if (v.shared || rows_[k]) {
         call(0, rows_[k] != 0);
         continue;
@@ -270,7 +302,9 @@ class ReverseMode::Ragged {
   void adjoint(size_t k) {
     const analysis::BlockOp& op = s_.ops[k];
     const RaggedValue& v = vals_[k];
+    if (product_per_instance(k)) return product_adjoint(k);
     if (!dval_[k] || !differentiable(op.rhs->op)) return;
+    if (op.rhs->op == OpId::MergeHeads && op.operands[0].local && merged_[size_t(op.operands[0].index)]) return;
     if (op.rhs->op == OpId::MatMul && !v.shared) {
       const analysis::BlockOperand& xo = op.operands[0];
       const RaggedValue& x = operand(xo);
@@ -305,6 +339,132 @@ class ReverseMode::Ragged {
     }
   }
 
+  // A product of two per-instance operands, one GEMM per instance and matrix of a stack in the
+  // forward (the plan's GemmPerInstance: attention's Q K^T and P V).
+  bool product_per_instance(size_t k) const {
+    return s_.ops[k].rhs->op == OpId::MatMul && plan().ops[k].step == analysis::RaggedStep::GemmPerInstance;
+  }
+  const analysis::RaggedPlan& plan() const { return m_.plan_->ragged[size_t(s_.id)]; }
+
+  // The views the products per instance read where their bases lie, as the forward does (column
+  // slices, heads and transposes: the plan's views), value and adjoint alike: a view none of whose
+  // readers is anything but such a product or such a view, and that does not escape. Its value is
+  // not computed again and its adjoint goes straight into its base's. And the products whose
+  // adjoint is read where it lies in the adjoint of the merge_heads reading them (their one
+  // reader), which then has no step of its own.
+  void read_in_place() {
+    const size_t n = s_.ops.size();
+    std::vector<std::vector<size_t>> readers(n);
+    for (size_t r = 0; r < n; ++r)
+      for (const analysis::BlockOperand& o : s_.ops[r].operands)
+        if (o.local) readers[size_t(o.index)].push_back(r);
+    in_place_.assign(n, 0);
+    merged_.assign(n, 0);
+    for (size_t k = n; k-- > 0;) {  // a view's readers are decided before it
+      if (plan().ops[k].step != analysis::RaggedStep::View || s_.ops[k].escapes) continue;
+      bool all = !readers[k].empty();
+      for (size_t r : readers[k]) all = all && (product_per_instance(r) || in_place_[r]);
+      in_place_[k] = all ? 1 : 0;
+    }
+    for (size_t m = 0; m < n; ++m) {
+      const analysis::BlockOp& op = s_.ops[m];
+      if (op.rhs->op != OpId::MergeHeads || !op.operands[0].local) continue;
+      const auto c = size_t(op.operands[0].index);
+      if (product_per_instance(c) && readers[c].size() == 1 && !s_.ops[c].escapes) merged_[c] = 1;
+    }
+  }
+
+  // Instance i of operand o, or of its adjoint (null where it has none), as a stack of matrices
+  // where it lies: packed, or a view of its base (read_in_place) as the forward's views lay it.
+  struct Strided {
+    float* p = nullptr;
+    int64_t hs = 0, ld = 0;  // between matrices, between rows
+    bool trans = false;      // element (h, i, j) at p + h * hs + j * ld + i
+  };
+  Strided strided(const analysis::BlockOperand& o, int64_t i, bool adjoint) {
+    if (o.local && in_place_[size_t(o.index)]) {
+      const auto k = size_t(o.index);
+      Strided u = strided(s_.ops[k].operands[0], i, adjoint);
+      switch (plan().ops[k].view) {
+        case analysis::RaggedView::Columns: u.p += u.p ? s_.ops[k].rhs->attrs.ints[0] : 0; break;
+        case analysis::RaggedView::Heads: u.hs = vals_[k].shape(i)[2]; break;
+        case analysis::RaggedView::Transpose: u.trans = !u.trans; break;
+        case analysis::RaggedView::None: break;
+      }
+      return u;
+    }
+    const RaggedValue& x = operand(o);
+    const std::vector<int64_t>& d = x.shape(i);
+    const int64_t N = d.empty() ? 1 : d.back(), M = d.size() >= 2 ? d[d.size() - 2] : 1;
+    float* base = adjoint ? (wanted(o) ? adjoint_of(o) : nullptr) : x.data;
+    return {base ? base + x.offset(i) : nullptr, M * N, N, false};
+  }
+
+  // The value of operator k = op(A) @ op(B) per instance and matrix of a stack, as the forward
+  // computes it (its operands packed or views read in place).
+  void product_value(size_t k) {
+    const analysis::BlockOp& op = s_.ops[k];
+    const RaggedValue& v = vals_[k];
+    const bool b_stacked = operand(op.operands[1]).shape(0).size() == 3;
+    for (int64_t i = 0; i < (v.shared ? 1 : B_); ++i) {
+      const std::vector<int64_t>& cs = v.shape(i);
+      const int64_t H = cs.size() == 3 ? cs[0] : 1, M = cs[cs.size() - 2], N = cs.back();
+      const int64_t K = operand(op.operands[0]).shape(i).back();
+      const Strided A = strided(op.operands[0], i, false), B = strided(op.operands[1], i, false);
+      for (int64_t h = 0; h < H; ++h)
+        kernels::gemm_strided(A.trans, B.trans, int(M), int(N), int(K), A.p + h * A.hs, int(A.ld),
+                              B.p + (b_stacked ? h * B.hs : 0), int(B.ld), v.data + v.offset(i) + h * M * N, int(N),
+                              false);
+    }
+  }
+
+  // Operator k = op(A) @ op(B) per instance and matrix of a stack, each operand packed or a view
+  // read in place: dA += dC op(B)^T, dB += op(A)^T dC, added where A's and B's adjoints lie (a
+  // view's: in its base's), dC read where it lies (in the adjoint of the merge_heads reading C,
+  // head h at column h * E, where merged_).
+  void product_adjoint(size_t k) {
+    const analysis::BlockOp& op = s_.ops[k];
+    const RaggedValue& v = vals_[k];
+    int reader = -1;
+    if (merged_[k])
+      for (size_t m = k + 1; m < s_.ops.size() && reader < 0; ++m)
+        if (s_.ops[m].operands[0].local && size_t(s_.ops[m].operands[0].index) == k) reader = int(m);
+    const float* dc = reader >= 0 ? dval_[size_t(reader)] : dval_[k];
+    if (!dc) return;
+    const analysis::BlockOperand &ao = op.operands[0], &bo = op.operands[1];
+    const bool b_stacked = operand(bo).shape(0).size() == 3;
+    for (int64_t i = 0; i < (v.shared ? 1 : B_); ++i) {
+      const std::vector<int64_t>& cs = v.shape(i);
+      const int64_t H = cs.size() == 3 ? cs[0] : 1, M = cs[cs.size() - 2], N = cs.back();
+      const std::vector<int64_t>& as = operand(ao).shape(i);
+      const int64_t K = as.back();
+      Strided dC{const_cast<float*>(dc) + v.offset(i), M * N, N, false};
+      if (reader >= 0) dC = {const_cast<float*>(dc) + vals_[size_t(reader)].offset(i), N, H * N, false};
+      const Strided A = strided(ao, i, false), B = strided(bo, i, false);
+      const Strided dA = strided(ao, i, true), dB = strided(bo, i, true);
+      for (int64_t h = 0; h < H; ++h) {
+        const float* a = A.p + h * A.hs;
+        const float* b = B.p + (b_stacked ? h * B.hs : 0);
+        const float* g = dC.p + h * dC.hs;
+        const int m = int(M), nn = int(N), kk = int(K), lg = int(dC.ld);
+        if (dA.p) {
+          float* d = dA.p + h * dA.hs;
+          if (!A.trans)
+            kernels::gemm_strided(false, !B.trans, m, kk, nn, g, lg, b, int(B.ld), d, int(dA.ld), true);
+          else  // A's stored [K, M]: op(B) dC^T
+            kernels::gemm_strided(B.trans, true, kk, m, nn, b, int(B.ld), g, lg, d, int(dA.ld), true);
+        }
+        if (dB.p) {
+          float* d = dB.p + (b_stacked ? h * dB.hs : 0);
+          if (!B.trans)
+            kernels::gemm_strided(!A.trans, false, kk, nn, m, a, int(A.ld), g, lg, d, int(dB.ld), true);
+          else  // B's stored [N, K]: dC^T op(A)
+            kernels::gemm_strided(true, A.trans, nn, kk, m, g, lg, a, int(A.ld), d, int(dB.ld), true);
+        }
+      }
+    }
+  }
+
   // Whether operand o's adjoint goes anywhere (not a constant argument).
   bool wanted(const analysis::BlockOperand& o) const { return o.local || receives_[o.index]; }
 
@@ -318,25 +478,23 @@ class ReverseMode::Ragged {
     const analysis::BlockOp& op = s_.ops[k];
     const RaggedValue& v = vals_[k];
     const OpId id = op.rhs->op;
-    if (v.shared) return false;
-    if (id == OpId::LayerNorm) return rows_[k] && layer_norm_adjoint(k);
+    if (id == OpId::LayerNorm) return !v.shared && rows_[k] && layer_norm_adjoint(k);
     const std::optional<kernels::UnaryBackward> f = unary_backward_kernel(id);
     size_t xi = 0;
     float scale = 0;
-    if (id == OpId::Mul) {  // by a scalar constant (it has no adjoint), either side
-      auto constant = [&](const analysis::BlockOperand& o) {
-        return o.local && !differentiable(s_.ops[size_t(o.index)].rhs->op) && operand(o).shared &&
-               operand(o).total() == 1;
-      };
-      if (!constant(op.operands[1 - xi])) xi = 1;
-      if (!constant(op.operands[1 - xi])) return false;
+    if (id == OpId::Mul) {
+      const int x = scaled_operand(k);
+      if (x < 0) return false;
+      xi = size_t(x);
       scale = *operand(op.operands[1 - xi]).data;
-    } else if (!f && id != OpId::Softmax && id != OpId::LogSoftmax) {
+    } else if (v.shared || (!f && id != OpId::Softmax && id != OpId::LogSoftmax)) {
       return false;
     }
+    // A product by a constant takes this path whenever scaled_operand says so (read_values
+    // computes only the constant's value for it), shared or not.
     const analysis::BlockOperand& xo = op.operands[xi];
     const RaggedValue& x = operand(xo);
-    if (x.shared || x.shapes != v.shapes) return false;
+    if (x.shared != v.shared || x.shapes != v.shapes) return false;
     if (!wanted(xo)) return true;
     float*& dx = adjoint_slot(xo);
     const bool fresh = !dx;
@@ -420,6 +578,8 @@ class ReverseMode::Ragged {
   std::vector<std::vector<OpAttrs>> bound_;  // per operator: per instance when its attributes name sizes
   std::vector<RaggedValue> vals_, args_;
   std::vector<uint8_t> rows_;       // per operator: on_rows
+  std::vector<uint8_t> in_place_;   // per operator: a view read where its base lies (read_in_place)
+  std::vector<uint8_t> merged_;     // per operator: a product whose adjoint is its merge_heads reader's
   std::vector<uint8_t> receives_;   // per argument: some instance's adjoint goes somewhere (not a constant)
   std::vector<float*> dval_, darg_;  // the adjoints of the operators and of the arguments
 };
