@@ -304,7 +304,8 @@ class ReverseMode::Ragged {
     const RaggedValue& v = vals_[k];
     if (product_per_instance(k)) return product_adjoint(k);
     if (!dval_[k] || !differentiable(op.rhs->op)) return;
-    if (op.rhs->op == OpId::MergeHeads && op.operands[0].local && merged_[size_t(op.operands[0].index)]) return;
+    if (op.rhs->op == OpId::MergeHeads && op.operands[0].local && merged_into_[size_t(op.operands[0].index)] >= 0)
+      return;
     if (op.rhs->op == OpId::MatMul && !v.shared) {
       const analysis::BlockOperand& xo = op.operands[0];
       const RaggedValue& x = operand(xo);
@@ -359,7 +360,7 @@ class ReverseMode::Ragged {
       for (const analysis::BlockOperand& o : s_.ops[r].operands)
         if (o.local) readers[size_t(o.index)].push_back(r);
     in_place_.assign(n, 0);
-    merged_.assign(n, 0);
+    merged_into_.assign(n, -1);
     for (size_t k = n; k-- > 0;) {  // a view's readers are decided before it
       if (plan().ops[k].step != analysis::RaggedStep::View || s_.ops[k].escapes) continue;
       bool all = !readers[k].empty();
@@ -370,7 +371,7 @@ class ReverseMode::Ragged {
       const analysis::BlockOp& op = s_.ops[m];
       if (op.rhs->op != OpId::MergeHeads || !op.operands[0].local) continue;
       const auto c = size_t(op.operands[0].index);
-      if (product_per_instance(c) && readers[c].size() == 1 && !s_.ops[c].escapes) merged_[c] = 1;
+      if (product_per_instance(c) && readers[c].size() == 1 && !s_.ops[c].escapes) merged_into_[c] = int(m);
     }
   }
 
@@ -407,9 +408,8 @@ class ReverseMode::Ragged {
     const RaggedValue& v = vals_[k];
     const bool b_stacked = operand(op.operands[1]).shape(0).size() == 3;
     for (int64_t i = 0; i < (v.shared ? 1 : B_); ++i) {
-      const std::vector<int64_t>& cs = v.shape(i);
-      const int64_t H = cs.size() == 3 ? cs[0] : 1, M = cs[cs.size() - 2], N = cs.back();
-      const int64_t K = operand(op.operands[0]).shape(i).back();
+      const std::vector<int64_t>& as = operand(op.operands[0]).shape(i);
+      const int64_t H = as.size() == 3 ? as[0] : 1, M = as[as.size() - 2], K = as.back(), N = v.shape(i).back();
       const Strided A = strided(op.operands[0], i, false), B = strided(op.operands[1], i, false);
       for (int64_t h = 0; h < H; ++h)
         kernels::gemm_strided(A.trans, B.trans, int(M), int(N), int(K), A.p + h * A.hs, int(A.ld),
@@ -421,23 +421,19 @@ class ReverseMode::Ragged {
   // Operator k = op(A) @ op(B) per instance and matrix of a stack, each operand packed or a view
   // read in place: dA += dC op(B)^T, dB += op(A)^T dC, added where A's and B's adjoints lie (a
   // view's: in its base's), dC read where it lies (in the adjoint of the merge_heads reading C,
-  // head h at column h * E, where merged_).
+  // head h at column h * E, where merged_into_).
   void product_adjoint(size_t k) {
     const analysis::BlockOp& op = s_.ops[k];
     const RaggedValue& v = vals_[k];
-    int reader = -1;
-    if (merged_[k])
-      for (size_t m = k + 1; m < s_.ops.size() && reader < 0; ++m)
-        if (s_.ops[m].operands[0].local && size_t(s_.ops[m].operands[0].index) == k) reader = int(m);
+    const int reader = merged_into_[k];
     const float* dc = reader >= 0 ? dval_[size_t(reader)] : dval_[k];
     if (!dc) return;
     const analysis::BlockOperand &ao = op.operands[0], &bo = op.operands[1];
     const bool b_stacked = operand(bo).shape(0).size() == 3;
     for (int64_t i = 0; i < (v.shared ? 1 : B_); ++i) {
-      const std::vector<int64_t>& cs = v.shape(i);
-      const int64_t H = cs.size() == 3 ? cs[0] : 1, M = cs[cs.size() - 2], N = cs.back();
+      // As the reference's matmul: A a stack [H, M, K] or a matrix, B a stack of H or a matrix.
       const std::vector<int64_t>& as = operand(ao).shape(i);
-      const int64_t K = as.back();
+      const int64_t H = as.size() == 3 ? as[0] : 1, M = as[as.size() - 2], K = as.back(), N = v.shape(i).back();
       Strided dC{const_cast<float*>(dc) + v.offset(i), M * N, N, false};
       if (reader >= 0) dC = {const_cast<float*>(dc) + vals_[size_t(reader)].offset(i), N, H * N, false};
       const Strided A = strided(ao, i, false), B = strided(bo, i, false);
@@ -579,7 +575,7 @@ class ReverseMode::Ragged {
   std::vector<RaggedValue> vals_, args_;
   std::vector<uint8_t> rows_;       // per operator: on_rows
   std::vector<uint8_t> in_place_;   // per operator: a view read where its base lies (read_in_place)
-  std::vector<uint8_t> merged_;     // per operator: a product whose adjoint is its merge_heads reader's
+  std::vector<int> merged_into_;    // per operator: a product's merge_heads reader, whose adjoint is its, or -1
   std::vector<uint8_t> receives_;   // per argument: some instance's adjoint goes somewhere (not a constant)
   std::vector<float*> dval_, darg_;  // the adjoints of the operators and of the arguments
 };
