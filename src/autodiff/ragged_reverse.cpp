@@ -6,12 +6,15 @@
 // kRowsForDwNow rows, one GEMM for dW added at once (fewer rows are kept for the deferred dW, as a
 // static batch's are), and an elementwise or row-wise operator (a layer norm, a residual, a bias)
 // is one call over the rows, the adjoint of a shared operand summed over them by the broadcast
-// rule. The others (attention's products of two of an instance's values,
-// a softmax over its rows, anything along a ragged axis) run instance by instance on each
-// instance's shapes. The values the adjoints read are the forward's, which a run that keeps its
-// values stores for every operator its plan stores on its own (runtime/batch_runner.cpp); the
-// others (views, members of fused loops, a matmul's product before its fused addends) are
-// computed again from the arguments on the same layout, and only where an adjoint reads them.
+// rule; relu, tanh, sigmoid, exp, a product by a constant and softmax take SIMD kernels over the
+// whole batch's buffer, a layer norm over the rows (kernel_adjoint). The others (attention's
+// products of two of an instance's values, anything along a ragged axis) run instance by instance
+// on each instance's shapes; those products read their column-slice, heads and transposed operands
+// where the forward reads them and add their adjoints there (read_in_place). The values the
+// adjoints read are the forward's, which a run that keeps its values stores for every operator its
+// plan stores on its own (runtime/batch_runner.cpp); the others (views read elsewhere, members of
+// fused loops, a matmul's product before its fused addends) are computed again from the arguments
+// on the same layout, and only where an adjoint reads them.
 #include <algorithm>
 #include <cstring>
 #include <optional>
