@@ -24,6 +24,7 @@
 #include "autodiff/leaf_ranges.h"
 #include "autodiff/reverse_mode.h"
 #include "runtime/reference_kernels.h"
+#include "runtime/strided.h"
 
 namespace acrobat {
 
@@ -378,30 +379,18 @@ class ReverseMode::Ragged {
     }
   }
 
-  // Instance i of operand o, or of its adjoint (null where it has none), as a stack of matrices
-  // where it lies: packed, or a view of its base (read_in_place) as the forward's views lay it.
-  struct Strided {
-    float* p = nullptr;
-    int64_t hs = 0, ld = 0;  // between matrices, between rows
-    bool trans = false;      // element (h, i, j) at p + h * hs + j * ld + i
-  };
+  // Instance i of operand o, or of its adjoint (null where it has none), where it lies: packed, or
+  // a view of its base (read_in_place) as the forward's views lay it.
   Strided strided(const analysis::BlockOperand& o, int64_t i, bool adjoint) {
     if (o.local && in_place_[size_t(o.index)]) {
       const auto k = size_t(o.index);
-      Strided u = strided(s_.ops[k].operands[0], i, adjoint);
-      switch (plan().ops[k].view) {
-        case analysis::RaggedView::Columns: u.p += u.p ? s_.ops[k].rhs->attrs.ints[0] : 0; break;
-        case analysis::RaggedView::Heads: u.hs = vals_[k].shape(i)[2]; break;
-        case analysis::RaggedView::Transpose: u.trans = !u.trans; break;
-        case analysis::RaggedView::None: break;
-      }
-      return u;
+      const Strided u = strided(s_.ops[k].operands[0], i, adjoint);
+      return u.p ? through_view(u, plan().ops[k].view, s_.ops[k].rhs->attrs, vals_[k].shape(i).data()) : u;
     }
     const RaggedValue& x = operand(o);
     const std::vector<int64_t>& d = x.shape(i);
-    const int64_t N = d.empty() ? 1 : d.back(), M = d.size() >= 2 ? d[d.size() - 2] : 1;
     float* base = adjoint ? (wanted(o) ? adjoint_of(o) : nullptr) : x.data;
-    return {base ? base + x.offset(i) : nullptr, M * N, N, false};
+    return base ? packed_value(base + x.offset(i), d.data(), d.size()) : Strided{};
   }
 
   // The value of operator k = op(A) @ op(B) per instance and matrix of a stack, as the forward

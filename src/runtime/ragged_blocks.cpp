@@ -8,6 +8,7 @@
 #include "acrobat/kernels.h"
 #include "runtime/fused_loops.h"
 #include "runtime/reference_kernels.h"
+#include "runtime/strided.h"
 #include "runtime/value.h"
 #include "support/clock.h"
 
@@ -17,36 +18,9 @@ namespace k = kernels;
 using analysis::BlockOp;
 using analysis::BlockOperand;
 using analysis::RaggedStep;
-using analysis::RaggedView;
 using analysis::StaticBlock;
 
 namespace {
-
-// One instance's value of an operator or argument, as a stack of matrices [H, M, N] (a matrix has
-// H = 1; a lower rank is one row): element (h, i, j) at p + h * hs + i * ld + j, or at
-// p + h * hs + j * ld + i when transposed. A packed value has hs = M * N and ld = N.
-struct Strided {
-  float* p = nullptr;
-  int64_t hs = 0, ld = 0;
-  bool trans = false;
-};
-
-// Rows, columns and matrices of a shape (any rank: the leading axes are the stack).
-struct Matrix {
-  int64_t H, M, N;
-};
-Matrix matrix_of(const int64_t* d, size_t rank) {
-  if (rank == 0) return {1, 1, 1};
-  if (rank == 1) return {1, 1, d[0]};
-  int64_t H = 1;
-  for (size_t i = 0; i + 2 < rank; ++i) H *= d[i];
-  return {H, d[rank - 2], d[rank - 1]};
-}
-
-Strided packed_value(float* p, const int64_t* d, size_t rank) {
-  Matrix m = matrix_of(d, rank);
-  return Strided{p, m.M * m.N, m.N, false};
-}
 
 bool is_packed(const Strided& v, const int64_t* d, size_t rank) {
   Matrix m = matrix_of(d, rank);
@@ -234,16 +208,8 @@ class Piece {
 
   void view(size_t k) {
     const BlockOp& op = s_.ops[k];
-    for (int64_t b = 0; b < B_; ++b) {
-      Strided u = operand(op.operands[0], b);
-      switch (plan_.ops[k].view) {
-        case RaggedView::Columns: u.p += op.rhs->attrs.ints[0]; break;
-        case RaggedView::Heads: u.hs = op_dim(k, b)[2]; break;
-        case RaggedView::Transpose: u.trans = !u.trans; break;
-        case RaggedView::None: break;
-      }
-      val(k, b) = u;
-    }
+    for (int64_t b = 0; b < B_; ++b)
+      val(k, b) = through_view(operand(op.operands[0], b), plan_.ops[k].view, op.rhs->attrs, op_dim(k, b));
   }
 
   // A matmul by weights that are parameters (one matrix for all, or one per run of instances).
