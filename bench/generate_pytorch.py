@@ -57,8 +57,6 @@ useful, minus 1.
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,7 +69,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import model_gpt  # noqa: E402  (the oracle: weights layout, init_params, make_data)
 import models  # noqa: E402  (state_tensors, load_tensors)
 import safetensors_io  # noqa: E402
-from torch_threads import retain_freed_memory, set_threads, splits  # noqa: E402  (threads, glibc's heap)
+from torch_threads import blas_core, cpu_name, retain_freed_memory, set_threads, splits  # noqa: E402  (threads, glibc's heap)
 
 STRATEGIES = ("padded", "drop", "single")
 ENGINE = {s: "pytorch-" + s for s in STRATEGIES}
@@ -366,6 +364,7 @@ def sweep(args, quiet=False):
             "benchmark": "generate",
             "torch_version": torch.__version__,
             "cpu": cpu_name(),
+            "openblas_core": blas_core(),
             "dims": d,
             "instances": len(instances),
             "reps": args.reps,
@@ -460,17 +459,6 @@ def check(args):
 
 
 # ---------------------------------------------------------------------------------------------
-
-def cpu_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
 
 def int_list(s):
     return [int(x) for x in s.split(",") if x]

@@ -84,9 +84,7 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -98,7 +96,7 @@ from torch.profiler import ProfilerActivity, profile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-from torch_threads import retain_freed_memory, set_threads  # noqa: E402  (threads, glibc's heap)
+from torch_threads import blas_core, cpu_name, retain_freed_memory, set_threads  # noqa: E402  (threads, glibc's heap)
 LENGTHS_DIR = os.path.join(ROOT, "data", "lengths")
 
 D_MODEL, HEADS, FFN = 512, 8, 2048
@@ -426,17 +424,6 @@ def print_rows(rows):
               f"{r['seconds']:>8.3f}  {path}", flush=True)
 
 
-def cpu_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def read_lengths(path):
     with open(path) as f:
         return [int(line) for line in f if line.strip()]
@@ -603,6 +590,7 @@ def sweep(args, quiet=False):
             "benchmark": "ragged-encoder-training" if args.train else "ragged-encoder-layer",
             "torch_version": torch.__version__,
             "cpu": cpu_name(),
+            "openblas_core": blas_core(),
             "model": {"d_model": D_MODEL, "heads": HEADS, "ffn": FFN, "dtype": "float32",
                       "norm": "post", "activation": "relu"},
             "flops": "per instance of length n: QKV 3*2*n*d*d + QK^T 2*n*n*d + AV 2*n*n*d + "

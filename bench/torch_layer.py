@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import acrobat  # noqa: E402
 import acrobat.torch  # noqa: E402
 import registry  # noqa: E402
+from torch_threads import set_threads  # noqa: E402  (threads and OpenBLAS core, as every baseline)
 
 TRAIN = os.path.join(ROOT, "data", "sst", "train.txt")
 VOCAB = os.path.join(ROOT, "data", "sst", "vocab.txt")
@@ -43,7 +44,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--workdir", default="/tmp/acrobat-torch-layer")
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+    set_threads(a.threads)
     n = a.batch * (a.steps + 1)
     os.makedirs(a.workdir, exist_ok=True)
     spec, dims, _, ref, path = registry.setup_run("treelstm", {"H": a.hidden}, TRAIN, VOCAB, n, a.workdir)

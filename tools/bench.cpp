@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -33,6 +34,17 @@
 #include "support/clock.h"
 
 namespace acrobat {
+
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name = "unknown CPU";
+  bool avx512 = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 && name == "unknown CPU") name = line.substr(line.find(':') + 2);
+    if (line.rfind("flags", 0) == 0 && line.find(" avx512f") != std::string::npos) avx512 = true;
+  }
+  return name + (avx512 ? ", AVX-512" : ", no AVX-512");
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

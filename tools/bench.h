@@ -29,6 +29,10 @@ struct BenchOptions {
   size_t pytorch_limit = 300;
 };
 
+// "Intel(R) Xeon(R) Processor, AVX-512": the CPU's model name and whether it has AVX-512, from
+// /proc/cpuinfo, for the records of every benchmark.
+std::string cpu_description();
+
 // The median of the figures of repeated measurements (the mean of the middle two when even).
 double median(std::vector<double> v);
 

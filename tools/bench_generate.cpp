@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
@@ -308,18 +307,6 @@ const json* find_row(const json& rows, const std::string& engine, size_t batch, 
   return nullptr;
 }
 
-// "Intel(R) Xeon(R) Processor, AVX-512" from /proc/cpuinfo.
-std::string cpu_description() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, name = "unknown CPU";
-  bool avx512 = false;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0 && name == "unknown CPU") name = line.substr(line.find(':') + 2);
-    if (line.rfind("flags", 0) == 0 && line.find(" avx512f") != std::string::npos) avx512 = true;
-  }
-  return name + (avx512 ? ", AVX-512" : ", no AVX-512");
-}
-
 std::string mean_of(const std::vector<double>& v) {
   double sum = 0;
   for (double x : v) sum += x;
@@ -346,13 +333,14 @@ std::string report_header(const BenchGenerateOptions& o, const Workload& w, doub
       "on {} instances: prompt lengths from {} (mean {}, max {:.0f}), budgets from {} clipped to 1..{} (mean {}, max "
       "{:.0f}; {} clipped), token ids random from seed {}. Generated tokens/s, medians of {} runs (PyTorch's "
       "one-at-a-time strategy: one run); useful GFLOP/s by bench/generate_pytorch.py's formula for every row. CPU: {}; "
-      "this core's fp32 FMA peak: {:.1f} GFLOP/s; memory read bandwidth (kernels::read_bandwidth_gbs, 256 MiB): {}. "
+      "acrobat's kernels: {}; this core's fp32 FMA peak: {:.1f} GFLOP/s; memory read bandwidth "
+      "(kernels::read_bandwidth_gbs, 256 MiB): {}. "
       "acrobat's prefill is a run of the same instances with a budget of one token, its decode the full run minus "
       "that.\n\n",
       fs::path(o.model).filename().string(), d.D, d.FF, d.L, d.V, w.instances.size(),
       fs::path(w.prompts_file).filename().string(), mean_of(n), *std::max_element(n.begin(), n.end()),
       fs::path(w.budgets_file).filename().string(), kMaxBudget, mean_of(b), *std::max_element(b.begin(), b.end()),
-      w.clipped, o.seed, o.reps, cpu_description(), peak, bandwidth_text(bandwidth));
+      w.clipped, o.seed, o.reps, cpu_description(), kernels::backend_description(), peak, bandwidth_text(bandwidth));
 }
 
 std::string markdown(const BenchGenerateOptions& o, const json& rows, const Workload& w, double peak,
@@ -412,6 +400,7 @@ void write_report(const BenchGenerateOptions& o, const json& rows, const Workloa
            {"reps", o.reps},
            {"seed", o.seed},
            {"cpu", cpu_description()},
+           {"backend", kernels::backend_description()},
            {"fma_peak_gflops_per_core", peak},
            {"read_bandwidth_gbs", [&] {
               json b = json::object();

@@ -127,6 +127,7 @@ std::string summary(const json& rows, const std::vector<Cell>& cells, double pea
 struct TorchSide {
   json rows = json::array();
   std::string nested_refusal;
+  std::string openblas_core;  // the kernels its sgemm ran (bench/ragged_pytorch.py records them)
 };
 
 TorchSide pytorch_side(const BenchRaggedOptions& o, const std::vector<std::string>& files) {
@@ -149,9 +150,11 @@ TorchSide pytorch_side(const BenchRaggedOptions& o, const std::vector<std::strin
       (doc.value("benchmark", "") == "ragged-encoder-training") != o.train)
     throw UserError(path + ": not the PyTorch rows of a" + (o.train ? " --train" : " forward") +
                     " ragged benchmark (bench/ragged_pytorch.py's JSON)");
-  TorchSide side{doc["results"], ""};
+  TorchSide side{doc["results"], "", ""};
   if (o.train && doc.contains("nested_training") && doc["nested_training"].is_string())
     side.nested_refusal = doc["nested_training"].get<std::string>();
+  if (doc.contains("openblas_core") && doc["openblas_core"].is_string())
+    side.openblas_core = doc["openblas_core"].get<std::string>();
   return side;
 }
 
@@ -253,11 +256,15 @@ json measure(const BenchRaggedOptions& o, const std::string& kind, const Cell& c
 
 // 4. JSON, a Markdown table of the ratios, and the plot.
 void write_report(const BenchRaggedOptions& o, const json& rows, const std::vector<Cell>& cells, const Yardsticks& y,
-                  const std::string& nested_refusal) {
+                  const TorchSide& torch) {
+  const std::string& nested_refusal = torch.nested_refusal;
   const double peak = y.peak;
   json doc{{"benchmark", o.train ? "ragged-encoder-training" : "ragged-encoder-layer"}, {"model", o.model},
            {"batches_per_cell", o.batches_per_cell}, {"reps", o.reps}, {"fma_peak_gflops_per_core", peak},
-           {"packed_gemm_gflops", y.packed_gemm}, {"results", rows}};
+           {"packed_gemm_gflops", y.packed_gemm}, {"cpu", cpu_description()},
+           {"backend", kernels::backend_description()},
+           {"pytorch_openblas_core", torch.openblas_core.empty() ? json() : json(torch.openblas_core)},
+           {"results", rows}};
   if (o.train) {
     doc["loss_entry"] = o.loss_entry;
     doc["optimizer"] = fmt::format("adam, lr {}", o.lr);
@@ -282,7 +289,11 @@ void write_report(const BenchRaggedOptions& o, const json& rows, const std::vect
      << " GFLOP/s; the ceiling is the ratio to PyTorch's best that every thread running at that peak "
         "would reach. The linear layers (the matmuls by weights, with their gathers and fused addends) "
         "are compared with a 1024^3 GEMM on packed weights, one thread: "
-     << fmt::format("{:.1f}", y.packed_gemm) << " GFLOP/s.\n\n"
+     << fmt::format("{:.1f}", y.packed_gemm) << " GFLOP/s. CPU: " << cpu_description() << "; acrobat's kernels: "
+     << kernels::backend_description()
+     << (torch.openblas_core.empty() ? std::string()
+                                     : "; PyTorch's sgemm: OpenBLAS " + torch.openblas_core + " core")
+     << ".\n\n"
      << summary(rows, cells, peak) << "\n"
      << "| dataset | batch | threads | AOT | interpreter | PyTorch padded | PyTorch sorted | PyTorch nested | ceiling |\n"
      << "|---|---|---|---|---|---|---|---|---|\n";
@@ -379,7 +390,7 @@ int bench_ragged_command(const BenchRaggedOptions& o) {
       if (o.train) r.engine.reset();
     }
   }
-  write_report(o, rows, cells, y, torch.nested_refusal);
+  write_report(o, rows, cells, y, torch);
   return 0;
 }
 

@@ -32,7 +32,9 @@ namespace {
 // "Prescott" kernels for models it does not know, such as this machine's Xeon (family 6, model
 // 207): sgemm then runs at ~20 instead of ~105 GFLOP/s. On such a fallback, re-run its selection
 // with the newest kernel set the CPU's instruction set supports, unless the user forced a core
-// through OPENBLAS_CORETYPE themselves.
+// through OPENBLAS_CORETYPE themselves. The choice stays in the environment, so that the processes
+// started from here (the PyTorch baselines of the benchmarks) run the same sgemm;
+// tests/reference/torch_threads.py applies the same rule to a baseline started on its own.
 void fix_openblas_core() {
   if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
@@ -48,7 +50,6 @@ void fix_openblas_core() {
   setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
   gotoblas_dynamic_quit();
   gotoblas_dynamic_init();
-  unsetenv("OPENBLAS_CORETYPE");
 }
 
 bool init_backend() {

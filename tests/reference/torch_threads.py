@@ -6,6 +6,8 @@ GFLOP/s against 79 with OpenBLAS held to one thread)."""
 
 import ctypes
 import os
+import platform
+import subprocess
 import sys
 
 import torch
@@ -35,8 +37,76 @@ def blas_libraries():
     return _blas
 
 
+def blas_core():
+    """The kernel set ("core") OpenBLAS runs in this process, as openblas_get_corename names it."""
+    for lib in blas_libraries():
+        try:
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            return lib.openblas_get_corename().decode()
+        except AttributeError:
+            pass
+    return "?"
+
+
+def match_blas_core():
+    """Gives the baseline's OpenBLAS the kernels acrobat's runs (src/kernels/backend.cpp,
+    fix_openblas_core, holds the rule and why): OpenBLAS 0.3.21 falls back to its SSE3 "Prescott"
+    kernels on CPUs it does not know, such as a Sapphire Rapids Xeon; there PyTorch's sgemm ran at
+    20-30 GFLOP/s on one thread and 107-125 with OPENBLAS_CORETYPE=SkylakeX (a [3400, 512] by [512,
+    2048] product, measured here). acrobat re-runs the selection with the newest set the CPU's
+    instructions support, and leaves its choice in OPENBLAS_CORETYPE for the processes it starts;
+    here the same rule is applied, so that both sides of a comparison run the same sgemm. A core the
+    user forced through OPENBLAS_CORETYPE is kept."""
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    if blas_core() != "Prescott" and not forced:
+        return
+    if not forced:
+        flags = cpu_flags()
+        if {"avx512f", "avx512vl"} <= flags:
+            forced = "SkylakeX"
+        elif {"avx2", "fma"} <= flags:
+            forced = "Haswell"
+        else:
+            return
+    if blas_core().lower() == forced.lower():
+        return
+    os.environ["OPENBLAS_CORETYPE"] = forced
+    for lib in blas_libraries():
+        try:
+            lib.gotoblas_dynamic_quit()
+            lib.gotoblas_dynamic_init()
+        except AttributeError:  # a build without DYNAMIC_ARCH: one core only
+            pass
+
+
+def cpu_flags():
+    """This CPU's feature flags, as /proc/cpuinfo lists them."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_name():
+    """The CPU's model name, as lscpu prints it."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def set_threads(threads, blas=None):
-    """PyTorch's intra-op threads and OpenBLAS's: `threads` for both, or `blas` for OpenBLAS's."""
+    """PyTorch's intra-op threads and OpenBLAS's: `threads` for both, or `blas` for OpenBLAS's; and
+    OpenBLAS's kernels those acrobat runs (match_blas_core)."""
+    match_blas_core()
     torch.set_num_threads(threads)
     for lib in blas_libraries():
         lib.openblas_set_num_threads(threads if blas is None else blas)
