@@ -322,6 +322,7 @@ class ReverseMode::Ragged {
     }
     if (kernel_adjoint(k)) return;
     const int taken = take_over_add(k);
+    if (add_adjoint(k, taken)) return;
     std::vector<float*> din;
     for (size_t j = 0; j < op.operands.size(); ++j) {
       const analysis::BlockOperand& o = op.operands[j];
@@ -545,6 +546,48 @@ class ReverseMode::Ragged {
       return j;
     }
     return -1;
+  }
+
+  // y = a + b over the rows, the operand `taken` (take_over_add's, or -1) aside: an operand of y's
+  // shapes adds y's adjoint (takes a copy of it where it has none yet), a row every instance shares
+  // (a bias) adds y's adjoint's rows one after the other, in the order and so to the bits of the
+  // reference's adjoint. False, with nothing done, for other operands.
+  bool add_adjoint(size_t k, int taken) {
+    const analysis::BlockOp& op = s_.ops[k];
+    const RaggedValue& v = vals_[k];
+    if (op.rhs->op != OpId::Add || !rows_[k] || v.shared) return false;
+    const analysis::BlockOperand &o0 = op.operands[0], &o1 = op.operands[1];
+    if (o0.local == o1.local && o0.index == o1.index) return false;
+    const int64_t cols = v.stacked.back();
+    auto row = [&](const RaggedValue& x) {
+      const std::vector<int64_t>& s = x.shapes[0];
+      return x.shared && x.total() == cols && (s.size() == 1 || (s.size() == 2 && s[0] == 1));
+    };
+    for (int j = 0; j < 2; ++j) {
+      const RaggedValue& x = operand(op.operands[size_t(j)]);
+      if (j != taken && wanted(op.operands[size_t(j)]) && !(!x.shared && x.shapes == v.shapes) && !row(x))
+        return false;
+    }
+    const float* dy = dval_[k];
+    const auto n = static_cast<size_t>(v.total());
+    for (int j = 0; j < 2; ++j) {
+      const analysis::BlockOperand& o = op.operands[size_t(j)];
+      if (j == taken || !wanted(o)) continue;
+      if (row(operand(o))) {
+        float* db = adjoint_of(o);
+        for (size_t r = 0; r < n; r += size_t(cols))
+          kernels::binary(kernels::BinaryOp::Add, db, dy + r, db, size_t(cols));
+        continue;
+      }
+      float*& d = adjoint_slot(o);
+      if (d) {
+        kernels::binary(kernels::BinaryOp::Add, d, dy, d, n);
+      } else {
+        d = m_.alloc(int64_t(n));
+        std::copy_n(dy, n, d);
+      }
+    }
+    return true;
   }
 
   // Step 4: each argument's adjoint to where it came from, instance by instance.
