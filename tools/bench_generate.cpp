@@ -146,6 +146,7 @@ struct Workload {
   Type output_type;
   Dims dims;
   json pytorch_outputs;                // the tokens PyTorch generated (null without its side)
+  std::string pytorch_core;            // the OpenBLAS core PyTorch's sgemm ran (empty without its side)
 };
 
 std::vector<Instance> make_instances(const BenchGenerateOptions& o, Workload& w) {
@@ -333,14 +334,16 @@ std::string report_header(const BenchGenerateOptions& o, const Workload& w, doub
       "on {} instances: prompt lengths from {} (mean {}, max {:.0f}), budgets from {} clipped to 1..{} (mean {}, max "
       "{:.0f}; {} clipped), token ids random from seed {}. Generated tokens/s, medians of {} runs (PyTorch's "
       "one-at-a-time strategy: one run); useful GFLOP/s by bench/generate_pytorch.py's formula for every row. CPU: {}; "
-      "acrobat's kernels: {}; this core's fp32 FMA peak: {:.1f} GFLOP/s; memory read bandwidth "
+      "acrobat's kernels: {}{}; this core's fp32 FMA peak: {:.1f} GFLOP/s; memory read bandwidth "
       "(kernels::read_bandwidth_gbs, 256 MiB): {}. "
       "acrobat's prefill is a run of the same instances with a budget of one token, its decode the full run minus "
       "that.\n\n",
       fs::path(o.model).filename().string(), d.D, d.FF, d.L, d.V, w.instances.size(),
       fs::path(w.prompts_file).filename().string(), mean_of(n), *std::max_element(n.begin(), n.end()),
       fs::path(w.budgets_file).filename().string(), kMaxBudget, mean_of(b), *std::max_element(b.begin(), b.end()),
-      w.clipped, o.seed, o.reps, cpu_description(), kernels::backend_description(), peak, bandwidth_text(bandwidth));
+      w.clipped, o.seed, o.reps, cpu_description(), kernels::backend_description(),
+      w.pytorch_core.empty() ? std::string() : "; PyTorch's sgemm: OpenBLAS " + w.pytorch_core + " core", peak,
+      bandwidth_text(bandwidth));
 }
 
 std::string markdown(const BenchGenerateOptions& o, const json& rows, const Workload& w, double peak,
@@ -401,6 +404,7 @@ void write_report(const BenchGenerateOptions& o, const json& rows, const Workloa
            {"seed", o.seed},
            {"cpu", cpu_description()},
            {"backend", kernels::backend_description()},
+           {"pytorch_openblas_core", w.pytorch_core.empty() ? json() : json(w.pytorch_core)},
            {"fma_peak_gflops_per_core", peak},
            {"read_bandwidth_gbs", [&] {
               json b = json::object();
@@ -451,6 +455,7 @@ int bench_generate_command(const BenchGenerateOptions& o) {
   if (o.pytorch) {
     const json doc = pytorch_doc(o, instances_path, params_path);
     w.pytorch_outputs = doc["outputs"];
+    if (doc.contains("openblas_core") && doc["openblas_core"].is_string()) w.pytorch_core = doc["openblas_core"];
     std::vector<int64_t> generated;
     for (const json& out : w.pytorch_outputs) generated.push_back(static_cast<int64_t>(out.size()));
     for (json r : doc["results"]) {
