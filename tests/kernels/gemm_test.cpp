@@ -265,6 +265,33 @@ TEST(Gemm, StridedWithFewRowsOfA) {
           }
 }
 
+// gemm_strided with B transposed (B stored [N, K]: P V's adjoint dC V^T, a head's keys) on more rows
+// of A than the few-row kernels take: B copied row-major (by 8 x 8 blocks where alpha is 1, scaled
+// element by element otherwise) for the JIT path; sizes around the 8-float blocks, strided B.
+TEST(Gemm, StridedWithBTransposed) {
+  for (int M : {5, 17, 64})
+    for (int N : {1, 7, 8, 9, 33, 64})
+      for (int K : {1, 7, 8, 9, 64, 100})
+        for (float alpha : {1.0f, 0.5f})
+          for (bool accumulate : {false, true}) {
+            const int lda = K + 1, ldb = K + 3, ldc = N + 2;
+            const auto A = random_floats(size_t(M) * K, -1, 1, 41);
+            const auto B = random_floats(size_t(K) * N, -1, 1, 42);  // [K, N]
+            std::vector<float> stored(size_t(N) * ldb, kNaN);       // B^T: [N, K]
+            for (int k = 0; k < K; ++k)
+              for (int n = 0; n < N; ++n) stored[size_t(n) * ldb + k] = B[size_t(k) * N + n];
+            std::vector<float> scaled(A);
+            for (float& x : scaled) x *= alpha;
+            const Reference ref = reference_product(M, N, K, scaled, B);
+            const auto C0 = random_floats(size_t(M) * N, -1, 1, 43);
+            std::vector<float> C = padded(C0, M, N, ldc, kSentinel);
+            gemm_strided(false, true, M, N, K, padded(A, M, K, lda, kNaN).data(), lda, stored.data(), ldb, C.data(),
+                         ldc, accumulate, alpha);
+            EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
+                << "M " << M << " N " << N << " K " << K << " alpha " << alpha << " accumulate " << accumulate;
+          }
+}
+
 TEST(Gemm, ZeroKClearsOrKeepsC) {
   const int M = 3, N = 4;
   const auto W = pack_weights(0, N, nullptr, N);
