@@ -723,11 +723,8 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
   }
   if (trans_b) {  // B is stored [N, K]
     b_copy.resize(static_cast<size_t>(K) * N);
-    if (alpha == 1.0f)
-      transpose_2d(B, ldb, b_copy.data(), N, N, K);
-    else
-      for (int n = 0; n < N; ++n)
-        for (int k = 0; k < K; ++k) b_copy[static_cast<size_t>(k) * N + n] = alpha * B[static_cast<size_t>(n) * ldb + k];
+    transpose_2d(B, ldb, b_copy.data(), N, N, K);
+    if (alpha != 1.0f) for (float& x : b_copy) x *= alpha;
     B = b_copy.data();
     ldb = N;
   } else if (alpha != 1.0f) {

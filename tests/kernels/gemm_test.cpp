@@ -266,8 +266,8 @@ TEST(Gemm, StridedWithFewRowsOfA) {
 }
 
 // gemm_strided with B transposed (B stored [N, K]: P V's adjoint dC V^T, a head's keys) on more rows
-// of A than the few-row kernels take: B copied row-major (by 8 x 8 blocks where alpha is 1, scaled
-// element by element otherwise) for the JIT path; sizes around the 8-float blocks, strided B.
+// of A than the few-row kernels take: B copied row-major by 8 x 8 blocks, then scaled by alpha, for
+// the JIT path; sizes around the 8-float blocks, strided B.
 TEST(Gemm, StridedWithBTransposed) {
   for (int M : {5, 17, 64})
     for (int N : {1, 7, 8, 9, 33, 64})

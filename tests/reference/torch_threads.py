@@ -51,7 +51,7 @@ def blas_core():
 def match_blas_core():
     """Gives the baseline's OpenBLAS the kernels acrobat's runs (src/kernels/backend.cpp,
     fix_openblas_core, holds the rule and why): OpenBLAS 0.3.21 falls back to its SSE3 "Prescott"
-    kernels on CPUs it does not know, such as a Sapphire Rapids Xeon; there PyTorch's sgemm ran at
+    kernels on CPUs it does not know, such as an Emerald Rapids Xeon; there PyTorch's sgemm ran at
     20-30 GFLOP/s on one thread and 107-125 with OPENBLAS_CORETYPE=SkylakeX (a [3400, 512] by [512,
     2048] product, measured here). acrobat re-runs the selection with the newest set the CPU's
     instructions support, and leaves its choice in OPENBLAS_CORETYPE for the processes it starts;
