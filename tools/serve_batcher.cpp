@@ -142,12 +142,7 @@ void Batcher::run(const std::vector<std::shared_ptr<Pending>>& batch) {
   }
   try {
     RunResult r = run_batches(engine_, inputs, 0, model_.entry, OnError::Skip, numbers);
-    {
-      std::lock_guard<std::mutex> lock(metrics_.mutex);
-      ++metrics_.batches;
-      metrics_.batch_failures += r.failures.empty() ? 0 : 1;
-    }
-    metrics_.ran(model_.name, batch.size() - r.failures.size());
+    metrics_.ran_batch(model_.name, batch.size() - r.failures.size(), r.failures.size());
     std::vector<uint8_t> failed(batch.size(), 0);
     for (const InstanceFailure& f : r.failures) {
       failed[f.instance] = 1;

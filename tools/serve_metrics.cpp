@@ -79,6 +79,14 @@ void Metrics::ran(const std::string& model, uint64_t n) {
   models[model].instances += n;
 }
 
+void Metrics::ran_batch(const std::string& model, uint64_t n, uint64_t failures) {
+  std::lock_guard<std::mutex> lock(mutex);
+  ++batches;
+  batch_failures += failures > 0 ? 1 : 0;
+  instances += n;
+  models[model].instances += n;
+}
+
 void Metrics::responded(int status) {
   std::lock_guard<std::mutex> lock(mutex);
   ++responses[status];

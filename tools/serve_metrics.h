@@ -69,6 +69,9 @@ struct Metrics {
   Metrics();
   void answered(int status, const std::string& model);  // a predict request's answer
   void ran(const std::string& model, uint64_t instances);  // instances run to their answer
+  // A batch run to its end, `instances` of it to their answer and `failures` not: its counts
+  // together, so that a scrape never sees the batch without its instances.
+  void ran_batch(const std::string& model, uint64_t instances, uint64_t failures);
   void responded(int status);  // any response
   void count(uint64_t Metrics::*counter, uint64_t n = 1);
   std::string text(const Gauges& now);
