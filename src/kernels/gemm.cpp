@@ -565,9 +565,10 @@ const char* gemm_path_name(GemmPath path) {
 //    1 MiB panel, half of L2) it beats OpenBLAS on the same weights at every M measured: 2-3x at
 //    M = 2..16, 1.3x at M = 64, 1.03-1.2x at M = 256..2048 (1024^3: 133 vs 115), since OpenBLAS
 //    re-packs W on every call.
-//  - For K > 2048 the panel crowds L2 and OpenBLAS's blocking wins from M = 64 on (K = 3072:
-//    0.88x at M = 64, 0.72x at M = 256; K = 4096: 0.6-0.8x), while Xsmm still wins at M <= 32
-//    (K = 3072, M = 16: 1.24x).
+//  - For K > 2048 the panel crowds L2, and before the row blocks and panel prefetch below
+//    OpenBLAS's blocking won from M = 64 on (K = 3072: 0.88x at M = 64, 0.72x at M = 256). Measured
+//    again with them (dX = dY W^T on a packed W^T, alternating, median of 15): Xsmm 1.04-1.3x at
+//    M = 64..256 and K = 2560..8192, warm and cold, level at M = 1024..2048; xsmm_max_k.
 //  - Inside the Xsmm path (re-measured for the Tree-LSTM shapes, M = 4..2000, K,N = 256,768 /
 //    512,1280 / 256,5, old and new strategies interleaved, thread CPU time, median of 31-41):
 //    M > 64 runs in 64-row blocks (kXsmmRowBlock: bounds the JIT kernels per shape at 64, speed
@@ -585,12 +586,10 @@ constexpr size_t kGemvMinWeightBytes = size_t(1) << 20;
 constexpr int kXsmmMaxMForLargeK = 32;
 
 namespace {
-// The largest K of the Xsmm path for M > kXsmmMaxMForLargeK, by the CPU found at run time.
+// The largest K of the Xsmm path for M > kXsmmMaxMForLargeK, by the CPU found at run time: 4096
+// with AVX-512, measured ahead up to there on the Xeon and the Zen 4 above; 2048 elsewhere.
 int xsmm_max_k() {
-  static const int k = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") ? 4096 : 2048;
-  }();
+  static const int k = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") ? 4096 : 2048);
   return k;
 }
 }  // namespace
