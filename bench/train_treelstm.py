@@ -38,7 +38,6 @@ Writes train.json and train.md (the table) in --out.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -51,12 +50,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import registry  # noqa: E402
 from treelstm_by_height import LevelPlan, level_batched_loss  # noqa: E402
 from check_train import epoch_orders  # noqa: E402
-from torch_threads import set_threads, splits  # noqa: E402
+from torch_threads import blas_core, cpu_flags, cpu_name, set_threads, splits  # noqa: E402
 
 
 def eager_loss(m, trees):
@@ -122,14 +120,13 @@ def split_text(split):
 
 
 def cpu_model():
+    """The CPU as the table names it: model name, family, and whether it has AVX-512."""
     try:
         with open("/proc/cpuinfo") as f:
-            text = f.read()
+            family = next((l.split(":", 1)[1].strip() for l in f if l.startswith("cpu family")), "?")
     except OSError:
-        return platform.processor()
-    name = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), "?")
-    family = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("cpu family")), "?")
-    return "%s, family %s, %s" % (name, family, "avx512f" if " avx512f" in text else "no avx512f")
+        family = "?"
+    return "%s, family %s, %s" % (cpu_name(), family, "avx512f" if "avx512f" in cpu_flags() else "no avx512f")
 
 
 def ints(text):
@@ -200,7 +197,8 @@ def main(argv=None):
                           flush=True)
 
     os.makedirs(args.out, exist_ok=True)
-    meta = {"cpu": cpu_model(), "torch": torch.__version__, "engine": args.engine, "limit": args.limit,
+    meta = {"cpu": cpu_model(), "torch": torch.__version__, "openblas_core": blas_core(),
+            "engine": args.engine, "limit": args.limit,
             "eager_limit": args.eager_limit, "epochs": args.epochs, "rounds": args.rounds,
             "optimizer": "adam (sparse embeddings: acrobat and PyTorch by height)" if args.sparse_embeddings else "adam",
             "lr": args.lr,
@@ -208,7 +206,8 @@ def main(argv=None):
     with open(os.path.join(args.out, "train.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     lines = ["# Tree-LSTM training throughput (trees/s, forward + backward + Adam step)", "",
-             "CPU: %s. PyTorch %s. Command: `/usr/bin/python3 %s`." % (meta["cpu"], meta["torch"], meta["command"]),
+             "CPU: %s. PyTorch %s, its sgemm on OpenBLAS's %s core. Command: `/usr/bin/python3 %s`." % (
+                 meta["cpu"], meta["torch"], meta["openblas_core"], meta["command"]),
              "acrobat engine %s on the first %d SST training trees; PyTorch by height on the same trees, eager on the "
              "first %d. Median of %d epochs%s.%s" % (
                  args.engine, args.limit, args.eager_limit, args.epochs * args.rounds,
