@@ -394,15 +394,26 @@ class ReverseMode::Ragged {
     return base ? packed_value(base + x.offset(i), d.data(), d.size()) : Strided{};
   }
 
+  // Instance i's sizes of operator k = op(A) @ op(B), as the reference's matmul: A a stack [H, M, K]
+  // or a matrix (H = 1), B a stack of H matrices (b_stacked) or one matrix; C [.., M, N].
+  struct ProductDims {
+    int64_t H, M, K, N;
+    bool b_stacked;
+  };
+  ProductDims product_dims(size_t k, int64_t i) {
+    const analysis::BlockOp& op = s_.ops[k];
+    const std::vector<int64_t>& as = operand(op.operands[0]).shape(i);
+    return {as.size() == 3 ? as[0] : 1, as[as.size() - 2], as.back(), vals_[k].shape(i).back(),
+            operand(op.operands[1]).shape(0).size() == 3};
+  }
+
   // The value of operator k = op(A) @ op(B) per instance and matrix of a stack, as the forward
   // computes it (its operands packed or views read in place).
   void product_value(size_t k) {
     const analysis::BlockOp& op = s_.ops[k];
     const RaggedValue& v = vals_[k];
-    const bool b_stacked = operand(op.operands[1]).shape(0).size() == 3;
     for (int64_t i = 0; i < (v.shared ? 1 : B_); ++i) {
-      const std::vector<int64_t>& as = operand(op.operands[0]).shape(i);
-      const int64_t H = as.size() == 3 ? as[0] : 1, M = as[as.size() - 2], K = as.back(), N = v.shape(i).back();
+      const auto [H, M, K, N, b_stacked] = product_dims(k, i);
       const Strided A = strided(op.operands[0], i, false), B = strided(op.operands[1], i, false);
       for (int64_t h = 0; h < H; ++h)
         kernels::gemm_strided(A.trans, B.trans, int(M), int(N), int(K), A.p + h * A.hs, int(A.ld),
@@ -422,11 +433,8 @@ class ReverseMode::Ragged {
     const float* dc = reader >= 0 ? dval_[size_t(reader)] : dval_[k];
     if (!dc) return;
     const analysis::BlockOperand &ao = op.operands[0], &bo = op.operands[1];
-    const bool b_stacked = operand(bo).shape(0).size() == 3;
     for (int64_t i = 0; i < (v.shared ? 1 : B_); ++i) {
-      // As the reference's matmul: A a stack [H, M, K] or a matrix, B a stack of H or a matrix.
-      const std::vector<int64_t>& as = operand(ao).shape(i);
-      const int64_t H = as.size() == 3 ? as[0] : 1, M = as[as.size() - 2], K = as.back(), N = v.shape(i).back();
+      const auto [H, M, K, N, b_stacked] = product_dims(k, i);
       Strided dC{const_cast<float*>(dc) + v.offset(i), M * N, N, false};
       if (reader >= 0) dC = {const_cast<float*>(dc) + vals_[size_t(reader)].offset(i), N, H * N, false};
       const Strided A = strided(ao, i, false), B = strided(bo, i, false);
