@@ -73,18 +73,21 @@ void Metrics::answered(int status, const std::string& model) {
   ++models[model].requests[status];
 }
 
-void Metrics::ran(const std::string& model, uint64_t n) {
-  std::lock_guard<std::mutex> lock(mutex);
+void Metrics::add_instances(const std::string& model, uint64_t n) {
   instances += n;
   models[model].instances += n;
+}
+
+void Metrics::ran(const std::string& model, uint64_t n) {
+  std::lock_guard<std::mutex> lock(mutex);
+  add_instances(model, n);
 }
 
 void Metrics::ran_batch(const std::string& model, uint64_t n, uint64_t failures) {
   std::lock_guard<std::mutex> lock(mutex);
   ++batches;
   batch_failures += failures > 0 ? 1 : 0;
-  instances += n;
-  models[model].instances += n;
+  add_instances(model, n);
 }
 
 void Metrics::responded(int status) {

@@ -75,6 +75,9 @@ struct Metrics {
   void responded(int status);  // any response
   void count(uint64_t Metrics::*counter, uint64_t n = 1);
   std::string text(const Gauges& now);
+
+ private:
+  void add_instances(const std::string& model, uint64_t n);  // with `mutex` held
 };
 
 }  // namespace acrobat
