@@ -30,6 +30,15 @@ std::vector<float> padded(const std::vector<float>& dense, int rows, int cols, i
   return out;
 }
 
+// The transpose of a row-major rows x cols matrix, stored [cols, rows] with row stride ld (B^T of
+// gemm_strided's transposed B); the padding columns hold NaN.
+std::vector<float> transposed_padded(const std::vector<float>& dense, int rows, int cols, int ld) {
+  std::vector<float> out(size_t(cols) * ld, kNaN);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[size_t(c) * ld + r] = dense[size_t(r) * cols + c];
+  return out;
+}
+
 // A * B in double, and sum |a||b| per element, which bounds the rounding error of any float
 // summation order: |error| <= K * 2^-24 * sum|a||b| (plus one rounding for accumulation into C).
 struct Reference {
@@ -249,10 +258,7 @@ TEST(Gemm, StridedWithFewRowsOfA) {
             const int lda = K + 2, ldc = N + 2, ldb = (trans_b ? K : N) + 5;
             const auto A = random_floats(size_t(M) * K, -1, 1, 21);
             const auto B = random_floats(size_t(K) * N, -1, 1, 22);  // [K, N]
-            std::vector<float> stored(size_t(trans_b ? N : K) * ldb, kNaN);
-            for (int k = 0; k < K; ++k)
-              for (int n = 0; n < N; ++n)
-                stored[trans_b ? size_t(n) * ldb + k : size_t(k) * ldb + n] = B[size_t(k) * N + n];
+            const auto stored = trans_b ? transposed_padded(B, K, N, ldb) : padded(B, K, N, ldb, kNaN);
             std::vector<float> half(A);
             for (float& x : half) x *= 0.5f;
             const Reference ref = reference_product(M, N, K, half, B);
@@ -277,9 +283,7 @@ TEST(Gemm, StridedWithBTransposed) {
             const int lda = K + 1, ldb = K + 3, ldc = N + 2;
             const auto A = random_floats(size_t(M) * K, -1, 1, 41);
             const auto B = random_floats(size_t(K) * N, -1, 1, 42);  // [K, N]
-            std::vector<float> stored(size_t(N) * ldb, kNaN);       // B^T: [N, K]
-            for (int k = 0; k < K; ++k)
-              for (int n = 0; n < N; ++n) stored[size_t(n) * ldb + k] = B[size_t(k) * N + n];
+            const auto stored = transposed_padded(B, K, N, ldb);  // B^T: [N, K]
             std::vector<float> scaled(A);
             for (float& x : scaled) x *= alpha;
             const Reference ref = reference_product(M, N, K, scaled, B);
