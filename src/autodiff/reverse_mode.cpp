@@ -41,8 +41,9 @@
 // A ragged batch (shapes with size variables) keeps each value's instances one after another,
 // each packed in its own shape, and runs steps 1 to 4 on that layout (ragged_reverse.cpp).
 // Everything runs in an order fixed by the schedule, on the calling thread except the blocks of the
-// products by weights (dX by 256 rows, dW by 512 columns), which a pool's threads share; the blocks
-// are cut the same way at any thread count: the same gradients, bit for bit, whatever the threads.
+// products by weights (dX by 256 rows and 128 columns, dW by 512 x 512), which a pool's threads
+// share; the blocks are cut the same way at any thread count: the same gradients, bit for bit,
+// whatever the threads.
 #include "autodiff/reverse_mode.h"
 
 #include <algorithm>

@@ -9,31 +9,39 @@ void WeightProducts::begin() {
   for (WeightRows& w : weight_rows_) w.rows = 0;
 }
 
-const kernels::PackedWeights& WeightProducts::transposed(const float* w, int K, int N) {
+const std::vector<std::shared_ptr<kernels::PackedWeights>>& WeightProducts::transposed(const float* w, int K,
+                                                                                       int N) {
   TransposedWeight& t = transposed_[w];
-  if (t.call == calls_ && t.packed->K() == N && t.packed->N() == K) return *t.packed;
-  if (t.packed && t.packed->K() == N && t.packed->N() == K)
-    t.packed->repack_transposed(w, N);
-  else
-    t.packed = kernels::pack_transposed_weights(N, K, w, N);
+  if (t.K != K || t.N != N) {  // new, or another matrix at the same address
+    t.groups.clear();
+    for (int c0 = 0; c0 < K; c0 += kDxColumns)
+      t.groups.push_back(kernels::pack_transposed_weights(N, std::min(K - c0, kDxColumns), w + int64_t(c0) * N, N));
+    t.K = K;
+    t.N = N;
+  } else if (t.call != calls_) {
+    for (size_t g = 0; g < t.groups.size(); ++g) t.groups[g]->repack_transposed(w + int64_t(g) * kDxColumns * N, N);
+  }
   t.call = calls_;
-  return *t.packed;
+  return t.groups;
 }
 
 void WeightProducts::input_adjoint(const float* w, int K, int N, const float* dy, float* dx, int64_t rows,
                                    ThreadPool* pool) {
   // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
-  // Cut into blocks of kRows rows (whole 64-row blocks of the JIT kernels, the same cut at any
-  // thread count) for the pool to share.
+  // Cut into blocks of kRows rows (whole 64-row blocks of the JIT kernels) by groups of kDxColumns
+  // of dX's columns, the same cut at any thread count, for the pool to share.
   constexpr int64_t kRows = 256;
   if (K >= 128 && N >= 128) {
-    const kernels::PackedWeights& wt = transposed(w, K, N);
-    const int64_t blocks = (rows + kRows - 1) / kRows;
+    const std::vector<std::shared_ptr<kernels::PackedWeights>>& groups = transposed(w, K, N);
+    const int64_t row_blocks = (rows + kRows - 1) / kRows;
+    const int64_t num_groups = static_cast<int64_t>(groups.size());
     auto block = [&](int64_t i, int) {
-      const int64_t r0 = i * kRows, r1 = std::min(rows, r0 + kRows);
-      kernels::gemm_packed(static_cast<int>(r1 - r0), dy + r0 * N, N, wt, dx + r0 * K, K, false);
+      const int64_t r0 = (i / num_groups) * kRows, r1 = std::min(rows, r0 + kRows);
+      const int64_t g = i % num_groups;
+      kernels::gemm_packed(static_cast<int>(r1 - r0), dy + r0 * N, N, *groups[size_t(g)],
+                           dx + r0 * K + g * kDxColumns, K, false);
     };
-    for_each_piece(pool, blocks, block);
+    for_each_piece(pool, row_blocks * num_groups, block);
   } else
     kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w, N, dx, K, false);
 }
@@ -56,7 +64,7 @@ void WeightProducts::keep_rows(int param, int64_t offset, int K, int N, const fl
 size_t WeightProducts::bytes() const {
   size_t held = 0;
   for (const WeightRows& r : weight_rows_) held += (r.x.size() + r.dy.size()) * sizeof(float);
-  for (const auto& [w, t] : transposed_) held += size_t(t.packed->K()) * t.packed->N() * sizeof(float);  // panels
+  for (const auto& [w, t] : transposed_) held += size_t(t.K) * t.N * sizeof(float);  // panels
   return held;
 }
 
