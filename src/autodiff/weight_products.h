@@ -37,10 +37,12 @@ class WeightProducts {
  private:
   // dX = dY W^T is cut by dX's columns as well as its rows, one group per panel of the JIT kernels:
   // a tree's batch has 20-90 rows, one row block, which one thread ran alone while the others
-  // waited. Each group is W^T's panel packed on its own, so a group computes what the whole
-  // product computed there, bit for bit. Tree-LSTM training at batch 64 on two threads (AMD EPYC
-  // Zen 5, epochs 2 and 3 of 3, alternating runs), whole -> groups of 128: H 256 1832-1911 ->
-  // 1983-2090 trees/s, H 512 607-635 -> 619-665; one thread within noise (groups of 256: between).
+  // waited. Each group is W^T's panel packed on its own; the cut does not depend on the threads, so
+  // neither do the bits (on the JIT path a group also computes what the whole product computed
+  // there; at M == 1 a group may take the JIT path where the whole took sgemv). Tree-LSTM training
+  // at batch 64 on two threads (AMD EPYC Zen 5, epochs 2 and 3 of 3, alternating runs), whole ->
+  // groups of 128: H 256 1832-1911 -> 1983-2090 trees/s, H 512 607-635 -> 619-665; one thread
+  // within noise (groups of 256: between).
   static constexpr int kDxColumns = 128;
   // W[K, N] transposed and packed, once per call, by groups of kDxColumns of W^T's columns (W's
   // rows): dX's columns [g * kDxColumns, ...) come from group g.
