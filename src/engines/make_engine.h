@@ -27,8 +27,8 @@ struct EngineSpec {
   std::string engine = "batched";  // one of engine_names()
   int threads = 0;                 // 0: every core this process may run on (default_threads)
   Scheduler scheduler = Scheduler::InlineDepth;  // the batched engines'
-  std::string object;              // aot: a prebuilt shared object; "" to generate, build and cache
-  std::string cache_dir;           // aot: the compile cache; "" for the default
+  std::string object{};            // aot: a prebuilt shared object; "" to generate, build and cache
+  std::string cache_dir{};         // aot: the compile cache; "" for the default
   int64_t max_steps = 0;           // each instance's step budget (Engine::limit_steps); 0: none
 };
 

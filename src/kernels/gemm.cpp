@@ -4,14 +4,6 @@
 #include <cblas.h>
 #include <libxsmm.h>
 
-// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_* helpers
-// (GCC bug 105593, fixed in 12.3 and 13); see also kernels/simd.h.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +19,7 @@
 #include "acrobat/kernels.h"
 #include "kernels/backend.h"
 #include "kernels/gemm_few_rows.h"
-#include "kernels/simd.h"
+#include "kernels/simd.h"  // and <immintrin.h>
 #include "support/diagnostics.h"
 
 namespace acrobat::kernels {

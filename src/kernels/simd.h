@@ -9,10 +9,13 @@
 #include <limits>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_* helpers
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_* helpers
 // (GCC bug 105593, fixed in 12.3 and 13).
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // clang has no -Wmaybe-uninitialized (and warns of the unknown name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #endif

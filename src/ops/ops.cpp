@@ -91,10 +91,6 @@ ShapeResult shape_Relu(Shapes in, const OpAttrs& a) { return same_shape(in, a); 
 ShapeResult shape_Exp(Shapes in, const OpAttrs& a) { return same_shape(in, a); }
 ShapeResult shape_Log(Shapes in, const OpAttrs& a) { return same_shape(in, a); }
 
-ShapeResult row_wise(Shapes in, const OpAttrs&) {
-  if (in[0].empty()) return fail("expected a tensor of rank at least 1, found a scalar f32[]");
-  return ok(in[0]);
-}
 // softmax and log_softmax along the last axis, which the kernels read; along the one before it (a
 // matrix's columns, each matrix's of a stack), which lowering turns into the last between two
 // transposes (ir/lower.cpp).

@@ -472,10 +472,12 @@ TEST(KernelPlan, ConcatReadInPiecesByItsMatmul) {
         EXPECT_TRUE(k.only_when_kept[j]);
         out.emplace_back(&s, static_cast<int>(i));
       }
-      for (size_t j = 0; j < s.ops.size(); ++j)
-        if (!k.only_when_kept.empty() && k.only_when_kept[j])
+      for (size_t j = 0; j < s.ops.size(); ++j) {
+        if (!k.only_when_kept.empty() && k.only_when_kept[j]) {
           EXPECT_TRUE(std::find(k.concat_pieces.begin(), k.concat_pieces.end(), static_cast<int>(j)) !=
                       k.concat_pieces.end());
+        }
+      }
     }
     return out;
   };
