@@ -18,9 +18,11 @@
 #   pool's (tests/runtime/thread_pool_test.cpp); batched kernels split across two threads on the
 #   interpreted engine (three models) and the AOT engine (six models and sizes, StackRNN's with
 #   fibers), and DRNN, with fibers and forks, on both; JIT GEMM kernels used from four threads;
-#   the CLI's runs (--threads defaults to every core); and the fiber tests (a run's host programs
-#   run on a thread of their own with a large stack, handed over by a mutex); and the turns of a
-#   server's models on the engine (tests/runtime/engine_turns_test.cpp). Left out, one test:
+#   the CLI's runs (--threads defaults to every core); gradients on two threads, whose dW the
+#   pool's worker adds while the backward goes on (autodiff/weight_products.h); and the fiber
+#   tests (a run's host programs run on a thread of their own with a large stack, handed over by a
+#   mutex); and the turns of a server's models on the engine (tests/runtime/engine_turns_test.cpp).
+#   Left out, one test:
 #     ConcurrentCalls.EachMemberCountsItsOwnCallDepth: it keeps 4096 fibers alive at once (the
 #       runtime's limit), and TSan's state for each (a thread's: shadow call stack, event trace)
 #       exhausts its internal allocator ("failed to mprotect"). The ASan run runs it.
@@ -117,6 +119,7 @@ tsan() {
   local threaded='^(ThreadPool|TwoThreads|Cli|InstanceFibers|Fibers|ForkJoin|ConcurrentCalls|EngineTurns)\.'
   threaded+='|^BatchedEngine\.TwoThreadsGiveTheOneThreadOutputs$|^Models/AotEqualsInterpreter\.'
   threaded+='|^Gemm\.ThreadsShareWeightsSafely$|^AotEngine\.ParallelBatchesKeepResultsAndErrorOrder$'
+  threaded+='|^Gradients\.SameBits'
   stage "TSan tests" run_tests "$dir" -R "$threaded" -E '^ConcurrentCalls\.EachMemberCountsItsOwnCallDepth$'
   unset TSAN_OPTIONS ACROBAT_CACHE_DIR
 }

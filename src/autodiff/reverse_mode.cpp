@@ -26,9 +26,9 @@
 //     them). On the stack the adjoint of a shared operand is summed over the instances by the
 //     broadcast rule. A product X W of stacked rows by a param's matrix is special
 //     (weight_products.h): dX = dY W^T on W^T packed once per call, and dW is deferred: its rows
-//     of X and dY are kept, and one GEMM over every batch's rows adds dW at the end (one pass over
-//     the gradient of W instead of one per batch, and a GEMM of hundreds of rows instead of many
-//     of a few).
+//     of X and dY are kept in chunks of 256 rows, each chunk's X^T dY added to the gradient of W
+//     once it is full (a GEMM of hundreds of rows instead of many of a few), by the pool's idle
+//     workers while the backward goes on, the rest at the end.
 //  4. Each argument's adjoint goes where the argument came from: a lazy value to the adjoint of
 //     the producing node's output row, a row or whole tensor of a param to that param's gradient
 //     at the same place, a part of an input tensor asked for (InputLeaf) to that input's gradient
@@ -41,9 +41,9 @@
 // A ragged batch (shapes with size variables) keeps each value's instances one after another,
 // each packed in its own shape, and runs steps 1 to 4 on that layout (ragged_reverse.cpp).
 // Everything runs in an order fixed by the schedule, on the calling thread except the blocks of the
-// products by weights (dX by 256 rows and 128 columns, dW by 512 x 512), which a pool's threads
-// share; the blocks are cut the same way at any thread count: the same gradients, bit for bit,
-// whatever the threads.
+// products by weights (dX by 256 rows and 128 columns, dW by 512 x 512 and chunks of rows), which
+// a pool's threads share; the blocks and chunks are cut the same way at any thread count, and a
+// block's chunks are added in order: the same gradients, bit for bit, whatever the threads.
 #include "autodiff/reverse_mode.h"
 
 #include <algorithm>
@@ -101,6 +101,11 @@ void ReverseMode::backward(const ForwardRecord& forward, std::span<const aot::Va
   ACROBAT_ASSERT(forward.kept(), "backward needs the outputs of a run reset with keep_outputs");
   const std::vector<std::vector<int>> members = forward.nodes_by_row();
   begin(forward, params, inputs, grads, stats, pool, written, executor);
+  // The pool's workers add dW's chunks from here to weight_gradients, or to an exception.
+  struct StopSums {
+    WeightProducts& p;
+    ~StopSums() { p.stop(); }
+  } stop_sums{products_};
   static constexpr float kOne = 1.0f;  // d(sum of the losses)/d(each loss)
   for (const aot::Val& loss : losses) send(loss, &kOne, 1);
   Batch x;
@@ -109,7 +114,7 @@ void ReverseMode::backward(const ForwardRecord& forward, std::span<const aot::Va
     if (!adjoints_[b].empty()) differentiate_batch(b, members[b], x);
   }
   count_memory();
-  products_.weight_gradients(grads, pool, [this](int p, int64_t offset, int64_t n) { mark(p, offset, n); });
+  products_.weight_gradients(pool);
 }
 
 void ReverseMode::begin(const ForwardRecord& forward, const ParamStore& params, std::span<const InputLeaf> inputs,
@@ -136,7 +141,7 @@ void ReverseMode::begin(const ForwardRecord& forward, const ParamStore& params, 
   gathers_.clear();
   for (const Gather& g : forward.gathers()) gathers_.push_back(&g);
   std::sort(gathers_.begin(), gathers_.end(), [](const Gather* a, const Gather* b) { return a->out < b->out; });
-  products_.begin();
+  products_.begin(grads, pool);
 }
 
 float* ReverseMode::output_adjoint(int batch, int slot) {
@@ -187,6 +192,7 @@ void ReverseMode::send(const aot::Val& v, const float* g, int64_t n) {
   }
   const auto [leaf, offset] = ranges_->find(v.data);
   if (leaf >= 0) {
+    products_.flush(leaf, offset, n, pool_);
     add(leaf_gradient(leaf) + offset, g, n);
     mark(leaf, offset, n);
     return;
@@ -199,6 +205,7 @@ void ReverseMode::send(const aot::Val& v, const float* g, int64_t n) {
     const int64_t k = (at + i) / x->row, in_row = (at + i) % x->row, len = std::min(n - i, x->row - in_row);
     const auto [p, o] = ranges_->find_param(forward_->gathered_row(x->begin + k));
     ACROBAT_ASSERT(p >= 0, "a gathered row comes from a param");  // Graph::gathered records param rows only
+    products_.flush(p, o + in_row, len, pool_);
     add(grads[p].data.get() + o + in_row, g + i, len);
     mark(p, o + in_row, len);
     i += len;
@@ -266,9 +273,10 @@ bool ReverseMode::product_by_weights(const float* w, const std::vector<int64_t>&
       *dx = prior;
     }
   }
+  mark(param, offset, int64_t(K) * N);
   if (dw_now) {
+    products_.flush(param, offset, int64_t(K) * N, pool_);
     products_.weight_gradient(*grads_, param, offset, K, N, x, dy, rows, pool_);
-    mark(param, offset, int64_t(K) * N);
   } else {
     products_.keep_rows(param, offset, K, N, x, dy, rows);
   }

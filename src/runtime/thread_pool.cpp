@@ -96,7 +96,6 @@ void ThreadPool::run(int64_t pieces, FunctionRef<void(int64_t, int)> fn) {
 
   while (run_one(0)) {
   }
-  // Only pieces running on other threads are left.
   // Only pieces running on other threads are left: poll briefly, then yield the core (to the
   // thread holding the last piece, if it waits for this core behind us).
   const auto until = Clock::now() + kCallerSpin;
@@ -108,24 +107,58 @@ void ThreadPool::run(int64_t pieces, FunctionRef<void(int64_t, int)> fn) {
   if (error_) std::rethrow_exception(error_);
 }
 
+void ThreadPool::attach(Background* b) {
+  background_.store(b, std::memory_order_seq_cst);
+  notify();
+}
+
+void ThreadPool::notify() {
+  if (workers_.empty()) return;
+  posted_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    wake_.fetch_add(1, std::memory_order_seq_cst);
+    wake_.notify_all();
+  }
+}
+
+void ThreadPool::detach(Background* b) {
+  background_.compare_exchange_strong(b, nullptr, std::memory_order_seq_cst);
+  // A worker counts itself in before it reads background_: one that read the old value is counted.
+  while (in_background_.load(std::memory_order_seq_cst) != 0) sched_yield();
+}
+
+bool ThreadPool::run_background(int thread) {
+  in_background_.fetch_add(1, std::memory_order_seq_cst);
+  Background* b = background_.load(std::memory_order_seq_cst);
+  const bool ran = b && b->step(thread);
+  in_background_.fetch_sub(1, std::memory_order_seq_cst);
+  return ran;
+}
+
 void ThreadPool::worker(int thread) {
   for (;;) {
     while (run_one(thread)) {
     }
-    // Poll for the next call, then sleep until one is published.
+    // Read before the step looks for units: a unit posted after it is seen by the polls below.
+    const uint64_t posted = posted_.load(std::memory_order_seq_cst);
+    if (run_background(thread)) continue;
+    // Poll for the next call or units, then sleep until either is published.
     auto until = Clock::now() + kWorkerSpin;
     for (;;) {
       if (stop_.load(std::memory_order_relaxed)) return;
       if (has_piece(state_.load(std::memory_order_acquire))) break;
+      if (posted_.load(std::memory_order_acquire) != posted) break;
       if (Clock::now() < until) {
         pause();
         continue;
       }
       uint32_t seen = wake_.load(std::memory_order_seq_cst);
       sleepers_.fetch_add(1, std::memory_order_seq_cst);
-      // Checked again after announcing the sleep: a call published before this point is seen here,
-      // one published after it bumps wake_ (the caller reads sleepers_ after publishing).
-      if (!stop_.load() && !has_piece(state_.load(std::memory_order_seq_cst))) wake_.wait(seen);
+      // Checked again after announcing the sleep: a call or units published before this point are
+      // seen here, ones published after it bump wake_ (the publisher reads sleepers_ after).
+      if (!stop_.load() && !has_piece(state_.load(std::memory_order_seq_cst)) &&
+          posted_.load(std::memory_order_seq_cst) == posted)
+        wake_.wait(seen);
       sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       until = Clock::now() + kWorkerSpin;
     }

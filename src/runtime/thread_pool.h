@@ -5,6 +5,9 @@
 // the next piece nobody has taken until none is left. A worker that is descheduled (another process
 // on its core) simply takes fewer pieces; the caller never waits for a worker that has not started,
 // only for pieces already running, and it waits without holding its core (it yields it).
+//
+// Between calls a worker may run background work (attach): short units the caller hands out while
+// it runs serial code, for a core that would otherwise only wait for the next call.
 #pragma once
 
 #include <atomic>
@@ -37,8 +40,28 @@ class ThreadPool {
   // pieces throw, the exception of the lowest such piece is rethrown here (the others still run).
   void run(int64_t pieces, FunctionRef<void(int64_t, int)> fn);
 
+  // Work for workers that no call needs: while no call has a piece for them, they call step(thread)
+  // (several workers at once when there are several). A step runs one short unit (a millisecond or
+  // so: a call published meanwhile runs without that worker until it returns) and returns false
+  // when no unit is ready. It must not throw.
+  class Background {
+   public:
+    virtual bool step(int thread) noexcept = 0;
+
+   protected:
+    ~Background() = default;
+  };
+  // Workers run b's units from now on (one Background at a time; none when the pool has no workers).
+  void attach(Background* b);
+  // New units are ready: wakes a sleeping worker.
+  void notify();
+  // No worker starts a unit of b after this (when b is the one attached); returns once none runs one.
+  void detach(Background* b);
+
  private:
   void worker(int thread);
+  // Runs one unit of the attached background work; false when there is none or no unit is ready.
+  bool run_background(int thread);
   // Takes the next piece of the current call and runs it; false when none is left.
   bool run_one(int thread);
 
@@ -51,6 +74,9 @@ class ThreadPool {
   std::atomic<uint32_t> wake_{0};                  // bumped when a call is published (futex word)
   std::atomic<int> sleepers_{0};                   // workers asleep on wake_
   std::atomic<bool> stop_{false};
+  std::atomic<Background*> background_{nullptr};
+  std::atomic<int> in_background_{0};  // workers inside a step, or about to read background_
+  std::atomic<uint64_t> posted_{0};    // bumped by notify (workers sleep only while it stays)
   std::mutex error_mutex_;
   std::exception_ptr error_;  // of the lowest failing piece so far, guarded by error_mutex_
   int64_t error_piece_ = -1;

@@ -334,6 +334,22 @@ TEST(Gradients, SameBitsOnAnyThreadsOnEachBatchedEngine) {
   expect_same_grads(r.aot[0], r.batched[0], "aot against batched");
 }
 
+// A param both the matrix of products on stacked rows (whose dW a worker may be adding while the
+// backward goes on) and read by another path later in the backward (a leaf's slice of U): that
+// path's adjoint is added after every row kept so far, on any number of threads. Batches of over
+// 256 rows: several chunks of rows.
+TEST(Gradients, SameBitsWhenAWeightIsAlsoReadElsewhere) {
+  std::string text = kWideTree;
+  text.replace(text.find("tanh(emb[w])"), 12, "tanh(emb[w] + slice(slice(U, 0, 1, axis=0), 0, H, axis=1))");
+  Loaded s = setup(text.c_str(), 300, true);
+  auto params = std::make_shared<ParamStore>(init_params(*s.module, 5));
+  const OnThreads r = gradients_on_threads(s.module, params, s.inputs);
+  expect_same_bits(r);
+  const GradResult expected = ReferenceEngine(s.module, params).gradients(s.inputs);
+  expect_same_grads(r.aot[1], expected, "aot, 2 threads");
+  expect_same_grads(r.batched[1], expected, "batched, 2 threads");
+}
+
 // The reference gradient against central differences of the summed loss, entry by entry of every
 // param (h = 1e-2 in float; the loss is summed in double), on the matrix-tree model made smooth
 // (relu and max have kinks a step of h may cross; their adjoints are checked in adjoints_test).

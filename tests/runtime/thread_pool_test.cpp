@@ -175,6 +175,60 @@ TEST(ThreadPool, SleepingWorkersWakeForTheNextCall) {
   }
 }
 
+// Background work: units posted while the caller does other things are run by a worker (asleep
+// or not when they come), each once, never after detach() has returned; calls still run whole
+// meanwhile, and detach() waits for a unit that is running.
+class Units : public ThreadPool::Background {
+ public:
+  explicit Units(int total) : ran_(static_cast<size_t>(total)) {}
+  void post(int n) { posted_.fetch_add(n); }
+  bool step(int thread) noexcept override {
+    if (detached_.load()) after_detach_.fetch_add(1);
+    int u = taken_.load();
+    do {
+      if (u >= posted_.load()) return false;
+    } while (!taken_.compare_exchange_weak(u, u + 1));
+    if (thread == 0) by_caller_.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ran_[static_cast<size_t>(u)].fetch_add(1);
+    return true;
+  }
+  int taken() const { return taken_.load(); }
+  std::vector<std::atomic<int>> ran_;
+  std::atomic<bool> detached_{false};
+  std::atomic<int> after_detach_{0}, by_caller_{0};
+
+ private:
+  std::atomic<int> posted_{0}, taken_{0};
+};
+
+TEST(ThreadPool, WorkersRunBackgroundUnitsBetweenCalls) {
+  ThreadPool pool(2);
+  Units units(60);
+  pool.attach(&units);
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the worker falls asleep
+    units.post(20);
+    pool.notify();
+    std::atomic<int> ran{0};
+    pool.run(8, [&](int64_t, int) { ran.fetch_add(1); });  // a call while units are being run
+    EXPECT_EQ(ran.load(), 8);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (units.taken() < 20 * (round + 1) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(units.taken(), 20 * (round + 1)) << "round " << round << ": the worker never took the units";
+  }
+  pool.detach(&units);
+  units.detached_.store(true);
+  units.post(10);  // no worker takes these
+  pool.notify();
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(units.taken(), 60);
+  EXPECT_EQ(units.after_detach_.load(), 0);
+  for (size_t u = 0; u < 60; ++u) EXPECT_EQ(units.ran_[u].load(), 1) << "unit " << u;
+  EXPECT_EQ(units.by_caller_.load(), 0);  // the caller never runs a background unit itself
+}
+
 TEST(ThreadPool, StartsAndStopsIdleOrJustUsed) {
   for (int i = 0; i < 20; ++i) {
     ThreadPool pool(2 + i % 3);
