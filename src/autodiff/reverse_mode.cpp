@@ -184,17 +184,20 @@ bool ReverseMode::receives(const aot::Val& v) const {
   return v.node >= 0 || ranges_->find(v.data).first >= 0 || gather_of(v.data);
 }
 
+void ReverseMode::add_to_leaf(int leaf, int64_t offset, const float* g, int64_t n) {
+  products_.flush(leaf, offset, n, pool_);
+  add(leaf_gradient(leaf) + offset, g, n);
+  mark(leaf, offset, n);
+}
+
 void ReverseMode::send(const aot::Val& v, const float* g, int64_t n) {
-  std::vector<Tensor>& grads = *grads_;
   if (v.node >= 0) {
     add(node_adjoint(v), g, n);
     return;
   }
   const auto [leaf, offset] = ranges_->find(v.data);
   if (leaf >= 0) {
-    products_.flush(leaf, offset, n, pool_);
-    add(leaf_gradient(leaf) + offset, g, n);
-    mark(leaf, offset, n);
+    add_to_leaf(leaf, offset, g, n);
     return;
   }
   // Rows a gather stacked: each row's adjoint to the row of the param it came from.
@@ -205,9 +208,7 @@ void ReverseMode::send(const aot::Val& v, const float* g, int64_t n) {
     const int64_t k = (at + i) / x->row, in_row = (at + i) % x->row, len = std::min(n - i, x->row - in_row);
     const auto [p, o] = ranges_->find_param(forward_->gathered_row(x->begin + k));
     ACROBAT_ASSERT(p >= 0, "a gathered row comes from a param");  // Graph::gathered records param rows only
-    products_.flush(p, o + in_row, len, pool_);
-    add(grads[p].data.get() + o + in_row, g + i, len);
-    mark(p, o + in_row, len);
+    add_to_leaf(p, o + in_row, g + i, len);
     i += len;
   }
 }

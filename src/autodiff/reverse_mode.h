@@ -95,6 +95,9 @@ class ReverseMode {
   const Gather* gather_of(const float* p) const;
   // The gradient of leaf `leaf` (LeafRanges: a param, then the input leaves).
   float* leaf_gradient(int leaf) const;
+  // Adds g[0, n) to elements [offset, offset + n) of leaf `leaf`'s gradient and marks them, after
+  // the rows kept for a W there (weight_products.h, flush).
+  void add_to_leaf(int leaf, int64_t offset, const float* g, int64_t n);
   // The adjoint of output `slot` of batch `batch`, zeroed when first reached.
   float* output_adjoint(int batch, int slot);
   // Where the adjoint of the lazy tensor `v` (a node's output row) is added.
