@@ -116,10 +116,10 @@ tsan() {
   # scripts/tsan.supp: one start-up race inside OpenBLAS, said there.
   export TSAN_OPTIONS="$common:log_path=$reports/report:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
   export ACROBAT_CACHE_DIR="$PWD/$dir/aot-cache"
-  local threaded='^(ThreadPool|TwoThreads|Cli|InstanceFibers|Fibers|ForkJoin|ConcurrentCalls|EngineTurns)\.'
+  local threaded='^(ThreadPool|SharedProducts|TwoThreads|Cli|InstanceFibers|Fibers|ForkJoin|ConcurrentCalls|EngineTurns)\.'
   threaded+='|^BatchedEngine\.TwoThreadsGiveTheOneThreadOutputs$|^Models/AotEqualsInterpreter\.'
   threaded+='|^Gemm\.ThreadsShareWeightsSafely$|^AotEngine\.ParallelBatchesKeepResultsAndErrorOrder$'
-  threaded+='|^Gradients\.SameBits'
+  threaded+='|^Gradients\.SameBits|^InputGradients\.TheEncodersGradientsHaveTheSameBitsOnAnyThreads$'
   stage "TSan tests" run_tests "$dir" -R "$threaded" -E '^ConcurrentCalls\.EachMemberCountsItsOwnCallDepth$'
   unset TSAN_OPTIONS ACROBAT_CACHE_DIR
 }

@@ -108,7 +108,8 @@ struct AotHost {
   void (*emit)(AotContext* ctx, int32_t site, Val v);
   // Kernels (single-threaded; the runtime splits batches across threads).
   float* (*scratch)(AotContext* ctx, int64_t floats);  // valid until the kernel returns
-  // C[M,N] (+)= A[M,K] @ W for reuse weights W, A rows lda apart.
+  // C[M,N] (+)= A[M,K] @ W for reuse weights W, A rows lda apart (the runtime's threads may share
+  // it: runtime/shared_products.h).
   void (*gemm_packed)(int64_t M, const float* A, int64_t lda, const void* packed, float* C,
                       int64_t ldc, bool accumulate);
   // Operator `op` of block `block` (any operator the generated code does not compute itself) on

@@ -41,9 +41,10 @@
 // A ragged batch (shapes with size variables) keeps each value's instances one after another,
 // each packed in its own shape, and runs steps 1 to 4 on that layout (ragged_reverse.cpp).
 // Everything runs in an order fixed by the schedule, on the calling thread except the blocks of the
-// products by weights (dX by 256 rows and 128 columns, dW by 512 x 512 and chunks of rows), which
-// a pool's threads share; the blocks and chunks are cut the same way at any thread count, and a
-// block's chunks are added in order: the same gradients, bit for bit, whatever the threads.
+// products by weights (dX by 256 rows and 128 columns, with the copies of the rows kept for dW; dW
+// by 512 x 512 and chunks of rows), which a pool's threads share; the blocks and chunks are cut the
+// same way at any thread count, and a block's chunks are added in order: the same gradients, bit
+// for bit, whatever the threads.
 #include "autodiff/reverse_mode.h"
 
 #include <algorithm>
@@ -268,7 +269,10 @@ bool ReverseMode::product_by_weights(const float* w, const std::vector<int64_t>&
     // would round each partial sum to the adjoint's magnitude.
     float* const prior = *dx;
     *dx = alloc(rows * K);
-    products_.input_adjoint(w, K, N, dy, *dx, rows, pool_);
+    if (dw_now)
+      products_.input_adjoint(w, K, N, dy, *dx, rows, pool_);
+    else  // and the rows for dW kept meanwhile
+      products_.input_adjoint_keeping(param, offset, w, K, N, x, dy, *dx, rows, pool_);
     if (prior) {
       kernels::binary(kernels::BinaryOp::Add, prior, *dx, prior, static_cast<size_t>(rows * K));
       *dx = prior;
@@ -278,7 +282,7 @@ bool ReverseMode::product_by_weights(const float* w, const std::vector<int64_t>&
   if (dw_now) {
     products_.flush(param, offset, int64_t(K) * N, pool_);
     products_.weight_gradient(*grads_, param, offset, K, N, x, dy, rows, pool_);
-  } else {
+  } else if (!dx) {
     products_.keep_rows(param, offset, K, N, x, dy, rows);
   }
   return true;

@@ -27,8 +27,7 @@ void WeightProducts::stop() {
   pool_ = nullptr;
 }
 
-const std::vector<std::shared_ptr<kernels::PackedWeights>>& WeightProducts::transposed(const float* w, int K,
-                                                                                       int N) {
+WeightProducts::TransposedWeight& WeightProducts::transposed(const float* w, int K, int N) {
   TransposedWeight& t = transposed_[w];
   if (t.K != K || t.N != N) {  // new, or another matrix at the same address
     t.groups.clear();
@@ -36,36 +35,73 @@ const std::vector<std::shared_ptr<kernels::PackedWeights>>& WeightProducts::tran
       t.groups.push_back(kernels::pack_transposed_weights(N, std::min(K - c0, kDxColumns), w + int64_t(c0) * N, N));
     t.K = K;
     t.N = N;
-  } else if (t.call != calls_) {
-    for (size_t g = 0; g < t.groups.size(); ++g) t.groups[g]->repack_transposed(w + int64_t(g) * kDxColumns * N, N);
+    t.call = calls_;
   }
-  t.call = calls_;
-  return t.groups;
+  return t;
 }
 
 void WeightProducts::input_adjoint(const float* w, int K, int N, const float* dy, float* dx, int64_t rows,
                                    ThreadPool* pool) {
+  copies_.clear();
+  input_adjoint_copying(w, K, N, dy, dx, rows, pool);
+}
+
+void WeightProducts::input_adjoint_copying(const float* w, int K, int N, const float* dy, float* dx, int64_t rows,
+                                           ThreadPool* pool) {
   // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
   // Cut into blocks of kRows rows (whole 64-row blocks of the JIT kernels) by groups of kDxColumns
   // of dX's columns, the same cut at any thread count, for the pool to share.
   constexpr int64_t kRows = 256;
   if (K >= 128 && N >= 128) {
-    const std::vector<std::shared_ptr<kernels::PackedWeights>>& groups = transposed(w, K, N);
+    TransposedWeight& t = transposed(w, K, N);
+    const std::vector<std::shared_ptr<kernels::PackedWeights>>& groups = t.groups;
     const int64_t row_blocks = (rows + kRows - 1) / kRows;
     const int64_t num_groups = static_cast<int64_t>(groups.size());
+    // W^T's groups packed again for this call (W changed in place) by the threads: within the
+    // pieces that use them when there is one row block, else first.
+    const bool repack = t.call != calls_;
+    t.call = calls_;
+    auto pack = [&](int64_t g) { groups[size_t(g)]->repack_transposed(w + g * kDxColumns * N, N); };
+    if (repack && row_blocks > 1) for_each_piece(pool, num_groups, [&](int64_t g, int) { pack(g); });
     auto block = [&](int64_t i, int) {
       const int64_t r0 = (i / num_groups) * kRows, r1 = std::min(rows, r0 + kRows);
       const int64_t g = i % num_groups;
+      if (repack && row_blocks == 1) pack(g);
       kernels::gemm_packed(static_cast<int>(r1 - r0), dy + r0 * N, N, *groups[size_t(g)],
                            dx + r0 * K + g * kDxColumns, K, false);
     };
-    for_each_piece(pool, row_blocks * num_groups, block);
-  } else
+    const int64_t products = row_blocks * num_groups;
+    for_each_piece(pool, products + static_cast<int64_t>(copies_.size()), [&](int64_t i, int t) {
+      if (i < products) block(i, t);
+      else copy_rows(copies_[size_t(i - products)]);
+    });
+  } else {
     kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w, N, dx, K, false);
+    for (const RowCopy& c : copies_) copy_rows(c);
+  }
+}
+
+void WeightProducts::input_adjoint_keeping(int param, int64_t offset, const float* w, int K, int N, const float* x,
+                                           const float* dy, float* dx, int64_t rows, ThreadPool* pool) {
+  WeightRows& r = place_rows(param, offset, K, N, x, dy, rows);
+  input_adjoint_copying(w, K, N, dy, dx, rows, pool);
+  rows_placed(r);
+}
+
+void WeightProducts::copy_rows(const RowCopy& c) {
+  std::copy_n(c.x, c.n * c.K, c.to_x);
+  std::copy_n(c.dy, c.n * c.N, c.to_dy);
 }
 
 void WeightProducts::keep_rows(int param, int64_t offset, int K, int N, const float* x, const float* dy,
                                int64_t rows) {
+  WeightRows& r = place_rows(param, offset, K, N, x, dy, rows);
+  for (const RowCopy& c : copies_) copy_rows(c);
+  rows_placed(r);
+}
+
+WeightProducts::WeightRows& WeightProducts::place_rows(int param, int64_t offset, int K, int N, const float* x,
+                                                       const float* dy, int64_t rows) {
   auto it = std::find_if(weight_rows_.begin(), weight_rows_.end(), [&](const std::unique_ptr<WeightRows>& r) {
     return r->param == param && r->offset == offset && r->K == K && r->N == N;
   });
@@ -86,14 +122,19 @@ void WeightProducts::keep_rows(int param, int64_t offset, int K, int N, const fl
       r.dy.push_back(std::make_unique_for_overwrite<float[]>(size_t(kChunkRows) * N));
     }
   }
+  copies_.clear();
   for (int64_t done = 0; done < rows;) {
     const int64_t c = r.rows / kChunkRows, at = r.rows % kChunkRows;
-    const int64_t n = std::min(rows - done, kChunkRows - at);
-    std::copy_n(x + done * K, n * K, r.x[size_t(c)].get() + at * K);
-    std::copy_n(dy + done * N, n * N, r.dy[size_t(c)].get() + at * N);
-    r.rows += n;
+    const int64_t n = std::min({rows - done, kChunkRows - at, kCopyRows});
+    copies_.push_back(RowCopy{x + done * K, dy + done * N, r.x[size_t(c)].get() + at * K,
+                              r.dy[size_t(c)].get() + at * N, n, K, N});
+    r.rows += n;  // no worker reads these rows before rows_placed makes their chunk ready
     done += n;
   }
+  return r;
+}
+
+void WeightProducts::rows_placed(WeightRows& r) {
   if (pool_ && r.rows / kChunkRows > r.ready) {
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -40,6 +40,11 @@ class WeightProducts : private ThreadPool::Background {
   void input_adjoint(const float* w, int K, int N, const float* dy, float* dx, int64_t rows, ThreadPool* pool);
   // Keeps x[rows, K] and dy[rows, N] of a product by W (param `param` at `offset`) for dW.
   void keep_rows(int param, int64_t offset, int K, int N, const float* x, const float* dy, int64_t rows);
+  // input_adjoint and keep_rows in one call of the pool: the rows are copied by pieces of their own
+  // beside the products' (memory-bound copies beside compute-bound products, instead of after them
+  // on the calling thread).
+  void input_adjoint_keeping(int param, int64_t offset, const float* w, int K, int N, const float* x,
+                             const float* dy, float* dx, int64_t rows, ThreadPool* pool);
   // Before another path adds to grads[param][offset, offset + n): the rows kept for a W there are
   // added to the gradient first, so that the order of the sums is the program's, not the threads'.
   void flush(int param, int64_t offset, int64_t n, ThreadPool* pool) {
@@ -71,9 +76,17 @@ class WeightProducts : private ThreadPool::Background {
   // groups of 128: H 256 1832-1911 -> 1983-2090 trees/s, H 512 607-635 -> 619-665; one thread
   // within noise (groups of 256: between).
   static constexpr int kDxColumns = 128;
-  // W[K, N] transposed and packed, once per call, by groups of kDxColumns of W^T's columns (W's
-  // rows): dX's columns [g * kDxColumns, ...) come from group g.
-  const std::vector<std::shared_ptr<kernels::PackedWeights>>& transposed(const float* w, int K, int N);
+  // W^T packed for dX = dY W^T, by W's address; `call` is the call that last packed it (the params
+  // change between calls, in place; its row-major paths read W itself).
+  struct TransposedWeight {
+    std::vector<std::shared_ptr<kernels::PackedWeights>> groups;
+    int K = 0, N = 0;  // of W
+    uint64_t call = 0;
+  };
+  // W[K, N] transposed and packed by groups of kDxColumns of W^T's columns (W's rows): dX's
+  // columns [g * kDxColumns, ...) come from group g. Packed when new; else its `call` says whether
+  // this call has packed it yet (input_adjoint packs the groups in its pieces).
+  TransposedWeight& transposed(const float* w, int K, int N);
 
   // The rows of X and dL/d(XW) of the products by one matrix W[K, N], in schedule order, in
   // chunks of kChunkRows rows; the chunks' memory is kept from call to call.
@@ -98,6 +111,24 @@ class WeightProducts : private ThreadPool::Background {
     int64_t done = 0;
     bool busy = false;  // a thread adds a chunk of it
   };
+  // Up to kCopyRows rows of x and dy of a product to their places in a chunk (a piece of the pool:
+  // a batch of 64 to 256 rows gives the threads several).
+  struct RowCopy {
+    const float *x, *dy;
+    float *to_x, *to_dy;
+    int64_t n;
+    int K, N;
+  };
+  static constexpr int64_t kCopyRows = 64;
+  // The places of the next `rows` kept rows of the products by W (chunks added as needed), as the
+  // copies that fill them (into copies_), counted in W's rows; rows_placed once they are copied.
+  WeightRows& place_rows(int param, int64_t offset, int K, int N, const float* x, const float* dy, int64_t rows);
+  // The chunks the copies filled are ready for the workers.
+  void rows_placed(WeightRows& r);
+  static void copy_rows(const RowCopy& c);
+  // dx = dy W^T, and copies_ run by pieces of the same call.
+  void input_adjoint_copying(const float* w, int K, int N, const float* dy, float* dx, int64_t rows,
+                             ThreadPool* pool);
   // W's blocks, the same whatever the threads.
   static std::vector<Block> blocks(int K, int N);
   // Block b of dw += X^T dY for X [rows, K] and dY [rows, N] (dw's row stride N).
@@ -119,14 +150,8 @@ class WeightProducts : private ThreadPool::Background {
   std::vector<uint8_t> kept_;   // per param: whether a W of it has rows kept this call
   bool failed_ = false;         // a worker's sum threw: the caller adds the rest (and meets it)
   ThreadPool* pool_ = nullptr;  // attached, this call
-  // W^T packed for dX = dY W^T, by W's address; `call` is the call that last packed it (the params
-  // change between calls, in place; its row-major paths read W itself).
-  struct TransposedWeight {
-    std::vector<std::shared_ptr<kernels::PackedWeights>> groups;
-    int K = 0, N = 0;  // of W
-    uint64_t call = 0;
-  };
   std::unordered_map<const float*, TransposedWeight> transposed_;
+  std::vector<RowCopy> copies_;  // of the product being differentiated
   uint64_t calls_ = 0;
 };
 

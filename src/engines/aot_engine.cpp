@@ -13,6 +13,7 @@
 #include "runtime/batch_operands.h"
 #include "engines/host_runtime.h"
 #include "runtime/graph.h"
+#include "runtime/shared_products.h"
 #include "support/clock.h"
 
 namespace acrobat {
@@ -105,9 +106,8 @@ struct AotEngine::State : HostRuntime, BlockExecutor {
 
   static void gemm_packed(int64_t M, const float* A, int64_t lda, const void* packed, float* C,
                           int64_t ldc, bool accumulate) {
-    kernels::gemm_packed(static_cast<int>(M), A, static_cast<int>(lda),
-                         *static_cast<const kernels::PackedWeights*>(packed), C,
-                         static_cast<int>(ldc), accumulate);
+    gemm_packed_shared(static_cast<int>(M), A, static_cast<int>(lda), *static_cast<const kernels::PackedWeights*>(packed),
+                       C, static_cast<int>(ldc), accumulate);
   }
 
   // Any operator the generated kernel leaves to the library.

@@ -19,6 +19,7 @@
 #include "acrobat/kernels.h"
 #include "kernels/backend.h"
 #include "kernels/gemm_few_rows.h"
+#include "kernels/gemm_thin.h"
 #include "kernels/simd.h"  // and <immintrin.h>
 #include "support/diagnostics.h"
 
@@ -29,33 +30,6 @@ namespace {
 // operand, which stays in L2 (K = 512: 256 KiB) while the kernel streams the rows of A past it.
 constexpr int kPanelWidth = 128;
 constexpr size_t kAlignment = 64;  // a cache line, and an AVX-512 register
-
-// Weights with at most this many columns (a classifier's output layer, N = 5) get a dot-product
-// kernel instead of libxsmm panels, whose m = N micro-kernel would use N of 16 vector lanes.
-// Needs AVX-512; without it such weights take the panel kernels like any other.
-#if defined(__AVX512F__)
-constexpr int kDotMaxN = 8;
-#else
-constexpr int kDotMaxN = 0;
-#endif
-constexpr int kDotKStep = 16;  // floats per AVX-512 register
-
-// Calls f(std::integral_constant<int, N>{}) for N in 1..8, the kernels templated on a thin
-// operand's width; false for any other N.
-template <class F>
-bool with_small_n(int N, F&& f) {
-  switch (N) {
-    case 1: f(std::integral_constant<int, 1>{}); return true;
-    case 2: f(std::integral_constant<int, 2>{}); return true;
-    case 3: f(std::integral_constant<int, 3>{}); return true;
-    case 4: f(std::integral_constant<int, 4>{}); return true;
-    case 5: f(std::integral_constant<int, 5>{}); return true;
-    case 6: f(std::integral_constant<int, 6>{}); return true;
-    case 7: f(std::integral_constant<int, 7>{}); return true;
-    case 8: f(std::integral_constant<int, 8>{}); return true;
-  }
-  return false;
-}
 
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
@@ -352,91 +326,12 @@ void gemm_xsmm_unblocked(int M, const float* A, int lda, const CpuPackedWeights&
     run_xsmm_rows(kernels, A, W, C, p, 0, next_panel(W, p));
 }
 
-// ---- Dot-product kernel for N <= kDotMaxN ------------------------------------------------------
-// C[m, n] = A[m, :] . W^T[n, :]: R rows of A at a time against all N rows of W^T, R * N vector
-// accumulators, each reduced once at the end. W^T (5 KiB for K = 256, N = 5) stays in L1.
-#if defined(__AVX512F__)
-// Sum of the 16 lanes. Unlike _mm512_reduce_add_ps on an array element, this lets GCC 12 keep the
-// accumulator array in registers in the loop above instead of storing it to the stack each step.
-inline float sum_lanes(__m512 v) {
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
-}
-
-template <int N, int R>
-void dot_rows(const float* A, int lda, const float* Wt, int ldw, int K, float* C, int ldc,
-              bool accumulate) {
-  __m512 acc[R][N];
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    #pragma GCC unroll 8
-    for (int n = 0; n < N; ++n) acc[r][n] = _mm512_setzero_ps();
-  }
-  // One loop for whole and partial vectors. The unroll pragmas let GCC 12 keep acc in registers
-  // (without them it stores all R * N accumulators to the stack on every step).
-  for (int k = 0; k < K; k += kDotKStep) {
-    const __mmask16 mask = K - k >= kDotKStep ? __mmask16(0xFFFF) : __mmask16((1u << (K - k)) - 1);
-    __m512 a[R];
-    // Masked loads never touch A past its row; W^T's padding is zero, so it needs no mask.
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) a[r] = _mm512_maskz_loadu_ps(mask, A + size_t(r) * lda + k);
-    #pragma GCC unroll 8
-    for (int n = 0; n < N; ++n) {
-      const __m512 w = _mm512_load_ps(Wt + size_t(n) * ldw + k);
-      #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r][n] = _mm512_fmadd_ps(a[r], w, acc[r][n]);
-    }
-  }
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    #pragma GCC unroll 8
-    for (int n = 0; n < N; ++n) {
-      const float sum = sum_lanes(acc[r][n]);
-      float& c = C[size_t(r) * ldc + n];
-      c = accumulate ? c + sum : sum;
-    }
-  }
-}
-
-template <int N>
-void gemm_dot_n(int M, const float* A, int lda, const float* Wt, int ldw, int K, float* C, int ldc,
-                bool accumulate) {
-  // R * N accumulators plus R rows of A must fit in 32 registers.
-  constexpr int R = N <= 6 ? 4 : 3;
-  int m = 0;
-  for (; m + R <= M; m += R) {
-    dot_rows<N, R>(A + size_t(m) * lda, lda, Wt, ldw, K, C + size_t(m) * ldc, ldc, accumulate);
-  }
-  for (; m < M; ++m) {
-    dot_rows<N, 1>(A + size_t(m) * lda, lda, Wt, ldw, K, C + size_t(m) * ldc, ldc, accumulate);
-  }
-}
-
-void gemm_dot(int M, const float* A, int lda, const CpuPackedWeights& W, float* C, int ldc,
-              bool accumulate) {
-  const float* Wt = W.transposed();
-  const int ldw = W.transposed_ld();
-  const int K = W.K();
-  const bool ran = with_small_n(W.N(), [&](auto n) {
-    gemm_dot_n<decltype(n)::value>(M, A, lda, Wt, ldw, K, C, ldc, accumulate);
-  });
-  ACROBAT_ASSERT(ran, "gemm_dot: N out of range");
-}
-#else
-void gemm_dot(int, const float*, int, const CpuPackedWeights&, float*, int, bool) {
-  ACROBAT_ASSERT(false, "gemm_dot needs AVX-512");
-}
-#endif
-
 // The Xsmm path: per panel, the row blocks (kXsmmRowBlock above) run past it; a long panel (above)
 // runs chunk after chunk of its rows, each over every row block, the later chunks accumulating.
+// Panels [p0, p1) only (p1 < 0: to the last): each panel's columns get the same bits either way.
 void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float* C, int ldc,
-               bool accumulate) {
-  if (W.N() <= kDotMaxN) return gemm_dot(M, A, lda, W, C, ldc, accumulate);
+               bool accumulate, int p0 = 0, int p1 = -1) {
+  if (W.N() <= kDotMaxN) return gemm_dot(M, W.N(), W.K(), A, lda, W.transposed(), W.transposed_ld(), C, ldc, accumulate);
   const int N = W.N();
   const int K = W.K();
   const int chunk = K > xsmm_panel_max_k() ? kXsmmChunkK : K;
@@ -457,10 +352,14 @@ void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float*
       ok = ok && kernels[c][r]->ok;
     }
   if (!ok) {
-    gemm_blas(M, N, K, A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
+    const int c0 = p0 * kPanelWidth, c1 = p1 < 0 ? N : std::min(N, p1 * kPanelWidth);
+    const auto& b = W.rows();
+    if (c1 > c0)
+      gemm_blas(M, c1 - c0, K, A, lda, b.data + (b.transposed ? size_t(c0) * b.ld : c0), b.ld, C + c0, ldc,
+                accumulate, b.transposed);
     return;
   }
-  for (int p = 0; p < W.num_panels(); ++p)
+  for (int p = p0; p < (p1 < 0 ? W.num_panels() : p1); ++p)
     for (int k0 = 0; k0 < K; k0 += chunk) {
       const int c = k0 == 0 ? 0 : (K - k0 >= chunk ? 1 : 2);
       // What the calls after this chunk read: the panel's next chunk, else the next panel.
@@ -614,56 +513,6 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
 
 constexpr int kStridedBlasMinDim = 128;
 
-// C[M, N] = alpha A^T B (+ C) for a thin B (N <= kDotMaxN: a classifier's weight gradient, X^T dY
-// with N = 5 classes): per 16 columns of C^T, N registers of sums over every row of A and B, each
-// row of A read once. sgemm packs A^T for N = 5 and ran at 7-14 GFLOP/s there (M = 256 or 512,
-// K = 1800 rows); one pass over A runs at the load ports' pace. The sums run over k in order:
-// the same bits for any cut of the columns.
-namespace {
-#if defined(__AVX512F__)
-template <int N>
-void gemm_at_thin_n(int M, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
-                    bool accumulate, float alpha) {
-  int m0 = 0;
-  for (; m0 + simd::kLanes <= M; m0 += simd::kLanes) {
-    simd::Vec acc[N];
-    #pragma GCC unroll 8
-    for (int n = 0; n < N; ++n) acc[n] = simd::splat(0.0f);
-    for (int k = 0; k < K; ++k) {
-      const simd::Vec a = simd::load(A + size_t(k) * lda + m0);
-      #pragma GCC unroll 8
-      for (int n = 0; n < N; ++n) acc[n] = simd::fmadd(simd::splat(B[size_t(k) * ldb + n]), a, acc[n]);
-    }
-    float lanes[N][simd::kLanes];
-    #pragma GCC unroll 8
-    for (int n = 0; n < N; ++n) simd::store(lanes[n], acc[n]);
-    for (int i = 0; i < simd::kLanes; ++i)
-      for (int n = 0; n < N; ++n) {
-        float& c = C[size_t(m0 + i) * ldc + n];
-        c = (accumulate ? c : 0.0f) + alpha * lanes[n][i];
-      }
-  }
-  for (; m0 < M; ++m0)
-    for (int n = 0; n < N; ++n) {
-      float sum = 0;
-      for (int k = 0; k < K; ++k) sum += A[size_t(k) * lda + m0] * B[size_t(k) * ldb + n];
-      float& c = C[size_t(m0) * ldc + n];
-      c = (accumulate ? c : 0.0f) + alpha * sum;
-    }
-}
-
-bool gemm_at_thin(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
-                  bool accumulate, float alpha) {
-  return with_small_n(N, [&](auto n) {
-    gemm_at_thin_n<decltype(n)::value>(M, K, A, lda, B, ldb, C, ldc, accumulate, alpha);
-  });
-}
-#else
-bool gemm_at_thin(int, int, int, const float*, int, const float*, int, float*, int, bool, float) { return false; }
-#endif
-
-}  // namespace
-
 // A transposed operand is copied into a row-major buffer of the thread first (it is the small
 // one: K x N of QK^T is 64 x n against 2 n^2 64 FLOPs), so that every product takes gemm's JIT
 // kernels, which beat sgemm with a transposed operand on these sizes (1.5x at M, K, N =
@@ -770,6 +619,21 @@ std::shared_ptr<PackedWeights> pack_transposed_weights(int K, int N, const float
 void gemm_packed(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,
                  bool accumulate) {
   gemm_packed_via(choose_gemm_path(M, W.N(), W.K()), M, A, lda, W, C, ldc, accumulate);
+}
+
+int packed_panels(int M, const PackedWeights& W) {
+  const CpuPackedWeights& w = cpu_weights(W);
+  const bool panels = M > 0 && w.K() > 0 && w.N() > kDotMaxN && choose_gemm_path(M, w.N(), w.K()) == GemmPath::Xsmm;
+  return panels ? w.num_panels() : 0;
+}
+
+void gemm_packed_panels(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,
+                        bool accumulate, int p0, int p1) {
+  const CpuPackedWeights& w = cpu_weights(W);
+  check_gemm_args(M, w.N(), w.K(), lda, w.N(), ldc);
+  ACROBAT_ASSERT(packed_panels(M, W) > 0 && 0 <= p0 && p0 <= p1 && p1 <= w.num_panels(), "bad panel range");
+  ensure_backend_ready();
+  gemm_xsmm(M, A, lda, w, C, ldc, accumulate, p0, p1);
 }
 
 void gemm_packed_via(GemmPath path, int M, const float* A, int lda, const PackedWeights& W,

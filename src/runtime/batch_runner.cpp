@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "runtime/batched_kernels.h"
+#include "runtime/shared_products.h"
 #include "support/clock.h"
 
 namespace acrobat {
@@ -148,7 +149,11 @@ void BatchRunner::run_static(BlockExecutor& exec, int block, const std::vector<i
     b += std::min(n, left);
     piece_ends_.push_back(b);
   }
-  run_pieces(split, B, [&](int64_t b0, int64_t b1, int t) {
+  // A forward kept for reverse mode cut so into one piece: the threads share its products by
+  // weights instead, cut by W's columns (shared_products.h), which changes no bit.
+  const bool one_piece = piece_ends_.size() == 1;
+  ShareProducts share(keep_values && one_piece ? pool_.get() : nullptr);
+  run_pieces(split && !one_piece, B, [&](int64_t b0, int64_t b1, int t) {
     std::vector<aot::Operand> part(args);
     std::vector<float*> outs(outputs);
     if (b0 > 0) {
@@ -245,7 +250,10 @@ void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, 
     left -= taken;
     piece_ends_.push_back(b);
   }
-  run_pieces(split, B, [&](int64_t b0, int64_t b1, int t) {
+  // As run_static's.
+  const bool one_piece = piece_ends_.size() == 1;
+  ShareProducts share(keep_values && one_piece ? pool_.get() : nullptr);
+  run_pieces(split && !one_piece, B, [&](int64_t b0, int64_t b1, int t) {
     std::vector<float*> outs(n, nullptr);
     for (size_t k = 0; k < n; ++k)
       if (float* o = outputs.output(batch, static_cast<int>(k))) outs[k] = o + offsets[k * (B + 1) + b0];

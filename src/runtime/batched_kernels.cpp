@@ -9,6 +9,7 @@
 #include "acrobat/kernels.h"
 #include "analysis/blocks.h"
 #include "runtime/reference_kernels.h"
+#include "runtime/shared_products.h"
 #include "runtime/value.h"
 
 namespace acrobat {
@@ -78,7 +79,7 @@ void batched_matmul(int64_t batch, const BatchOperand& a, const BatchOperand& w,
     int rows = static_cast<int>(batch) * M;
     int lda = M == 1 && batch > 1 ? static_cast<int>(a.stride) : K;
     if (w.packed)
-      k::gemm_packed(rows, a.data, lda, *w.packed, out, N, accumulate);
+      gemm_packed_shared(rows, a.data, lda, *w.packed, out, N, accumulate);
     else
       k::gemm(rows, N, K, a.data, lda, w.data, N, out, N, accumulate);
     return;
@@ -276,8 +277,7 @@ int64_t batched_matmul_grouped(int64_t B, const BatchOperand& a, const float* co
   auto gemm = [&](int64_t g, const float* rows, int64_t lda, int64_t first, float* c) {
     const kernels::PackedWeights* p = packed ? packed[first] : nullptr;
     if (p)
-      k::gemm_packed(static_cast<int>(g * M), rows, static_cast<int>(lda), *p, c,
-                     static_cast<int>(N), false);
+      gemm_packed_shared(static_cast<int>(g * M), rows, static_cast<int>(lda), *p, c, static_cast<int>(N), false);
     else
       k::gemm(static_cast<int>(g * M), static_cast<int>(N), static_cast<int>(K), rows,
               static_cast<int>(lda), weights[first], static_cast<int>(N), c, static_cast<int>(N),

@@ -8,6 +8,7 @@
 #include "acrobat/kernels.h"
 #include "runtime/fused_loops.h"
 #include "runtime/reference_kernels.h"
+#include "runtime/shared_products.h"
 #include "runtime/strided.h"
 #include "runtime/value.h"
 #include "support/clock.h"
@@ -253,7 +254,7 @@ class Piece {
       const float* Ab = A + first_row[b0] * lda;
       float* Cb = C + first_row[b0] * N;
       if (const k::PackedWeights* pw = packed_.find(W))
-        k::gemm_packed(M, Ab, static_cast<int>(lda), *pw, Cb, static_cast<int>(N), false);
+        gemm_packed_shared(M, Ab, static_cast<int>(lda), *pw, Cb, static_cast<int>(N), false);
       else
         k::gemm(M, static_cast<int>(N), static_cast<int>(K), Ab, static_cast<int>(lda), W,
                 static_cast<int>(N), Cb, static_cast<int>(N), false);

@@ -1,6 +1,7 @@
 // GEMM: every path (and the dispatcher, and unpacked gemm) against a naive double-precision product
 // over many shapes, with padded strides whose padding must be neither read nor written.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
@@ -338,6 +339,50 @@ TEST(Gemm, InPlaceWeightsFollowTheirMatrixWhenRepacked) {
     for (float& b : B) b = 0.5f - b;  // changed in place, as an optimiser step does
     W->repack(B.data(), N);
   }
+}
+
+// Panels [p0, p1) of a packed product (what threads sharing one product each compute) give its
+// columns the bits of the whole product, whatever the cut: a last narrower panel, row blocks of
+// more than 64 rows and a remainder, a long K computed in chunks of the panel's rows (K 1100 on any
+// L2 of 1 or 2 MiB), accumulating or not; no column outside the range is written.
+TEST(Gemm, PackedPanelsGiveTheBitsOfTheWholeProduct) {
+  for (const auto& [M, K, N] : {std::tuple{3, 40, 300}, std::tuple{130, 1100, 260}, std::tuple{64, 512, 1280}}) {
+    const int lda = K + 3, ldc = N + 5;
+    const auto B = random_floats(size_t(K) * N, -1, 1, 21);
+    const auto A = padded(random_floats(size_t(M) * K, -1, 1, 22), M, K, lda, kNaN);
+    const auto C0 = padded(random_floats(size_t(M) * N, -1, 1, 23), M, N, ldc, kSentinel);
+    const auto W = pack_weights(K, N, B.data(), N);
+    const int panels = packed_panels(M, *W);
+    ASSERT_EQ(panels, (N + 127) / 128) << M << "x" << K << "x" << N;
+    for (bool accumulate : {false, true}) {
+      std::vector<float> whole = C0;
+      gemm_packed(M, A.data(), lda, *W, whole.data(), ldc, accumulate);
+      // Cuts after every panel, and into two uneven parts; the parts computed last to first.
+      for (const int step : {1, panels - 1}) {
+        std::vector<float> parts = C0;
+        std::vector<int> cuts{0};
+        for (int p = step; p < panels; p += step) cuts.push_back(p);
+        cuts.push_back(panels);
+        for (size_t i = cuts.size() - 1; i-- > 0;) {
+          std::vector<float> before = parts;
+          gemm_packed_panels(M, A.data(), lda, *W, parts.data(), ldc, accumulate, cuts[i], cuts[i + 1]);
+          for (int m = 0; m < M; ++m)
+            for (int n = 0; n < ldc; ++n) {
+              const bool inside = n >= cuts[i] * 128 && n < std::min(N, cuts[i + 1] * 128);
+              if (!inside) {
+                ASSERT_EQ(std::memcmp(&parts[size_t(m) * ldc + n], &before[size_t(m) * ldc + n], 4), 0);
+              }
+            }
+        }
+        EXPECT_EQ(std::memcmp(parts.data(), whole.data(), whole.size() * sizeof(float)), 0)
+            << M << "x" << K << "x" << N << ", accumulate " << accumulate << ", panels by " << step;
+      }
+    }
+  }
+  // Products that take no panels: one row by a large weight (sgemv), no rows.
+  const auto big = pack_weights(1024, 1024, random_floats(size_t(1024) * 1024, -1, 1, 24).data(), 1024);
+  EXPECT_EQ(packed_panels(1, *big), choose_gemm_path(1, 1024, 1024) == GemmPath::Xsmm ? 8 : 0);
+  EXPECT_EQ(packed_panels(0, *big), 0);
 }
 
 TEST(Gemm, ThreadsShareWeightsSafely) {

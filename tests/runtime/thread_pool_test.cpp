@@ -2,11 +2,13 @@
 // caller wrote visible to the pieces and what they wrote visible after run(), errors rethrown,
 // sleeping workers woken), the guard that decides whether splitting pays, and a model that splits
 // its kernels across two threads while its instances wait on fibers and fork.
-// scripts/sanitize.sh runs the ThreadPool and TwoThreads tests under ThreadSanitizer.
+// scripts/sanitize.sh runs the ThreadPool, SharedProducts and TwoThreads tests under ThreadSanitizer.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "engines/batched_engine.h"
 #include "runtime/graph.h"
 #include "engines/reference_engine.h"
+#include "runtime/shared_products.h"
 #include "runtime/thread_pool.h"
 
 namespace acrobat {
@@ -227,6 +230,41 @@ TEST(ThreadPool, WorkersRunBackgroundUnitsBetweenCalls) {
   EXPECT_EQ(units.after_detach_.load(), 0);
   for (size_t u = 0; u < 60; ++u) EXPECT_EQ(units.ran_[u].load(), 1) << "unit " << u;
   EXPECT_EQ(units.by_caller_.load(), 0);  // the caller never runs a background unit itself
+}
+
+// A product by packed weights made in a ShareProducts scope is cut by column panels among the
+// pool's threads, with the bits of the product on one thread; outside a scope, in a scope of no
+// pool and below the size that pays, it runs on the calling thread.
+TEST(SharedProducts, ThreadsShareAProductWithTheBitsOfOne) {
+  const int M = 64, K = 512, N = 1280;  // 84 MFLOP, 10 panels
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> A(size_t(M) * K), B(size_t(K) * N);
+  for (float& x : A) x = u(rng);
+  for (float& x : B) x = u(rng);
+  const auto W = kernels::pack_weights(K, N, B.data(), N);
+  std::vector<float> one(size_t(M) * N);
+  kernels::gemm_packed(M, A.data(), K, *W, one.data(), N, false);
+  auto product = [&](int rows, bool expect_shared) {
+    std::vector<float> c(size_t(M) * N, std::nanf(""));
+    EXPECT_EQ(gemm_packed_shared(rows, A.data(), K, *W, c.data(), N, false), expect_shared) << rows << " rows";
+    if (rows == M) {
+      EXPECT_EQ(std::memcmp(c.data(), one.data(), one.size() * sizeof(float)), 0);
+    }
+  };
+  ThreadPool pool(2);
+  product(M, false);
+  {
+    ShareProducts share(&pool);
+    for (int round = 0; round < 20; ++round) product(M, true);
+    product(1, false);  // 1.3 MFLOP
+    {
+      ShareProducts none(nullptr);
+      product(M, false);
+    }
+    product(M, true);
+  }
+  product(M, false);
 }
 
 TEST(ThreadPool, StartsAndStopsIdleOrJustUsed) {
