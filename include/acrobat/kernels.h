@@ -79,7 +79,8 @@ void gemm_packed_via(GemmPath path, int M, const float* A, int lda, const Packed
 // The JIT path computes a product panel by panel of W's columns (128 each, the last narrower), each
 // on its own: packed_panels(M, W) is how many panels gemm_packed(M, ..., W, ...) computes so (0 when
 // it takes another path), and gemm_packed_panels computes panels [p0, p1) only, with the bits
-// gemm_packed gives those columns, so that threads can share one product.
+// gemm_packed gives those columns, so that threads can share one product (where libxsmm cannot JIT
+// its kernels, sgemm computes them, with bits that may depend on the cut).
 int packed_panels(int M, const PackedWeights& W);
 void gemm_packed_panels(int M, const float* A, int lda, const PackedWeights& W, float* C, int ldc,
                         bool accumulate, int p0, int p1);

@@ -351,7 +351,7 @@ void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float*
           {rows, N, c < 2 ? chunk : K % chunk, lda, ldc, c == 0 ? accumulate : true, 0, prefetch});
       ok = ok && kernels[c][r]->ok;
     }
-  if (!ok) {
+  if (!ok) {  // sgemm over the panels' columns (their bits may then depend on the cut)
     const int c0 = p0 * kPanelWidth, c1 = p1 < 0 ? N : std::min(N, p1 * kPanelWidth);
     const auto& b = W.rows();
     if (c1 > c0)

@@ -12,8 +12,8 @@
 
 namespace acrobat {
 
-// While one lives on a thread, gemm_packed calls made on that thread share `pool` (null: none).
-// Scopes nest: the innermost holds.
+// While one lives on a thread, gemm_packed_shared calls made on that thread share `pool` (null:
+// none). Scopes nest: the innermost holds.
 class ShareProducts {
  public:
   explicit ShareProducts(ThreadPool* pool);
