@@ -42,12 +42,11 @@ WeightProducts::TransposedWeight& WeightProducts::transposed(const float* w, int
 
 void WeightProducts::input_adjoint(const float* w, int K, int N, const float* dy, float* dx, int64_t rows,
                                    ThreadPool* pool) {
-  copies_.clear();
-  input_adjoint_copying(w, K, N, dy, dx, rows, pool);
+  input_adjoint_copying(w, K, N, dy, dx, rows, pool, {});
 }
 
 void WeightProducts::input_adjoint_copying(const float* w, int K, int N, const float* dy, float* dx, int64_t rows,
-                                           ThreadPool* pool) {
+                                           ThreadPool* pool, std::span<const RowCopy> copies) {
   // W^T packed pays when W is weight-sized (the rule of kernels::gemm_strided's transposes).
   // Cut into blocks of kRows rows (whole 64-row blocks of the JIT kernels) by groups of kDxColumns
   // of dX's columns, the same cut at any thread count, for the pool to share.
@@ -71,20 +70,20 @@ void WeightProducts::input_adjoint_copying(const float* w, int K, int N, const f
                            dx + r0 * K + g * kDxColumns, K, false);
     };
     const int64_t products = row_blocks * num_groups;
-    for_each_piece(pool, products + static_cast<int64_t>(copies_.size()), [&](int64_t i, int t) {
+    for_each_piece(pool, products + static_cast<int64_t>(copies.size()), [&](int64_t i, int t) {
       if (i < products) block(i, t);
-      else copy_rows(copies_[size_t(i - products)]);
+      else copy_rows(copies[size_t(i - products)]);
     });
   } else {
     kernels::gemm_strided(false, true, static_cast<int>(rows), K, N, dy, N, w, N, dx, K, false);
-    for (const RowCopy& c : copies_) copy_rows(c);
+    for (const RowCopy& c : copies) copy_rows(c);
   }
 }
 
 void WeightProducts::input_adjoint_keeping(int param, int64_t offset, const float* w, int K, int N, const float* x,
                                            const float* dy, float* dx, int64_t rows, ThreadPool* pool) {
   WeightRows& r = place_rows(param, offset, K, N, x, dy, rows);
-  input_adjoint_copying(w, K, N, dy, dx, rows, pool);
+  input_adjoint_copying(w, K, N, dy, dx, rows, pool, copies_);
   rows_placed(r);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -126,9 +127,9 @@ class WeightProducts : private ThreadPool::Background {
   // The chunks the copies filled are ready for the workers.
   void rows_placed(WeightRows& r);
   static void copy_rows(const RowCopy& c);
-  // dx = dy W^T, and copies_ run by pieces of the same call.
+  // dx = dy W^T, and `copies` run by pieces of the same call.
   void input_adjoint_copying(const float* w, int K, int N, const float* dy, float* dx, int64_t rows,
-                             ThreadPool* pool);
+                             ThreadPool* pool, std::span<const RowCopy> copies);
   // W's blocks, the same whatever the threads.
   static std::vector<Block> blocks(int K, int N);
   // Block b of dw += X^T dY for X [rows, K] and dY [rows, N] (dw's row stride N).
@@ -151,7 +152,7 @@ class WeightProducts : private ThreadPool::Background {
   bool failed_ = false;         // a worker's sum threw: the caller adds the rest (and meets it)
   ThreadPool* pool_ = nullptr;  // attached, this call
   std::unordered_map<const float*, TransposedWeight> transposed_;
-  std::vector<RowCopy> copies_;  // of the product being differentiated
+  std::vector<RowCopy> copies_;  // place_rows's, of the product being differentiated
   uint64_t calls_ = 0;
 };
 

@@ -123,7 +123,7 @@ void BatchRunner::run_static(BlockExecutor& exec, int block, const std::vector<i
   }
 
   // Pieces of the batch for the threads to take (thread_pool.h): with one thread, L2-sized chunks;
-  // with more, each piece is what is left divided by the threads (guided self-scheduling): the
+  // cut for more (cut_pieces), each piece is what is left divided by the threads (guided self-scheduling): the
   // first pieces are large and the last ones small, so a thread that gets fewer cycles than the
   // others takes fewer pieces and all finish together. (Pieces of half that, what is left over
   // twice the threads, measured 2-4% slower on Tree-LSTM with two threads: more, smaller GEMMs.)
@@ -134,26 +134,20 @@ void BatchRunner::run_static(BlockExecutor& exec, int block, const std::vector<i
   for (const auto& arg : s.args) largest = std::max(largest, num_elements(arg.shape));
   const int64_t chunk =
       std::clamp<int64_t>(exec.chunk_instances(s), 1, std::max<int64_t>(1, INT32_MAX / largest));
-  const bool split = pool_ && B >= 2 && double(B) * double(s.flops) >= kMinParallelFlops &&
-                     split_guard_.split();
-  // A forward kept for reverse mode is cut as on one thread, whatever the threads: the same GEMMs,
-  // so a gradient has the same bits on any number of threads.
-  const bool cut_by_threads = split && !keep_values;
-  const int64_t threads = split ? pool_->size() : 1;
-  piece_ends_.clear();
-  for (int64_t b = 0; b < B;) {
-    int64_t left = B - b, n = chunk;
-    if (cut_by_threads)
-      n = std::min(n, std::max({(left + threads - 1) / threads, kMinPieceInstances,
-                                (B + ThreadPool::kMaxPieces - 1) / ThreadPool::kMaxPieces}));
-    b += std::min(n, left);
-    piece_ends_.push_back(b);
-  }
-  // A forward kept for reverse mode cut so into one piece: the threads share its products by
-  // weights instead, cut by W's columns (shared_products.h), which changes no bit.
-  const bool one_piece = piece_ends_.size() == 1;
-  ShareProducts share(keep_values && one_piece ? pool_.get() : nullptr);
-  run_pieces(split && !one_piece, B, [&](int64_t b0, int64_t b1, int t) {
+  const bool worth = pool_ && B >= 2 && double(B) * double(s.flops) >= kMinParallelFlops;
+  const bool split = cut_pieces(worth, keep_values, [&](bool by_threads) {
+    const int64_t threads = by_threads ? pool_->size() : 1;
+    piece_ends_.clear();
+    for (int64_t b = 0; b < B;) {
+      int64_t left = B - b, n = chunk;
+      if (by_threads)
+        n = std::min(n, std::max({(left + threads - 1) / threads, kMinPieceInstances,
+                                  (B + ThreadPool::kMaxPieces - 1) / ThreadPool::kMaxPieces}));
+      b += std::min(n, left);
+      piece_ends_.push_back(b);
+    }
+  });
+  run_pieces(split, keep_values, B, [&](int64_t b0, int64_t b1, int t) {
     std::vector<aot::Operand> part(args);
     std::vector<float*> outs(outputs);
     if (b0 > 0) {
@@ -233,27 +227,24 @@ void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, 
     total_rows += rows[b];
     total_floats += floats[b];
   }
-  const bool split = pool_ && B >= 2 && double(total_floats) * 8 >= kMinParallelFlops && split_guard_.split();
-  const int64_t threads = split ? pool_->size() : 1;
-  piece_ends_.clear();
-  int64_t left = total_rows;
-  for (int64_t b = 0; b < B;) {
-    // Kept for reverse mode: cut as on one thread (run_static).
-    const int64_t target = split && !keep_values
-                               ? std::min(kRaggedPieceRows, std::max<int64_t>(1, left / threads))
-                               : kRaggedPieceRows;
-    int64_t taken = 0, taken_floats = 0;
-    do {
-      taken += rows[b];
-      taken_floats += floats[b++];
-    } while (b < B && taken < target && taken_floats + floats[b] <= kRaggedPieceFloats);
-    left -= taken;
-    piece_ends_.push_back(b);
-  }
-  // As run_static's.
-  const bool one_piece = piece_ends_.size() == 1;
-  ShareProducts share(keep_values && one_piece ? pool_.get() : nullptr);
-  run_pieces(split && !one_piece, B, [&](int64_t b0, int64_t b1, int t) {
+  const bool worth = pool_ && B >= 2 && double(total_floats) * 8 >= kMinParallelFlops;
+  const bool split = cut_pieces(worth, keep_values, [&](bool by_threads) {
+    const int64_t threads = by_threads ? pool_->size() : 1;
+    piece_ends_.clear();
+    int64_t left = total_rows;
+    for (int64_t b = 0; b < B;) {
+      const int64_t target = by_threads ? std::min(kRaggedPieceRows, std::max<int64_t>(1, left / threads))
+                                        : kRaggedPieceRows;
+      int64_t taken = 0, taken_floats = 0;
+      do {
+        taken += rows[b];
+        taken_floats += floats[b++];
+      } while (b < B && taken < target && taken_floats + floats[b] <= kRaggedPieceFloats);
+      left -= taken;
+      piece_ends_.push_back(b);
+    }
+  });
+  run_pieces(split, keep_values, B, [&](int64_t b0, int64_t b1, int t) {
     std::vector<float*> outs(n, nullptr);
     for (size_t k = 0; k < n; ++k)
       if (float* o = outputs.output(batch, static_cast<int>(k))) outs[k] = o + offsets[k * (B + 1) + b0];
@@ -264,8 +255,28 @@ void BatchRunner::run_ragged(int block, const std::vector<int>& ids, int batch, 
   });
 }
 
+template <class Cut>
+bool BatchRunner::cut_pieces(bool worth, bool keep_values, Cut&& cut) {
+  // A forward kept for reverse mode is cut as on one thread, whatever the threads: the same GEMMs,
+  // so a gradient has the same bits on any number of threads.
+  const bool by_threads = worth && !keep_values;
+  cut(by_threads);
+  if (!worth || piece_ends_.size() == 1) return false;
+  if (split_guard_.split()) return true;
+  if (by_threads) cut(false);
+  return false;
+}
+
 template <class Body>
-void BatchRunner::run_pieces(bool split, int64_t B, Body&& body) {
+void BatchRunner::run_pieces(bool split, bool keep_values, int64_t B, Body&& body) {
+  if (piece_ends_.size() == 1) {
+    // One piece: no pool call. Kept for reverse mode, the threads share its products by weights
+    // instead, cut by W's columns (shared_products.h), which changes no bit.
+    ShareProducts share(keep_values ? pool_.get() : nullptr);
+    scratch_[0].reset();
+    body(0, B, 0);
+    return;
+  }
   double caller_seconds = 0;
   int64_t caller_instances = 0;
   auto run_piece = [&](int64_t piece, int t) {

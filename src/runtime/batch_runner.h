@@ -101,10 +101,15 @@ class BatchRunner {
   // `keep_values`).
   void run_ragged(int block, const std::vector<int>& ids, int batch, const NodeStore& nodes,
                   BatchOutputs& outputs, bool keep_values);
+  // Cuts the batch into piece_ends_ by cut(by_threads) (for the pool's threads, or as on one
+  // thread) and returns whether its pieces go to the pool. `worth`: the batch has the work to be
+  // split. The split guard is asked only for a batch of more than one piece.
+  template <class Cut>
+  bool cut_pieces(bool worth, bool keep_values, Cut&& cut);
   // Runs the pieces of piece_ends_ as body(first instance, end, thread): on this thread, or split
-  // across the pool (and judged by split_guard_).
+  // across the pool (and judged by split_guard_); a batch of one piece without a pool call.
   template <class Body>
-  void run_pieces(bool split, int64_t B, Body&& body);
+  void run_pieces(bool split, bool keep_values, int64_t B, Body&& body);
 
   const analysis::Plan& plan_;
   const PackedIndex& packed_;
