@@ -123,10 +123,11 @@ void BatchRunner::run_static(BlockExecutor& exec, int block, const std::vector<i
   }
 
   // Pieces of the batch for the threads to take (thread_pool.h): with one thread, L2-sized chunks;
-  // cut for more (cut_pieces), each piece is what is left divided by the threads (guided self-scheduling): the
-  // first pieces are large and the last ones small, so a thread that gets fewer cycles than the
-  // others takes fewer pieces and all finish together. (Pieces of half that, what is left over
-  // twice the threads, measured 2-4% slower on Tree-LSTM with two threads: more, smaller GEMMs.)
+  // cut for more (cut_pieces), each piece is what is left divided by the threads (guided
+  // self-scheduling): the first pieces are large and the last ones small, so a thread that gets
+  // fewer cycles than the others takes fewer pieces and all finish together. (Pieces of half that,
+  // what is left over twice the threads, measured 2-4% slower on Tree-LSTM with two threads: more,
+  // smaller GEMMs.)
   // A kernel call indexes the elements of its instances with int (the checker bounds one tensor
   // to 2^31 - 1 elements, not a batch of them): a piece never holds more.
   int64_t largest = 1;
