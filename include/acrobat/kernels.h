@@ -28,6 +28,11 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
 // False, with C untouched, when libxsmm cannot JIT a kernel it needs.
 bool gemm_at_jit(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
                  bool accumulate);
+// gemm_strided's path for the same product over many rows (K >= 1024) when OpenBLAS runs vectors as
+// wide as the JIT: chunks of A transposed and of B packed for gemm_packed's JIT kernels; forced, for
+// tests and benchmarks.
+void gemm_at_packed(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                    bool accumulate);
 
 // The ways a GEMM can be carried out; the dispatcher picks one from M, N, K by rules measured on this
 // machine (bench/gemm_bench prints the table the rules come from).
@@ -121,8 +126,10 @@ void softmax(const float* x, float* y, int rows, int cols);
 void log_softmax(const float* x, float* y, int rows, int cols);
 // Their adjoints for dy [rows, cols], from their values y: softmax's dx = y * (dy - <dy, y>),
 // log_softmax's dx = dy - exp(y) * sum(dy), per row, written to dx (which may be dy itself) or
-// added to it with `accumulate`.
-void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate);
+// added to it with `accumulate`. softmax's `scale` multiplies its dx before it is written or added
+// (the adjoint of x in softmax(x * scale), with x * scale's adjoint rounded to float first).
+void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate,
+                      float scale = 1.0f);
 void log_softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate);
 // The eps of the language's layer_norm (PyTorch's default).
 inline constexpr float kLayerNormEps = 1e-5f;

@@ -7,7 +7,8 @@
 // static batch's are), and an elementwise or row-wise operator (a layer norm, a residual, a bias)
 // is one call over the rows, the adjoint of a shared operand summed over them by the broadcast
 // rule; relu, tanh, sigmoid, exp, a product by a constant and softmax take SIMD kernels over the
-// whole batch's buffer, a layer norm over the rows (kernel_adjoint). The others (attention's
+// whole batch's buffer (a softmax of scores scaled by a constant with the scale in the same pass:
+// scaled_into), a layer norm over the rows (kernel_adjoint). The others (attention's
 // products of two of an instance's values, anything along a ragged axis) run instance by instance
 // on each instance's shapes; those products read their column-slice, heads and transposed operands
 // where the forward reads them and add their adjoints there (read_in_place). The values the
@@ -124,10 +125,16 @@ class ReverseMode::Ragged {
   void arguments() {
     args_.assign(s_.args.size(), RaggedValue{});
     receives_.assign(s_.args.size(), 0);
+    scalar_.assign(s_.args.size(), 0);
     for (size_t e = 0; e < s_.args.size(); ++e) {
       RaggedValue& a = args_[e];
       for (int64_t i = 0; i < B_ && !receives_[e]; ++i) receives_[e] = m_.receives(f_.arg(ids_[i], e)) ? 1 : 0;
       const float* first = f_.data(f_.arg(ids_[0], e));
+      if (!receives_[e] && !is_ragged(s_.args[e].shape) && num_elements(s_.args[e].shape) == 1) {
+        bool same = true;
+        for (int64_t i = 1; i < B_ && same; ++i) same = *f_.data(f_.arg(ids_[i], e)) == *first;
+        scalar_[e] = same ? 1 : 0;
+      }
       bool shared = !is_ragged(s_.args[e].shape) && m_.ranges_->find_param(first).first >= 0;
       for (int64_t i = 1; i < B_ && shared; ++i) shared = f_.data(f_.arg(ids_[i], e)) == first;
       lay_out(a, s_.args[e].shape, shared);
@@ -174,13 +181,15 @@ class ReverseMode::Ragged {
     return base ? base + f_.output_offset(b_, int(k), f_.row(ids_[0])) : nullptr;
   }
 
-  // For x * c of x's shape by a scalar constant c (which has no adjoint): x's operand (0 or 1),
-  // else -1. Its adjoint (kernel_adjoint) reads c's value only.
+  // For x * c of x's shape by a scalar constant c (which has no adjoint: an operator's value, or an
+  // argument of one element, the same for every instance, that receives none: scalar_): x's
+  // operand (0 or 1), else -1. Its adjoint (kernel_adjoint) reads c's value only (the first
+  // instance's).
   int scaled_operand(size_t k) const {
     const analysis::BlockOp& op = s_.ops[k];
     if (op.rhs->op != OpId::Mul) return -1;
     auto constant = [&](const analysis::BlockOperand& o) {
-      if (!o.local) return false;
+      if (!o.local) return scalar_[size_t(o.index)] != 0;
       const analysis::BlockOp& c = s_.ops[size_t(o.index)];
       return !differentiable(c.rhs->op) && !is_ragged(c.shape) && num_elements(c.shape) == 1 &&
              bound_[size_t(o.index)].empty();
@@ -207,7 +216,8 @@ class ReverseMode::Ragged {
       }
       const int scaled = scaled_operand(k);
       if (scaled >= 0 && !(read[k] && !kept(k))) {  // only the constant
-        read[size_t(op.operands[size_t(1 - scaled)].index)] = 1;
+        const analysis::BlockOperand& c = op.operands[size_t(1 - scaled)];
+        if (c.local) read[size_t(c.index)] = 1;
         continue;
       }
       operands = operands || (read[k] && !kept(k));
@@ -506,13 +516,45 @@ class ReverseMode::Ragged {
       else
         for (size_t j = 0; j < n; ++j) dx[j] += dy[j] * scale;
     } else {
+      // Softmax of x * c whose adjoint goes to x's alone (scaled_into): written times c, as x's.
+      const int j = fresh ? scaled_into(k) : -1;
+      const float c = j >= 0 ? *operand(s_.ops[size_t(j)].operands[size_t(1 - scaled_operand(size_t(j)))]).data : 1.0f;
       for (int64_t i = 0; i < B_; ++i) {
         const int64_t at = v.offset(i), cols = v.shape(i).back(), rows = cols > 0 ? v.elements(i) / cols : 0;
-        (id == OpId::Softmax ? kernels::softmax_backward : kernels::log_softmax_backward)(
-            v.data + at, dy + at, dx + at, static_cast<int>(rows), static_cast<int>(cols), !fresh);
+        const int r = static_cast<int>(rows), n = static_cast<int>(cols);
+        if (id == OpId::Softmax)
+          kernels::softmax_backward(v.data + at, dy + at, dx + at, r, n, !fresh, c);
+        else
+          kernels::log_softmax_backward(v.data + at, dy + at, dx + at, r, n, !fresh);
+      }
+      if (j >= 0) {  // x takes the adjoint over; the product by c has no step of its own
+        adjoint_slot(s_.ops[size_t(j)].operands[size_t(scaled_operand(size_t(j)))]) = dx;
+        dval_[size_t(j)] = nullptr;
       }
     }
     return true;
+  }
+
+  // For softmax k of y = x * c (a product by a constant scalar, scaled_operand: attention's scaled
+  // scores) where neither y nor x has an adjoint yet and nothing between them reads either: the
+  // product's operator, else -1. Its adjoint, c times softmax's written into x's, is then computed
+  // in softmax's pass: one pass over the scores instead of two, to the same bits (c times the
+  // float adjoint of y).
+  int scaled_into(size_t k) {
+    const analysis::BlockOperand& yo = s_.ops[k].operands[0];
+    if (s_.ops[k].rhs->op != OpId::Softmax || !yo.local) return -1;
+    const size_t j = size_t(yo.index);
+    const int xi = scaled_operand(j);
+    if (xi < 0) return -1;
+    const analysis::BlockOperand& xo = s_.ops[j].operands[size_t(xi)];
+    const RaggedValue& x = operand(xo);
+    if (!wanted(xo) || adjoint_slot(xo) || (xo.local && in_place_[size_t(xo.index)]) || x.shared != vals_[j].shared ||
+        x.shapes != vals_[j].shapes)
+      return -1;
+    for (size_t m = j + 1; m < k; ++m)
+      for (const analysis::BlockOperand& o : s_.ops[m].operands)
+        if ((o.local && size_t(o.index) == j) || (o.local == xo.local && o.index == xo.index)) return -1;
+    return int(j);
   }
 
   // A layer norm over the stacked rows, by gamma and beta shared by every instance.
@@ -620,6 +662,7 @@ class ReverseMode::Ragged {
   std::vector<uint8_t> in_place_;   // per operator: a view read where its base lies (read_in_place)
   std::vector<int> merged_into_;    // per operator: a product's merge_heads reader, whose adjoint is its, or -1
   std::vector<uint8_t> receives_;   // per argument: some instance's adjoint goes somewhere (not a constant)
+  std::vector<uint8_t> scalar_;     // per argument: one element, the same for all, receiving nothing
   std::vector<float*> dval_, darg_;  // the adjoints of the operators and of the arguments
 };
 

@@ -309,15 +309,22 @@ int xsmm_panel_max_k() {
   return k;
 }
 
-// Whether the kernels on W's panels prefetch the next call's panel (run_xsmm_rows): when W is
-// larger than L2.
-bool prefetch_panels(const CpuPackedWeights& W) {
-  return size_t(W.K()) * size_t(W.N()) * sizeof(float) > size_t(l2_bytes());
+// Whether the kernels of a product of M rows on W's panels prefetch the next call's panel
+// (run_xsmm_rows): when W is larger than L2 and M is under two row blocks. With more rows a panel's
+// reads are spread over its row blocks, and each row block's kernel prefetched the whole next panel
+// again.
+// Measured on an Intel Xeon with 2 MiB of L2 and AVX-512 (a product's GFLOP/s, median of 21, with
+// and without the prefetches, 64 MiB written between calls): K,N = 512,2048 at M = 256 / 585 /
+// 2048: 138 / 135 / 134 -> 146 / 155 / 153; 2048,512: 134 / 137 / 134 -> 144 / 148 / 149;
+// 1024,2560: 133 / 138 / 142 -> 144 / 152 / 156; at M = 128 within noise (127-130 -> 126-134); at
+// M = 16 the prefetches won (64-76 -> 53-66). Warm, every M ran 3-14% faster without them.
+bool prefetch_panels(const CpuPackedWeights& W, int M) {
+  return M < 2 * kXsmmRowBlock && size_t(W.K()) * size_t(W.N()) * sizeof(float) > size_t(l2_bytes());
 }
 
 void gemm_xsmm_unblocked(int M, const float* A, int lda, const CpuPackedWeights& W, float* C,
                          int ldc, bool accumulate) {
-  const XsmmKernels& kernels = xsmm_kernels({M, W.N(), W.K(), lda, ldc, accumulate, 0, prefetch_panels(W)});
+  const XsmmKernels& kernels = xsmm_kernels({M, W.N(), W.K(), lda, ldc, accumulate, 0, prefetch_panels(W, M)});
   if (!kernels.ok) {
     gemm_blas(M, W.N(), W.K(), A, lda, W.rows().data, W.rows().ld, C, ldc, accumulate, W.rows().transposed);
     return;
@@ -341,7 +348,7 @@ void gemm_xsmm(int M, const float* A, int lda, const CpuPackedWeights& W, float*
   // a later last partial chunk (both accumulating); whole row blocks and the remainder.
   const XsmmKernels* kernels[3][2] = {};
   const bool used[3] = {true, K >= 2 * chunk, K > chunk && K % chunk != 0};
-  const bool prefetch = prefetch_panels(W);
+  const bool prefetch = prefetch_panels(W, M);
   bool ok = true;
   for (int c = 0; c < 3; ++c)
     for (int r = 0; r < 2; ++r) {
@@ -437,6 +444,54 @@ bool gemm_at_jit(int M, int N, int K, const float* A, int lda, const float* B, i
   return true;
 }
 
+namespace {
+// K in chunks of kAtPackedChunk rows (the JIT kernels' K): a chunk of A transposed into a buffer of
+// the thread and the chunk of B packed into panels, then the packed product (gemm_xsmm) of its
+// rows onto C. One block of a weight's gradient (M, N <= 512) over a batch's rows, one thread,
+// median of 11, on an Intel Xeon with 2 MiB of L2 and AVX-512 where OpenBLAS runs its SkylakeX
+// core (sgemm -> here, GFLOP/s): M,N = 512,512 over 8192 rows of X and dY of 512 and 2048 columns:
+// 124 -> 129 (dY 2048 wide), 119 -> 132 (X 2048 wide), 127 -> 134 (dY 1536 wide); over 1024 rows
+// 135 -> 142; M,N = 256,512 over 4096 rows 125 -> 132; over 256 rows even or behind (145 -> 143,
+// 148 -> 138), so sgemm keeps those (kAtPackedMinK). Chunks of 128 and 384 rows were within noise
+// of 256.
+constexpr int kAtPackedChunk = 256;
+constexpr int kAtPackedMinK = 1024;
+
+// B's chunk of `rows` rows as panels, read by nothing after the call: one object per thread and
+// shape, packed again for each chunk; the thread keeps the latest shapes' up to kAtPanelsKept
+// floats (a weight's gradient by blocks has two or three shapes).
+constexpr size_t kAtPanelsKept = size_t{1} << 22;
+
+CpuPackedWeights& chunk_panels(int rows, int N, const float* B, int ldb) {
+  thread_local std::vector<std::unique_ptr<CpuPackedWeights>> cache;
+  for (auto& w : cache)
+    if (w->K() == rows && w->N() == N) {
+      w->repack(B, ldb);
+      return *w;
+    }
+  size_t held = size_t(rows) * N;
+  for (const auto& w : cache) held += size_t(w->K()) * w->N();
+  while (!cache.empty() && held > kAtPanelsKept) {
+    held -= size_t(cache.front()->K()) * cache.front()->N();
+    cache.erase(cache.begin());
+  }
+  cache.push_back(std::make_unique<CpuPackedWeights>(rows, N, B, ldb, false, true));
+  return *cache.back();
+}
+}  // namespace
+
+void gemm_at_packed(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                    bool accumulate) {
+  if (trivial_gemm(M, N, K, C, ldc, accumulate)) return;
+  thread_local std::vector<float> at;
+  at.resize(size_t(M) * kAtPackedChunk);
+  for (int k0 = 0; k0 < K; k0 += kAtPackedChunk) {
+    const int rows = std::min(kAtPackedChunk, K - k0);
+    transpose_2d(A + size_t(k0) * lda, lda, at.data(), rows, rows, M);
+    gemm_xsmm(M, at.data(), rows, chunk_panels(rows, N, B + size_t(k0) * ldb, ldb), C, ldc, k0 > 0 || accumulate);
+  }
+}
+
 const char* gemm_path_name(GemmPath path) {
   switch (path) {
     case GemmPath::Gemv: return "gemv";
@@ -527,7 +582,7 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
   // takes the JIT kernels, faster there (ragged encoder layer on race and wiki512: 2-5%).
   // A thin B (N <= kDotMaxN) with A transposed takes gemm_at_thin above; a weight-sized A^T by a
   // plain B (a weight's gradient X^T dY over a batch's rows) takes gemm_at_jit above when OpenBLAS
-  // runs narrower vectors than the JIT.
+  // runs narrower vectors than the JIT, else gemm_at_packed over many rows.
   const bool thin = trans_a && !trans_b && N <= kDotMaxN && M >= kStridedBlasMinDim && N > 0 && K > 0;
   const bool big_a = trans_a && M >= kStridedBlasMinDim && K >= kStridedBlasMinDim;
   const bool big_b = trans_b && N >= kStridedBlasMinDim && K >= kStridedBlasMinDim;
@@ -548,6 +603,10 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
   if (big_a && !trans_b && alpha == 1.0f && blas_narrower_than_jit() &&
       gemm_at_jit(M, N, K, A, lda, B, ldb, C, ldc, accumulate))
     return;
+  if (big_a && !trans_b && alpha == 1.0f && K >= kAtPackedMinK && N >= kStridedBlasMinDim) {
+    gemm_at_packed(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    return;
+  }
   if (big_a || big_b) {
     ensure_backend_ready();
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,

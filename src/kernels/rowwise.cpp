@@ -162,11 +162,15 @@ float row_sum2(const float* y, const float* g, int n, F f) {
 
 }  // namespace
 
-void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate) {
-  row_backward(
-      y, dy, dx, rows, cols, accumulate,
-      [&](const float* yr, const float* g) { return row_sum2(yr, g, cols, [](Vec a, Vec b) { return a * b; }); },
-      [](Vec yv, Vec g, Vec dot) { return yv * (g - dot); });
+void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate,
+                      float scale) {
+  auto dot = [&](const float* yr, const float* g) { return row_sum2(yr, g, cols, [](Vec a, Vec b) { return a * b; }); };
+  if (scale == 1.0f) {
+    row_backward(y, dy, dx, rows, cols, accumulate, dot, [](Vec yv, Vec g, Vec d) { return yv * (g - d); });
+    return;
+  }
+  const Vec c = simd::splat(scale);
+  row_backward(y, dy, dx, rows, cols, accumulate, dot, [c](Vec yv, Vec g, Vec d) { return (yv * (g - d)) * c; });
 }
 
 void log_softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols, bool accumulate) {

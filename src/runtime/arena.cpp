@@ -20,7 +20,8 @@ float* Arena::alloc(size_t n) {
     used_ = 0;
   }
   if (current_ == chunks_.size()) {
-    size_t size = std::max(kChunkFloats, padded);
+    size_t size = std::max({kChunkFloats, padded, reserve_});
+    reserve_ = 0;
     void* p = std::aligned_alloc(64, size * sizeof(float));
     if (!p) throw std::bad_alloc();
     chunks_.push_back(Chunk{std::unique_ptr<float, Free>(static_cast<float*>(p)), size});
@@ -30,13 +31,28 @@ float* Arena::alloc(size_t n) {
   used_ += padded;
   in_use_ += padded;
   peak_ = std::max(peak_, in_use_);
+  high_ = std::max(high_, in_use_);
   return out;
 }
 
 void Arena::reset() {
+  // A run whose allocations did not fit the chunks in place (one larger than the chunk it reached)
+  // went on in fresh chunks, to be faulted in page by page; with sizes that change from run to run
+  // (a training step's attention adjoints at each batch's lengths) that happened at every run, and
+  // the chunks piled up. The next run gets one chunk for what the largest run held.
+  if (chunks_.size() > 1) {
+    chunks_.clear();
+    reserve_ = high_;
+  }
   current_ = 0;
   used_ = 0;
   in_use_ = 0;
+}
+
+size_t Arena::held_bytes() const {
+  size_t floats = 0;
+  for (const Chunk& c : chunks_) floats += c.size;
+  return floats * sizeof(float);
 }
 
 }  // namespace acrobat

@@ -12,10 +12,14 @@ class Arena {
  public:
   // `n` floats, 64-byte aligned, valid until reset().
   float* alloc(size_t n);
-  // Forgets every allocation; keeps the memory for reuse.
+  // Forgets every allocation; keeps the memory for reuse: as one chunk as large as the most any run
+  // used, when the last run spread over several.
   void reset();
   size_t bytes_in_use() const { return in_use_ * sizeof(float); }
   size_t peak_bytes() const { return peak_ * sizeof(float); }
+  // The memory held (for tests).
+  size_t chunks() const { return chunks_.size(); }
+  size_t held_bytes() const;
   void reset_peak() { peak_ = in_use_; }
 
  private:
@@ -31,6 +35,8 @@ class Arena {
   size_t used_ = 0;     // floats used in the current chunk
   size_t in_use_ = 0;   // floats handed out since reset, including alignment padding
   size_t peak_ = 0;
+  size_t high_ = 0;     // the most floats in use at once since the arena was made
+  size_t reserve_ = 0;  // the size of the next chunk made, after a reset that freed the chunks
 };
 
 }  // namespace acrobat

@@ -2,6 +2,7 @@
 // over many shapes, with padded strides whose padding must be neither read nor written.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -211,38 +212,58 @@ TEST(Gemm, StridedWithATransposed) {
         }
 }
 
+// C = A^T B (+ C) over K rows by `path` (a forced path; false: it cannot run here) and by
+// gemm_strided, whichever path this machine's rule picks: strided operands, C accumulating or not
+// (not: NaN in C is overwritten).
+using TransposedAPath = std::function<bool(int, int, int, const float*, int, const float*, int, float*, int, bool)>;
+void check_transposed_a(const char* name, const TransposedAPath& path, int M, int N, int K, bool accumulate) {
+  const int lda = M + 3, ldb = N + 5, ldc = N + 2;
+  const auto At = random_floats(size_t(K) * M, -1, 1, 31);  // A^T: [K, M]
+  const auto B = random_floats(size_t(K) * N, -1, 1, 32);
+  std::vector<float> A(size_t(M) * K);
+  for (int k = 0; k < K; ++k)
+    for (int m = 0; m < M; ++m) A[size_t(m) * K + k] = At[size_t(k) * M + m];
+  const Reference ref = reference_product(M, N, K, A, B);
+  const auto C0 = random_floats(size_t(M) * N, -1, 1, 33);
+  const auto stored_a = padded(At, K, M, lda, kNaN);
+  const auto stored_b = padded(B, K, N, ldb, kNaN);
+  std::vector<float> C = padded(C0, M, N, ldc, kSentinel);
+  if (!accumulate)
+    for (int m = 0; m < M; ++m) std::fill_n(C.begin() + size_t(m) * ldc, N, kNaN);
+  if (!path(M, N, K, stored_a.data(), lda, stored_b.data(), ldb, C.data(), ldc, accumulate)) {
+    GTEST_SKIP() << "libxsmm cannot JIT kernels here";
+  }
+  EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
+      << name << ": M " << M << " N " << N << " K " << K << " accumulate " << accumulate;
+  C = padded(C0, M, N, ldc, kSentinel);
+  gemm_strided(true, false, M, N, K, stored_a.data(), lda, stored_b.data(), ldb, C.data(), ldc, accumulate);
+  EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
+      << "gemm_strided: M " << M << " N " << N << " K " << K << " accumulate " << accumulate;
+}
+
 // The JIT path of A^T B over many rows (a weight's gradient, which gemm_strided takes when OpenBLAS
 // runs narrower vectors than the JIT), forced: around its 128-row chunks of K, 64-row blocks of M and
-// 512-column blocks of N, strided operands, C accumulating or not (not: NaN in C is overwritten).
-// Through gemm_strided as well, whichever path this machine's rule picks.
+// 512-column blocks of N.
 TEST(Gemm, TransposedAOverManyRowsOnTheJitKernels) {
   for (int M : {128, 200, 512})
     for (int N : {9, 130, 600})
       for (int K : {128, 129, 300, 1000})
-        for (bool accumulate : {false, true}) {
-          const int lda = M + 3, ldb = N + 5, ldc = N + 2;
-          const auto At = random_floats(size_t(K) * M, -1, 1, 31);  // A^T: [K, M]
-          const auto B = random_floats(size_t(K) * N, -1, 1, 32);
-          std::vector<float> A(size_t(M) * K);
-          for (int k = 0; k < K; ++k)
-            for (int m = 0; m < M; ++m) A[size_t(m) * K + k] = At[size_t(k) * M + m];
-          const Reference ref = reference_product(M, N, K, A, B);
-          const auto C0 = random_floats(size_t(M) * N, -1, 1, 33);
-          const auto stored_a = padded(At, K, M, lda, kNaN);
-          const auto stored_b = padded(B, K, N, ldb, kNaN);
-          std::vector<float> C = padded(C0, M, N, ldc, kSentinel);
-          if (!accumulate)
-            for (int m = 0; m < M; ++m) std::fill_n(C.begin() + size_t(m) * ldc, N, kNaN);
-          if (!gemm_at_jit(M, N, K, stored_a.data(), lda, stored_b.data(), ldb, C.data(), ldc, accumulate)) {
-            GTEST_SKIP() << "libxsmm cannot JIT kernels here";
-          }
-          EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
-              << "jit: M " << M << " N " << N << " K " << K << " accumulate " << accumulate;
-          C = padded(C0, M, N, ldc, kSentinel);
-          gemm_strided(true, false, M, N, K, stored_a.data(), lda, stored_b.data(), ldb, C.data(), ldc, accumulate);
-          EXPECT_TRUE(matches(C, ldc, C0, accumulate, ref, M, N, K))
-              << "gemm_strided: M " << M << " N " << N << " K " << K << " accumulate " << accumulate;
-        }
+        for (bool accumulate : {false, true}) check_transposed_a("jit", gemm_at_jit, M, N, K, accumulate);
+}
+
+// The path of A^T B over many rows on packed chunks of B (a weight's gradient, which gemm_strided
+// takes from 1024 rows when OpenBLAS's vectors are as wide as the JIT's), forced: around its
+// 256-row chunks of K (a last partial chunk), 64-row blocks of M, 128-column panels of N.
+TEST(Gemm, TransposedAOverManyRowsOnPackedChunks) {
+  auto packed = [](int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+                   bool accumulate) {
+    gemm_at_packed(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    return true;
+  };
+  for (int M : {128, 200})
+    for (int N : {9, 130, 600})
+      for (int K : {200, 256, 300, 1100})
+        for (bool accumulate : {false, true}) check_transposed_a("packed", packed, M, N, K, accumulate);
 }
 
 // gemm_strided with a few rows of A (a decode step's query row) reads B where it lies: dot

@@ -288,5 +288,36 @@ TEST(Adjoints, TheBackwardKernelsAreTheAdjoint) {
   for (OpId op : {OpId::Neg, OpId::Log, OpId::Mul, OpId::LayerNorm}) EXPECT_FALSE(unary_backward_kernel(op)) << op_info(op).name;
 }
 
+// softmax_backward's scale (the adjoint of x in softmax(x * c), which the ragged backward computes
+// in one pass): written, and over dy, the same bits as the adjoint written first and then
+// multiplied by c; added, the same up to one rounding (the product and the sum may be one FMA); for
+// rows of every length against the SIMD width.
+TEST(Adjoints, SoftmaxBackwardScaledIsTheAdjointTimesTheScale) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<float> value(-1.5f, 1.5f);
+  for (int cols : {1, 7, 16, 17, 33, 512}) {
+    const int rows = 3;
+    const size_t n = size_t(rows) * cols;
+    std::vector<float> x(n), y(n), dy(n);
+    for (float& e : x) e = value(rng);
+    for (float& e : dy) e = value(rng);
+    kernels::softmax(x.data(), y.data(), rows, cols);
+    for (float c : {0.125f, -3.0f}) {
+      std::vector<float> want(n);
+      kernels::softmax_backward(y.data(), dy.data(), want.data(), rows, cols, false);
+      for (float& e : want) e *= c;
+      std::vector<float> got(n, -7.0f), over = dy, added(n, 0.5f);
+      kernels::softmax_backward(y.data(), dy.data(), got.data(), rows, cols, false, c);
+      kernels::softmax_backward(y.data(), over.data(), over.data(), rows, cols, false, c);
+      kernels::softmax_backward(y.data(), dy.data(), added.data(), rows, cols, true, c);
+      for (size_t j = 0; j < n; ++j) {
+        EXPECT_EQ(got[j], want[j]) << "cols " << cols << " scale " << c << " element " << j;
+        EXPECT_EQ(over[j], want[j]) << "cols " << cols << " scale " << c << " element " << j;
+        EXPECT_NEAR(added[j], 0.5f + want[j], 1e-7f) << "cols " << cols << " scale " << c << " element " << j;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace acrobat

@@ -15,6 +15,7 @@
 #include "lang/frontend.h"
 #include "engines/aot_engine.h"
 #include "engines/batched_engine.h"
+#include "runtime/arena.h"
 #include "runtime/buffer_pool.h"
 #include "engines/reference_engine.h"
 #include "expect_values.h"
@@ -195,6 +196,29 @@ TEST(BufferPool, ReusesReleasedBuffersAndHoldsNoMoreThanTwiceItsMostInUse) {
   for (auto [p, n] : live) pool.release(p, n);
   EXPECT_EQ(pool.bytes_in_use(), 0u);
   EXPECT_LE(pool.bytes_held(), 2 * most);
+}
+
+TEST(Arena, RunsOfChangingSizesSettleInOneChunkOfTheLargestRun) {
+  // Runs alternating between two sizes of large allocations (a training step's adjoints at each
+  // batch's lengths), each allocation larger than a default chunk: after the first runs the arena
+  // holds one chunk, as large as the most a run used, and makes no more.
+  Arena arena;
+  const size_t sizes[] = {size_t{50} << 20, size_t{51} << 20};
+  size_t most = 0;
+  for (int run = 0; run < 6; ++run) {
+    const size_t n = sizes[run % 2] / 4;  // floats: 50 and 51 MiB
+    float* a = arena.alloc(n / 2);
+    float* b = arena.alloc(n / 2);
+    a[n / 2 - 1] = b[n / 2 - 1] = 1.0f;  // writable to the end
+    EXPECT_NE(a, b);
+    most = std::max(most, arena.bytes_in_use());
+    arena.reset();
+    if (run >= 2) {
+      EXPECT_EQ(arena.chunks(), 1u) << "run " << run;
+      EXPECT_EQ(arena.held_bytes(), most) << "run " << run;
+    }
+  }
+  EXPECT_EQ(arena.bytes_in_use(), 0u);
 }
 
 // tests/golden/ownership/ownership.acr holds a function for each case of the analysis (dups, moves,
