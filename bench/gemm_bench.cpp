@@ -347,9 +347,7 @@ int main(int argc, char** argv) {
   }
 
   // A weight's gradient over a batch's rows: dW[M, N] += X^T dY, X [K rows, M], dY [K rows, N] (a
-  // [512, 512] block of an encoder's weight). gemm_strided takes gemm_at_jit when OpenBLAS's core is
-  // narrower than the JIT's (blas_narrower_than_jit), else gemm_at_packed from 1024 rows, else
-  // cblas_sgemm with A transposed.
+  // [512, 512] block of an encoder's weight); the last column is kernels::weight_gradient_path.
   if (tree_only) return 0;
   fmt::print("\nWeight gradient GFLOP/s, C[M,N] += A^T B over K rows (A stored [K, M])\n");
   fmt::print("    M     K     N |     jit  packed    blas  packed/blas | gemm_strided takes\n");
@@ -375,9 +373,9 @@ int main(int argc, char** argv) {
                  }});
     const double flops = 2.0 * M * N * K * 1e-9;
     const double jit = jit_ok ? flops / seconds[0] : 0, packed = flops / seconds[1], blas = flops / seconds[2];
-    const char* taken = kernels::blas_narrower_than_jit() && jit_ok ? "jit" : K >= 1024 ? "packed" : "blas";
-    fmt::print("{:5} {:5} {:5} | {:7.1f} {:7.1f} {:7.1f}  {:11.2f} | {}\n", M, K, N, jit, packed, blas, packed / blas,
-               taken);
+    const char* taken = kernels::weight_gradient_path_name(kernels::weight_gradient_path(N, K, jit_ok));
+    fmt::print("{:5} {:5} {:5} | {:>7} {:7.1f} {:7.1f}  {:11.2f} | {}\n", M, K, N,
+               jit_ok ? fmt::format("{:.1f}", jit) : "no JIT", packed, blas, packed / blas, taken);
     json["weight_gradient_gflops"].push_back(
         {{"M", M}, {"K", K}, {"N", N}, {"jit", jit}, {"packed", packed}, {"blas", blas}, {"taken", taken}});
   }

@@ -33,6 +33,12 @@ bool gemm_at_jit(int M, int N, int K, const float* A, int lda, const float* B, i
 // tests and benchmarks.
 void gemm_at_packed(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
                     bool accumulate);
+// Which of the two gemm_strided takes for a weight-sized A^T B (or cblas_sgemm with A transposed):
+// the JIT path where OpenBLAS is narrower and libxsmm can JIT the kernels (`jit_available`), else the
+// packed path for K >= 1024 rows and N >= 128, else sgemm.
+enum class WeightGradientPath { Jit, Packed, Blas };
+WeightGradientPath weight_gradient_path(int N, int K, bool jit_available = true);
+const char* weight_gradient_path_name(WeightGradientPath path);
 
 // The ways a GEMM can be carried out; the dispatcher picks one from M, N, K by rules measured on this
 // machine (bench/gemm_bench prints the table the rules come from).

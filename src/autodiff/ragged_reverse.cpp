@@ -517,8 +517,9 @@ class ReverseMode::Ragged {
         for (size_t j = 0; j < n; ++j) dx[j] += dy[j] * scale;
     } else {
       // Softmax of x * c whose adjoint goes to x's alone (scaled_into): written times c, as x's.
-      const int j = fresh ? scaled_into(k) : -1;
-      const float c = j >= 0 ? *operand(s_.ops[size_t(j)].operands[size_t(1 - scaled_operand(size_t(j)))]).data : 1.0f;
+      const ScaledInto into = fresh ? scaled_into(k) : ScaledInto{};
+      const analysis::BlockOp* product = into.op >= 0 ? &s_.ops[size_t(into.op)] : nullptr;
+      const float c = product ? *operand(product->operands[1 - into.x]).data : 1.0f;
       for (int64_t i = 0; i < B_; ++i) {
         const int64_t at = v.offset(i), cols = v.shape(i).back(), rows = cols > 0 ? v.elements(i) / cols : 0;
         const int r = static_cast<int>(rows), n = static_cast<int>(cols);
@@ -527,9 +528,9 @@ class ReverseMode::Ragged {
         else
           kernels::log_softmax_backward(v.data + at, dy + at, dx + at, r, n, !fresh);
       }
-      if (j >= 0) {  // x takes the adjoint over; the product by c has no step of its own
-        adjoint_slot(s_.ops[size_t(j)].operands[size_t(scaled_operand(size_t(j)))]) = dx;
-        dval_[size_t(j)] = nullptr;
+      if (product) {  // x takes the adjoint over; the product by c has no step of its own
+        adjoint_slot(product->operands[into.x]) = dx;
+        dval_[size_t(into.op)] = nullptr;
       }
     }
     return true;
@@ -537,24 +538,28 @@ class ReverseMode::Ragged {
 
   // For softmax k of y = x * c (a product by a constant scalar, scaled_operand: attention's scaled
   // scores) where neither y nor x has an adjoint yet and nothing between them reads either: the
-  // product's operator, else -1. Its adjoint, c times softmax's written into x's, is then computed
-  // in softmax's pass: one pass over the scores instead of two, to the same bits (c times the
-  // float adjoint of y).
-  int scaled_into(size_t k) {
+  // product's operator and x's operand in it, else op -1. Its adjoint, c times softmax's written
+  // into x's, is then computed in softmax's pass: one pass over the scores instead of two, to the
+  // same bits (c times the float adjoint of y).
+  struct ScaledInto {
+    int op = -1;
+    size_t x = 0;
+  };
+  ScaledInto scaled_into(size_t k) {
     const analysis::BlockOperand& yo = s_.ops[k].operands[0];
-    if (s_.ops[k].rhs->op != OpId::Softmax || !yo.local) return -1;
+    if (s_.ops[k].rhs->op != OpId::Softmax || !yo.local) return {};
     const size_t j = size_t(yo.index);
     const int xi = scaled_operand(j);
-    if (xi < 0) return -1;
+    if (xi < 0) return {};
     const analysis::BlockOperand& xo = s_.ops[j].operands[size_t(xi)];
     const RaggedValue& x = operand(xo);
     if (!wanted(xo) || adjoint_slot(xo) || (xo.local && in_place_[size_t(xo.index)]) || x.shared != vals_[j].shared ||
         x.shapes != vals_[j].shapes)
-      return -1;
+      return {};
     for (size_t m = j + 1; m < k; ++m)
       for (const analysis::BlockOperand& o : s_.ops[m].operands)
-        if ((o.local && size_t(o.index) == j) || (o.local == xo.local && o.index == xo.index)) return -1;
-    return int(j);
+        if ((o.local && size_t(o.index) == j) || (o.local == xo.local && o.index == xo.index)) return {};
+    return {int(j), size_t(xi)};
   }
 
   // A layer norm over the stacked rows, by gamma and beta shared by every instance.

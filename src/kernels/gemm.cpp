@@ -568,6 +568,20 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
 
 constexpr int kStridedBlasMinDim = 128;
 
+WeightGradientPath weight_gradient_path(int N, int K, bool jit_available) {
+  if (jit_available && blas_narrower_than_jit()) return WeightGradientPath::Jit;
+  return K >= kAtPackedMinK && N >= kStridedBlasMinDim ? WeightGradientPath::Packed : WeightGradientPath::Blas;
+}
+
+const char* weight_gradient_path_name(WeightGradientPath path) {
+  switch (path) {
+    case WeightGradientPath::Jit: return "jit";
+    case WeightGradientPath::Packed: return "packed";
+    case WeightGradientPath::Blas: return "blas";
+  }
+  return "?";
+}
+
 // A transposed operand is copied into a row-major buffer of the thread first (it is the small
 // one: K x N of QK^T is 64 x n against 2 n^2 64 FLOPs), so that every product takes gemm's JIT
 // kernels, which beat sgemm with a transposed operand on these sizes (1.5x at M, K, N =
@@ -600,12 +614,16 @@ void gemm_strided(bool trans_a, bool trans_b, int M, int N, int K, const float* 
     else few_rows_axpy(M, N, K, A, lda, B, ldb, C, ldc, accumulate, alpha);
     return;
   }
-  if (big_a && !trans_b && alpha == 1.0f && blas_narrower_than_jit() &&
-      gemm_at_jit(M, N, K, A, lda, B, ldb, C, ldc, accumulate))
-    return;
-  if (big_a && !trans_b && alpha == 1.0f && K >= kAtPackedMinK && N >= kStridedBlasMinDim) {
-    gemm_at_packed(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-    return;
+  if (big_a && !trans_b && alpha == 1.0f) {
+    WeightGradientPath path = weight_gradient_path(N, K);
+    if (path == WeightGradientPath::Jit) {
+      if (gemm_at_jit(M, N, K, A, lda, B, ldb, C, ldc, accumulate)) return;
+      path = weight_gradient_path(N, K, false);
+    }
+    if (path == WeightGradientPath::Packed) {
+      gemm_at_packed(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+      return;
+    }
   }
   if (big_a || big_b) {
     ensure_backend_ready();
