@@ -323,11 +323,15 @@ void HostRuntime::from_values(const Value* const* values, size_t n, const Layout
   // fetched meanwhile, their aggregates first and then their fields, so the misses overlap. (The
   // distances: on the Intel Xeon host of docs/benchmarks.md, converting 2210 SST trees took 7.8 ms
   // at 8 and 4 items, 5.6 ms at 32 and 16 and at 64 and 32; 2.0 ms when the trees were warm.)
-  constexpr size_t kAggregateAhead = 32, kFieldsAhead = 16;
+  constexpr size_t kValueAhead = 48, kAggregateAhead = 32, kFieldsAhead = 16;
   std::vector<ValueItem>& items = value_items_;
   items.clear();
   for (size_t k = 0; k < n; ++k) items.push_back({values[k], l, &out[k]});
   for (size_t i = 0; i < items.size(); ++i) {
+    if (i + kValueAhead < items.size()) {
+      __builtin_prefetch(items[i + kValueAhead].value);
+      __builtin_prefetch(&items[i + kValueAhead].value->agg);
+    }
     if (i + kAggregateAhead < items.size())
       if (const Aggregate* a = items[i + kAggregateAhead].value->agg.get()) __builtin_prefetch(a);
     if (i + kFieldsAhead < items.size())

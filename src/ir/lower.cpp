@@ -670,6 +670,25 @@ class Lowering {
         return;
       }
       case A::Pattern::Tuple:
+        // A tuple made just before and taken apart only here (split's slices, a tuple written out)
+        // is not made: its fields bind directly, and the host program allocates no object for it.
+        if (value.kind == Atom::Var && !b.bindings.empty() && b.bindings.back().var == value.var &&
+            ctx_->fn->vars[value.var].name.empty() && b.bindings.back().rhs->kind == RhsKind::MakeTuple &&
+            b.bindings.back().rhs->args.size() == p.subs.size()) {
+          const std::vector<Atom> fields = b.bindings.back().rhs->args;
+          b.bindings.pop_back();
+          for (size_t i = 0; i < p.subs.size(); ++i) {
+            // An element made for the tuple alone (an unnamed temporary) takes the name.
+            const Atom& f = fields[i];
+            if (p.subs[i]->kind == A::Pattern::Bind && f.kind == Atom::Var && ctx_->fn->vars[f.var].name.empty()) {
+              ctx_->fn->vars[f.var].name = p.subs[i]->name;
+              ctx_->locals[p.subs[i]->var.get()] = f.var;
+            } else {
+              destructure(*p.subs[i], f, b);
+            }
+          }
+          return;
+        }
         for (size_t i = 0; i < p.subs.size(); ++i) {
           if (p.subs[i]->kind == A::Pattern::Wildcard) continue;
           Atom field = emit(b, make_proj(value, static_cast<int>(i), p.subs[i]->type, p.subs[i]->span));

@@ -74,9 +74,9 @@ class NodeStore {
     for (size_t z = 0; z < s.sizes.size(); ++z) sizes_.push_back(sizes[z].i);
     return begin;
   }
-  void add(const Node& n) {
-    nodes_.push_back(n);
+  Node& add(const Node& n) {
     ++num_nodes_;
+    return nodes_.emplace_back(n);
   }
   // f(m) for each pending node m that node n reads.
   template <class F>

@@ -42,7 +42,7 @@ Val f1(AotContext* ctx, Val p0);
 
 // @encode
 Val f0(AotContext* ctx, Val p0) {
-  Val v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17, v18, v19, v20, v21, v22, v23;
+  Val v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17, v18, v19, v20, v21;
   v0 = p0;
   ++ctx->call_depth;
   if (v0.p->tag == 0) {
@@ -55,7 +55,7 @@ Val f0(AotContext* ctx, Val p0) {
       const Val args[] = {v2};
       ctx->host->record(ctx, 0, args);
     }
-    v23 = v3;
+    v21 = v3;
   } else if (v0.p->tag == 1) {
     v4 = v0.p->fields[0];
     v5 = v0.p->fields[1];
@@ -74,29 +74,21 @@ Val f0(AotContext* ctx, Val p0) {
       v12 = lazy_val(node, 2);
       v13 = lazy_val(node, 3);
       v14 = lazy_val(node, 4);
-      {
-        Obj* o = ctx->host->alloc_obj(ctx, 0, 2);
-        o->fields[0] = v13;
-        o->fields[1] = v14;
-        v15 = P(o);
-      }
-      v16 = v15.p->fields[0];
-      v17 = v15.p->fields[1];
-      v18 = lazy_val(node, 5);
-      v19 = lazy_val(node, 6);
-      v20 = lazy_val(node, 7);
-      v21 = T(ctx->constants[18]);
-      v22 = lazy_val(node, 8);
-      const Val args[] = {v6, v7, v9, v11, v21};
+      v16 = lazy_val(node, 5);
+      v17 = lazy_val(node, 6);
+      v18 = lazy_val(node, 7);
+      v19 = T(ctx->constants[15]);
+      v20 = lazy_val(node, 8);
+      const Val args[] = {v6, v7, v9, v11, v19};
       ctx->host->record(ctx, 1, args);
       drop_ref(ctx, v6); drop_ref(ctx, v7);
     }
-    v23 = v22;
+    v21 = v20;
   } else {
     ctx->host->fail(ctx, 0, 0, 0);
   }
   --ctx->call_depth;
-  return v23;
+  return v21;
 }
 
 // @main
@@ -104,8 +96,8 @@ Val f1(AotContext* ctx, Val p0) {
   Val v0, v1, v2, v3, v4;
   v0 = p0;
   ++ctx->call_depth;
-  if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, 20, 0, 0);
-  count_step(ctx, 20, 0);
+  if (ctx->call_depth >= ctx->max_call_depth) ctx->host->fail(ctx, 17, 0, 0);
+  count_step(ctx, 17, 0);
   v1 = f0(ctx, v0);
   end_phase(v1);
   v2 = T(ctx->params[3]);
@@ -338,6 +330,6 @@ const FusedAdjoint* const kAdjoints[] = {kAdjoints0, kAdjoints1, nullptr, nullpt
 }  // namespace
 
 extern "C" const AotModel* acrobat_aot_model() {
-  static const AotModel model = {kAbiVersion, "f51184cc817a5444", ACROBAT_AOT_ISA, 3, kKernels, kAdjoints, entry};
+  static const AotModel model = {kAbiVersion, "c3c4b1e9237ecd97", ACROBAT_AOT_ISA, 3, kKernels, kAdjoints, entry};
   return &model;
 }
