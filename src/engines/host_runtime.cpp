@@ -318,11 +318,15 @@ const HostRuntime::Layout* HostRuntime::layout_of(const Type& t) {
 
 void HostRuntime::from_values(const Value* const* values, size_t n, const Layout* l, Val* out) {
   // Breadth first over one worklist for all of them, no recursion however deep a value (a long
-  // list, a deep tree). The inputs are cold (built before the run), and each aggregate and its
-  // fields are two dependent misses: the items a few places ahead, mostly of other instances, are
-  // fetched meanwhile, their aggregates first and then their fields, so the misses overlap. (The
-  // distances: on the Intel Xeon host of docs/benchmarks.md, converting 2210 SST trees took 7.8 ms
-  // at 8 and 4 items, 5.6 ms at 32 and 16 and at 64 and 32; 2.0 ms when the trees were warm.)
+  // list, a deep tree). The inputs are cold (built before the run), and a value (in its parent's
+  // fields), its aggregate and the aggregate's fields are three dependent misses: the items a few
+  // places ahead, mostly of other instances, are fetched meanwhile, their values first (both ends:
+  // an int and the aggregate pointer may lie on two lines), then their aggregates, then their
+  // fields, so the misses overlap. (The distances: on the Intel Xeon host of docs/benchmarks.md,
+  // converting 2210 SST trees took 7.8 ms at 8 and 4 items, 5.6 ms at 32 and 16 and at 64 and 32;
+  // 2.0 ms when the trees were warm. Fetching the values too took the H 64 Tree-LSTM's host+graph
+  // on the 8544 training trees from 0.070-0.072 to 0.059-0.061 s; 72, 48 and 24 items as 48, 32
+  // and 16.)
   constexpr size_t kValueAhead = 48, kAggregateAhead = 32, kFieldsAhead = 16;
   std::vector<ValueItem>& items = value_items_;
   items.clear();
