@@ -20,8 +20,8 @@
 #   fibers), and DRNN, with fibers and forks, on both; JIT GEMM kernels used from four threads;
 #   the CLI's runs (--threads defaults to every core); gradients on two threads, whose dW the
 #   pool's worker adds while the backward goes on (autodiff/weight_products.h); and the fiber
-#   tests (a run's host programs run on a thread of their own with a large stack, handed over by a
-#   mutex); and the turns of a server's models on the engine (tests/runtime/engine_turns_test.cpp).
+#   tests (a run's host programs run on fibers of the calling thread, whose switches are told to
+#   TSan); and the turns of a server's models on the engine (tests/runtime/engine_turns_test.cpp).
 #   Left out, one test:
 #     ConcurrentCalls.EachMemberCountsItsOwnCallDepth: it keeps 4096 fibers alive at once (the
 #       runtime's limit), and TSan's state for each (a thread's: shadow call stack, event trace)

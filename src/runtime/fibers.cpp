@@ -428,6 +428,19 @@ void InstanceFibers::run(size_t n, const std::function<void(size_t)>& body,
   if (first) std::rethrow_exception(first);
 }
 
+void InstanceFibers::call(FunctionRef<void()> fn) {
+  ACROBAT_ASSERT(!running_, "InstanceFibers::call inside a run");
+  Impl& im = *impl_;
+  im.destroy_all();
+  auto body = [fn](size_t) { fn(); };
+  const int id = im.start(body, 0, nullptr, 0);
+  im.switch_to(id);
+  ACROBAT_ASSERT(im.slots[static_cast<size_t>(id)].state == Impl::State::Done, "a called fiber suspended");
+  std::exception_ptr error = std::move(im.slots[static_cast<size_t>(id)].error);
+  im.destroy_all();
+  if (error) std::rethrow_exception(error);
+}
+
 void InstanceFibers::run_open(const Open& open) {
   ACROBAT_ASSERT(!running_, "InstanceFibers::run_open is not reentrant");
   Impl& im = *impl_;

@@ -55,6 +55,12 @@ class InstanceFibers {
   };
   void run_open(const Open& open);
 
+  // Runs fn on a fiber of its own, from the calling thread and outside a run, and returns when fn
+  // returns (its exception rethrown here): a stack of stack_bytes for a program that recurses
+  // deeply, without handing the program to another thread. fn may not wait or fork (inside() is
+  // false while it runs).
+  void call(FunctionRef<void()> fn);
+
   // Whether the calling code runs on one of the fibers of a run().
   bool inside() const { return running_; }
   // From inside a fiber: suspends it until the next flush.

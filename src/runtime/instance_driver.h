@@ -1,6 +1,6 @@
-// Runs the host programs of a batch's instances for every batched engine: on a thread with a large
-// stack (the host programs recurse once per model call), one instance after the other, or, when
-// the program reads tensors, each instance on a fiber of its own (runtime/fibers.h) so that a read
+// Runs the host programs of a batch's instances for every batched engine, on the calling thread: on
+// a large stack (they recurse once per model call), one instance after the other, or, when the
+// program reads tensors, each instance on a fiber of its own (runtime/fibers.h) so that a read
 // of a pending value suspends it until every instance waits and the pending work runs as large
 // batches. Independent calls inside an instance (analysis/concurrency.h) run on child fibers of
 // the instance's. A user error in an instance names it.
@@ -8,10 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 
-#include "support/big_stack.h"
+#include "support/big_stack.h"  // kInterpreterStackBytes
 #include "runtime/fibers.h"
 #include "runtime/graph.h"
 
@@ -39,20 +40,18 @@ class InstanceDriver {
     start(n, reads_tensors, forks, first_instance, std::move(body), std::move(flush));
     finish();
   }
-  // run() in two halves: start() returns once the host programs have started on the driver's
-  // thread, finish() waits for them and throws what run() would (and returns at once when they
-  // were waited for already). Between the two the caller may
-  // do other work, but not with this driver or the graph its programs record into.
+  // run() in two halves: start() runs the host programs on the calling thread (one after the other
+  // on a fiber with a large stack, or each on a fiber of its own when they read tensors), finish()
+  // throws what run() would (and returns at once when it has already).
   void start(size_t n, bool reads_tensors, bool forks, size_t first_instance,
              std::function<void(size_t)> body, std::function<void()> flush);
   void finish();
   // An open run (continuous batching, InstanceFibers::run_open): every instance on a fiber of its
-  // own, on the driver's thread, returning when `open.admit` ends it. Errors reach `open.ended`
+  // own, on the calling thread, returning when `open.admit` ends it. Errors reach `open.ended`
   // as thrown (the caller numbers the instance); one of flush() or of admit() ends the run and
   // is thrown here.
   void run_open(const InstanceFibers::Open& open);
-  // How long the host programs of the last start() took on the driver's thread (flushes during
-  // them included).
+  // How long the host programs of the last start() took (flushes during them included).
   double seconds() const { return seconds_; }
 
   // From an instance's host program: runs body(k) for k in [0, n), on child fibers when the
@@ -66,8 +65,9 @@ class InstanceDriver {
 
  private:
   bool fibers_;
-  std::unique_ptr<StackThread> worker_;
   std::unique_ptr<InstanceFibers> instance_fibers_;
+  std::unique_ptr<InstanceFibers> stack_;  // the programs' stack when they run one after the other
+  std::exception_ptr error_;               // start()'s, for finish()
   std::function<void(size_t)> body_;
   std::function<void()> flush_;
   double seconds_ = 0;

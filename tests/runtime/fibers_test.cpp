@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "compiler/pipeline.h"
 #include "lang/frontend.h"
@@ -56,6 +57,36 @@ TEST(InstanceFibers, RecursesDeepOnAFiberStack) {
   std::vector<int> out(3);
   fibers.run(3, [&](size_t i) { out[i] = down(20000 + static_cast<int>(i)); }, [] {});
   EXPECT_EQ(out, (std::vector<int>{20000, 20001, 20002}));
+}
+
+// call(): on the calling thread, deeper than a thread's default stack (20000 frames of over 512
+// bytes: 10 MiB and more), the function's exception rethrown, and the fibers usable again after it.
+TEST(InstanceFibers, CallRunsOnTheCallingThreadOnAStackOfItsOwn) {
+  InstanceFibers fibers(size_t{64} << 20);
+  std::function<int(int)> down = [&](int n) -> int {
+    volatile char pad[512];
+    pad[0] = static_cast<char>(n);
+    return n == 0 ? pad[0] : 1 + down(n - 1);
+  };
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  int depth = 0;
+  fibers.call([&] {
+    ran_on = std::this_thread::get_id();
+    EXPECT_FALSE(fibers.inside());
+    depth = down(20000);
+  });
+  EXPECT_EQ(ran_on, caller);
+  EXPECT_EQ(depth, 20000);
+  try {
+    fibers.call([] { throw std::runtime_error("the message"); });
+    ADD_FAILURE() << "call() returned instead of rethrowing";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "the message");
+  }
+  std::vector<int> out(2);
+  fibers.run(2, [&](size_t i) { out[i] = down(100 + static_cast<int>(i)); }, [] {});
+  EXPECT_EQ(out, (std::vector<int>{100, 101}));
 }
 
 // An open run: instances join between rounds (ids the caller chooses), each is reported ended as
