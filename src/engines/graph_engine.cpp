@@ -64,13 +64,12 @@ void GraphEngine::start(Lane& l, int func, const std::vector<Value>& inputs, siz
   l.program->begin_run(func, inputs, stats, max_steps_);
   Program* program = l.program.get();
   Lane* lp = &l;
-  l.driver.start(inputs.size(), plan.tensor_reads, plan.concurrency.num_groups > 0, first_instance,
-                 [program](size_t i) { program->run_instance(i); },
-                 [lp] { lp->graph.flush(lp->program->executor()); });
+  l.driver.run(inputs.size(), plan.tensor_reads, plan.concurrency.num_groups > 0, first_instance,
+               [program](size_t i) { program->run_instance(i); },
+               [lp] { lp->graph.flush(lp->program->executor()); });
 }
 
 std::vector<Value> GraphEngine::finish(Lane& l, size_t n, RunStats& stats) {
-  l.driver.finish();
   stats.host_seconds = l.driver.seconds() - l.graph.flush_seconds();
   l.graph.flush(l.program->executor());
   std::vector<Value> outputs;

@@ -108,10 +108,10 @@ class GraphEngine : public Engine {
   // The inputs from `first` on in batches of `step`, one after the other on the pooled lane.
   void run_pooled(int func, const std::vector<Value>& inputs, size_t first, size_t step,
                   RunResult& result);
-  // Starts the host programs of `inputs` (instances numbered from `first_instance`) on `lane`.
+  // Runs the host programs of `inputs` (instances numbered from `first_instance`) on `lane`.
   void start(Lane& lane, int func, const std::vector<Value>& inputs, size_t first_instance,
              RunStats& stats, bool keep_outputs = false);
-  // Waits for them, runs what is pending and returns the outputs.
+  // Then runs what is pending and returns the outputs.
   std::vector<Value> finish(Lane& lane, size_t n, RunStats& stats);
 
   Scheduler scheduler_;

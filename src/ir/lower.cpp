@@ -653,16 +653,28 @@ class Lowering {
     return result;
   }
 
+  // The binding that has just made `value`, when it is an unnamed temporary (the value being bound,
+  // read by nothing yet), else null.
+  const Binding* fresh_temporary(Atom value, const Block& b) const {
+    if (value.kind != Atom::Var || b.bindings.empty() || b.bindings.back().var != value.var ||
+        !ctx_->fn->vars[value.var].name.empty())
+      return nullptr;
+    return &b.bindings.back();
+  }
+  // Binds variable pattern p to the unnamed temporary `var` itself, which takes p's name.
+  void name_temporary(const A::Pattern& p, int var) {
+    ctx_->fn->vars[var].name = p.name;
+    ctx_->locals[p.var.get()] = var;
+  }
+
   // Binds tuple/variable patterns with projections.
   void destructure(const A::Pattern& p, Atom value, Block& b) {
     switch (p.kind) {
       case A::Pattern::Wildcard: return;
       case A::Pattern::Bind: {
         // Name the temporary that holds the value rather than copying it, when there is one.
-        if (value.kind == Atom::Var && !b.bindings.empty() && b.bindings.back().var == value.var &&
-            ctx_->fn->vars[value.var].name.empty()) {
-          ctx_->fn->vars[value.var].name = p.name;
-          ctx_->locals[p.var.get()] = value.var;
+        if (fresh_temporary(value, b)) {
+          name_temporary(p, value.var);
           return;
         }
         int v = bind_local(p.var);
@@ -672,20 +684,17 @@ class Lowering {
       case A::Pattern::Tuple:
         // A tuple made just before and taken apart only here (split's slices, a tuple written out)
         // is not made: its fields bind directly, and the host program allocates no object for it.
-        if (value.kind == Atom::Var && !b.bindings.empty() && b.bindings.back().var == value.var &&
-            ctx_->fn->vars[value.var].name.empty() && b.bindings.back().rhs->kind == RhsKind::MakeTuple &&
-            b.bindings.back().rhs->args.size() == p.subs.size()) {
-          const std::vector<Atom> fields = b.bindings.back().rhs->args;
+        if (const Binding* made = fresh_temporary(value, b);
+            made && made->rhs->kind == RhsKind::MakeTuple && made->rhs->args.size() == p.subs.size()) {
+          const std::vector<Atom> fields = made->rhs->args;
           b.bindings.pop_back();
           for (size_t i = 0; i < p.subs.size(); ++i) {
             // An element made for the tuple alone (an unnamed temporary) takes the name.
             const Atom& f = fields[i];
-            if (p.subs[i]->kind == A::Pattern::Bind && f.kind == Atom::Var && ctx_->fn->vars[f.var].name.empty()) {
-              ctx_->fn->vars[f.var].name = p.subs[i]->name;
-              ctx_->locals[p.subs[i]->var.get()] = f.var;
-            } else {
+            if (p.subs[i]->kind == A::Pattern::Bind && f.kind == Atom::Var && ctx_->fn->vars[f.var].name.empty())
+              name_temporary(*p.subs[i], f.var);
+            else
               destructure(*p.subs[i], f, b);
-            }
           }
           return;
         }

@@ -20,16 +20,18 @@ struct SecondsInto {
 InstanceDriver::InstanceDriver(bool fibers) : fibers_(fibers) {}
 InstanceDriver::~InstanceDriver() = default;
 
-void InstanceDriver::start(size_t n, bool reads_tensors, bool forks, size_t first_instance,
-                           std::function<void(size_t)> body, std::function<void()> flush) {
-  body_ = std::move(body);
+void InstanceDriver::run(size_t n, bool reads_tensors, bool forks, size_t first_instance,
+                         const std::function<void(size_t)>& body, std::function<void()> flush) {
   flush_ = std::move(flush);
-  error_ = nullptr;
+  struct Clear {  // wait_for's flush is this run's only while it runs
+    std::function<void()>& flush;
+    ~Clear() { flush = nullptr; }
+  } clear{flush_};
   const bool faults = faults_injected();
   auto instance = [&](size_t i) {
     try {
       if (faults) ACROBAT_FAULT_POINT("instance");
-      body_(i);
+      body(i);
     } catch (const UserError& e) {
       throw for_instance(e, first_instance + i);
     }
@@ -37,19 +39,15 @@ void InstanceDriver::start(size_t n, bool reads_tensors, bool forks, size_t firs
   // On the calling thread: handing the programs to a thread of their own and back cost two wake-ups
   // of a sleeping core a run (about 95 us on a 2-core VM), and the run's data then lay in two cores'
   // caches.
-  try {
-    SecondsInto timer{seconds_};
-    if (fibers_ && reads_tensors && (n > 1 || forks)) {
-      if (!instance_fibers_) instance_fibers_ = std::make_unique<InstanceFibers>();
-      instance_fibers_->run(n, instance, flush_);
-    } else {
-      if (!stack_) stack_ = std::make_unique<InstanceFibers>(kInterpreterStackBytes);
-      stack_->call([&] {
-        for (size_t i = 0; i < n; ++i) instance(i);
-      });
-    }
-  } catch (...) {
-    error_ = std::current_exception();
+  SecondsInto timer{seconds_};
+  if (fibers_ && reads_tensors && (n > 1 || forks)) {
+    if (!instance_fibers_) instance_fibers_ = std::make_unique<InstanceFibers>();
+    instance_fibers_->run(n, instance, flush_);
+  } else {
+    if (!stack_) stack_ = std::make_unique<InstanceFibers>(kInterpreterStackBytes);
+    stack_->call([&] {
+      for (size_t i = 0; i < n; ++i) instance(i);
+    });
   }
 }
 
@@ -63,12 +61,6 @@ void InstanceDriver::run_open(const InstanceFibers::Open& open) {
   SecondsInto timer{seconds_};
   if (!instance_fibers_) instance_fibers_ = std::make_unique<InstanceFibers>();
   instance_fibers_->run_open(on_driver);
-}
-
-void InstanceDriver::finish() {
-  body_ = nullptr;
-  flush_ = nullptr;
-  if (std::exception_ptr error = std::exchange(error_, nullptr)) std::rethrow_exception(error);
 }
 
 void InstanceDriver::concurrently(size_t n, FunctionRef<void(size_t)> body) {

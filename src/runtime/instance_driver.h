@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <memory>
 
@@ -31,27 +30,19 @@ class InstanceDriver {
   static constexpr size_t kMaxLiveFibers = 4096;
   ~InstanceDriver();
 
-  // Runs body(i) for every i in [0, n); `flush` runs the graph's pending work (what waiting reads
-  // demand). A UserError thrown by body(i) fails the run as "instance first_instance + i: ...",
-  // for the lowest such i. `forks`: the program has concurrent calls (one instance then runs on a
-  // fiber too).
+  // Runs body(i) for every i in [0, n) on the calling thread: one after the other on a fiber with a
+  // large stack, or each on a fiber of its own when they read tensors. `flush` runs the graph's
+  // pending work (what waiting reads demand). A UserError thrown by body(i) fails the run as
+  // "instance first_instance + i: ...", for the lowest such i. `forks`: the program has concurrent
+  // calls (one instance then runs on a fiber too).
   void run(size_t n, bool reads_tensors, bool forks, size_t first_instance,
-           std::function<void(size_t)> body, std::function<void()> flush) {
-    start(n, reads_tensors, forks, first_instance, std::move(body), std::move(flush));
-    finish();
-  }
-  // run() in two halves: start() runs the host programs on the calling thread (one after the other
-  // on a fiber with a large stack, or each on a fiber of its own when they read tensors), finish()
-  // throws what run() would (and returns at once when it has already).
-  void start(size_t n, bool reads_tensors, bool forks, size_t first_instance,
-             std::function<void(size_t)> body, std::function<void()> flush);
-  void finish();
+           const std::function<void(size_t)>& body, std::function<void()> flush);
   // An open run (continuous batching, InstanceFibers::run_open): every instance on a fiber of its
   // own, on the calling thread, returning when `open.admit` ends it. Errors reach `open.ended`
   // as thrown (the caller numbers the instance); one of flush() or of admit() ends the run and
   // is thrown here.
   void run_open(const InstanceFibers::Open& open);
-  // How long the host programs of the last start() took (flushes during them included).
+  // How long the host programs of the last run() took (flushes during them included).
   double seconds() const { return seconds_; }
 
   // From an instance's host program: runs body(k) for k in [0, n), on child fibers when the
@@ -67,9 +58,7 @@ class InstanceDriver {
   bool fibers_;
   std::unique_ptr<InstanceFibers> instance_fibers_;
   std::unique_ptr<InstanceFibers> stack_;  // the programs' stack when they run one after the other
-  std::exception_ptr error_;               // start()'s, for finish()
-  std::function<void(size_t)> body_;
-  std::function<void()> flush_;
+  std::function<void()> flush_;  // run()'s, while it runs
   double seconds_ = 0;
 };
 
